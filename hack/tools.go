@@ -18,8 +18,8 @@ import (
 	_ "k8s.io/client-go/kubernetes"
 	_ "k8s.io/client-go/tools/remotecommand"
 	_ "knative.dev/pkg/injection/sharedmain"
+	_ "knative.dev/pkg/reconciler/testing"
 	_ "knative.dev/pkg/webhook"
 	_ "knative.dev/pkg/webhook/certificates"
-	_ "knative.dev/pkg/reconciler/testing"
 	_ "knative.dev/pkg/webhook/testing"
 )
