@@ -1,0 +1,94 @@
+package webhook
+
+import (
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/istio-aux/istio-aux/functions/decision"
+)
+
+// Outcome is what one admission did; it is also the metric label, so the set
+// is small and fixed.
+type Outcome string
+
+const (
+	// Mutated: the pod got our annotation.
+	Mutated Outcome = "mutated"
+	// Skipped: the pod is not ours, or already says what it wants.
+	Skipped Outcome = "skipped"
+	// Warned: the webhook could not do its job on this request (malformed
+	// input, unexpected kind); the object is let through unchanged and the
+	// client sees an admission warning.
+	Warned Outcome = "warned"
+)
+
+// Stable reasons, for logs and tests.
+const (
+	ReasonNotOptedIn     = "not opted in"
+	ReasonNoInjection    = "Istio will not inject this pod"
+	ReasonNativeSidecar  = "pod already has a native istio-proxy sidecar"
+	ReasonUserHold       = "user already set " + KeyHold
+	ReasonUserNative     = "user already set " + AnnotationNativeSidecar
+	ReasonHold           = "hold application until proxy starts"
+	ReasonNative         = "native sidecar requested"
+	ReasonBadProxyConfig = "malformed " + AnnotationProxyConfig
+)
+
+// Mutation is the decision for one pod: at most one annotation to set.
+type Mutation struct {
+	Outcome Outcome
+	Reason  string
+	// Key and Value are the annotation to set when Outcome is Mutated.
+	Key, Value string
+	// Warning is returned to the client as an admission warning.
+	Warning string
+}
+
+// Mutate decides what to do with a pod at CREATE, given its namespace's
+// labels and the configured mode. It is pure and never modifies pod.
+func Mutate(pod *corev1.Pod, namespaceLabels map[string]string, mode Mode) Mutation {
+	if !decision.OptedIn(namespaceLabels, pod.Labels, pod.Annotations) {
+		return Mutation{Outcome: Skipped, Reason: ReasonNotOptedIn}
+	}
+	if !istioWillInject(pod) {
+		return Mutation{Outcome: Skipped, Reason: ReasonNoInjection}
+	}
+	if decision.HasNativeProxy(pod) {
+		return Mutation{Outcome: Skipped, Reason: ReasonNativeSidecar}
+	}
+	if mode == ModeNative {
+		if _, ok := pod.Annotations[AnnotationNativeSidecar]; ok {
+			return Mutation{Outcome: Skipped, Reason: ReasonUserNative}
+		}
+		return Mutation{Outcome: Mutated, Reason: ReasonNative, Key: AnnotationNativeSidecar, Value: "true"}
+	}
+	merged, changed, err := mergeHold(pod.Annotations[AnnotationProxyConfig])
+	switch {
+	case err != nil:
+		return Mutation{
+			Outcome: Warned, Reason: ReasonBadProxyConfig,
+			Warning: "istio-aux left the pod unchanged: " + err.Error(),
+		}
+	case !changed:
+		return Mutation{Outcome: Skipped, Reason: ReasonUserHold}
+	}
+	return Mutation{Outcome: Mutated, Reason: ReasonHold, Key: AnnotationProxyConfig, Value: merged}
+}
+
+// istioWillInject reads sidecar.istio.io/inject the way Istio's injector
+// does: the label wins over the annotation; y/yes/true/on (any case) or no
+// value at all leave the decision to Istio's policy, anything else turns
+// injection off. Annotating a pod Istio will not inject would be harmless but
+// noisy, and counts it as mutated when nothing will change.
+func istioWillInject(pod *corev1.Pod) bool {
+	v, ok := pod.Labels[KeyInject]
+	if !ok {
+		v = pod.Annotations[KeyInject]
+	}
+	switch strings.ToLower(v) {
+	case "", "y", "yes", "true", "on":
+		return true
+	}
+	return false
+}

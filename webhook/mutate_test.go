@@ -1,0 +1,293 @@
+package webhook
+
+import (
+	"encoding/json"
+	"maps"
+	"strings"
+	"testing"
+
+	jsonpatch "github.com/evanphx/json-patch/v5"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/istio-aux/istio-aux/functions/decision"
+)
+
+var (
+	enabledNS = map[string]string{decision.LabelEnabled: "true"}
+	legacyNS  = map[string]string{decision.LegacyLabel: decision.LegacyLabelValue}
+)
+
+func testPod(labels, annotations map[string]string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "mnist-worker-0", Namespace: "kubeflow", Labels: labels, Annotations: annotations},
+		Spec: corev1.PodSpec{
+			RestartPolicy: corev1.RestartPolicyOnFailure,
+			Containers:    []corev1.Container{{Name: "tensorflow", Image: "mnist"}},
+		},
+	}
+}
+
+// applyMutation runs Mutate on the pod's JSON, applies the resulting patch
+// to that JSON and returns the annotations of the patched object.
+func applyMutation(t testing.TB, raw []byte, nsLabels map[string]string, mode Mode) (Mutation, map[string]string) {
+	t.Helper()
+	pod, s, err := decodePod(raw)
+	if err != nil {
+		t.Fatalf("decodePod: %v", err)
+	}
+	m := Mutate(pod, nsLabels, mode)
+	if m.Outcome != Mutated {
+		return m, pod.Annotations
+	}
+	patch, err := annotationPatch(s, m.Key, m.Value)
+	if err != nil {
+		t.Fatalf("annotationPatch: %v", err)
+	}
+	return m, annotationsAfter(t, raw, patch)
+}
+
+func annotationsAfter(t testing.TB, raw, patch []byte) map[string]string {
+	t.Helper()
+	p, err := jsonpatch.DecodePatch(patch)
+	if err != nil {
+		t.Fatalf("DecodePatch(%s): %v", patch, err)
+	}
+	out, err := p.Apply(raw)
+	if err != nil {
+		t.Fatalf("patch %s does not apply to %s: %v", patch, raw, err)
+	}
+	var after corev1.Pod
+	if err := json.Unmarshal(out, &after); err != nil {
+		t.Fatalf("patched object is not a pod: %v", err)
+	}
+	return after.Annotations
+}
+
+func TestMutate(t *testing.T) {
+	const hold = AnnotationProxyConfig
+	other := map[string]string{"team": "ml"}
+	tests := map[string]struct {
+		ns          map[string]string
+		labels      map[string]string
+		annotations map[string]string
+		native      bool // pod already carries a native istio-proxy
+		mode        Mode
+		outcome     Outcome
+		reason      string
+		want        map[string]string // the annotations afterwards
+	}{
+		"no annotations at all": {
+			ns: enabledNS, outcome: Mutated, reason: ReasonHold,
+			want: map[string]string{hold: "holdApplicationUntilProxyStarts: true"},
+		},
+		"other annotations, no proxy config": {
+			ns: enabledNS, annotations: other, outcome: Mutated, reason: ReasonHold,
+			want: map[string]string{"team": "ml", hold: "holdApplicationUntilProxyStarts: true"},
+		},
+		"legacy namespace label": {
+			ns: legacyNS, outcome: Mutated, reason: ReasonHold,
+			want: map[string]string{hold: "holdApplicationUntilProxyStarts: true"},
+		},
+		"existing proxy config with other keys, order and comments kept": {
+			ns:          enabledNS,
+			annotations: map[string]string{hold: "# tuned for mnist\nconcurrency: 2\ntracing:\n  sampling: 10.5\nproxyMetadata:\n  ISTIO_META_DNS_CAPTURE: \"true\"\n"},
+			outcome:     Mutated, reason: ReasonHold,
+			want: map[string]string{hold: "# tuned for mnist\nconcurrency: 2\ntracing:\n  sampling: 10.5\nproxyMetadata:\n  ISTIO_META_DNS_CAPTURE: \"true\"\nholdApplicationUntilProxyStarts: true\n"},
+		},
+		"flow-style proxy config": {
+			ns: enabledNS, annotations: map[string]string{hold: "{concurrency: 2}"},
+			outcome: Mutated, reason: ReasonHold,
+			want: map[string]string{hold: "{concurrency: 2, holdApplicationUntilProxyStarts: true}\n"},
+		},
+		"whitespace-only proxy config": {
+			ns: enabledNS, annotations: map[string]string{hold: "  \n"},
+			outcome: Mutated, reason: ReasonHold,
+			want: map[string]string{hold: "holdApplicationUntilProxyStarts: true"},
+		},
+		"comment-only proxy config": {
+			ns: enabledNS, annotations: map[string]string{hold: "# nothing yet\n"},
+			outcome: Mutated, reason: ReasonHold,
+			want: map[string]string{hold: "# nothing yet\nholdApplicationUntilProxyStarts: true\n"},
+		},
+		"user's explicit false is kept": {
+			ns: enabledNS, annotations: map[string]string{hold: "concurrency: 2\nholdApplicationUntilProxyStarts: false\n"},
+			outcome: Skipped, reason: ReasonUserHold,
+			want: map[string]string{hold: "concurrency: 2\nholdApplicationUntilProxyStarts: false\n"},
+		},
+		"malformed YAML: unchanged with a warning": {
+			ns: enabledNS, annotations: map[string]string{hold: "concurrency: [2"},
+			outcome: Warned, reason: ReasonBadProxyConfig,
+			want: map[string]string{hold: "concurrency: [2"},
+		},
+		"proxy config that is a list: unchanged with a warning": {
+			ns: enabledNS, annotations: map[string]string{hold: "- concurrency: 2"},
+			outcome: Warned, reason: ReasonBadProxyConfig,
+			want: map[string]string{hold: "- concurrency: 2"},
+		},
+		"proxy config with duplicate keys: unchanged with a warning": {
+			ns: enabledNS, annotations: map[string]string{hold: "concurrency: 2\nconcurrency: 3\n"},
+			outcome: Warned, reason: ReasonBadProxyConfig,
+			want: map[string]string{hold: "concurrency: 2\nconcurrency: 3\n"},
+		},
+		"two YAML documents: unchanged with a warning": {
+			ns: enabledNS, annotations: map[string]string{hold: "concurrency: 2\n---\nconcurrency: 3\n"},
+			outcome: Warned, reason: ReasonBadProxyConfig,
+			want: map[string]string{hold: "concurrency: 2\n---\nconcurrency: 3\n"},
+		},
+		"opted out by annotation in an enabled namespace": {
+			ns: enabledNS, annotations: map[string]string{decision.AnnotationEnabled: "false"},
+			outcome: Skipped, reason: ReasonNotOptedIn,
+			want: map[string]string{decision.AnnotationEnabled: "false"},
+		},
+		"opted in by pod label in an unlabelled namespace": {
+			labels:  map[string]string{decision.LabelEnabled: "true"},
+			outcome: Mutated, reason: ReasonHold,
+			want: map[string]string{hold: "holdApplicationUntilProxyStarts: true"},
+		},
+		"not opted in": {
+			ns: map[string]string{"istio-injection": "enabled"}, annotations: other,
+			outcome: Skipped, reason: ReasonNotOptedIn, want: other,
+		},
+		"inject=false label": {
+			ns: enabledNS, labels: map[string]string{KeyInject: "false"},
+			outcome: Skipped, reason: ReasonNoInjection,
+		},
+		"inject=false annotation": {
+			ns: enabledNS, annotations: map[string]string{KeyInject: "false"},
+			outcome: Skipped, reason: ReasonNoInjection,
+			want: map[string]string{KeyInject: "false"},
+		},
+		"inject label true wins over annotation false": {
+			ns: enabledNS, labels: map[string]string{KeyInject: "true"}, annotations: map[string]string{KeyInject: "false"},
+			outcome: Mutated, reason: ReasonHold,
+			want: map[string]string{KeyInject: "false", hold: "holdApplicationUntilProxyStarts: true"},
+		},
+		"pod already has a native istio-proxy": {
+			ns: enabledNS, native: true,
+			outcome: Skipped, reason: ReasonNativeSidecar,
+		},
+		"native mode sets the annotation": {
+			ns: enabledNS, mode: ModeNative, annotations: other,
+			outcome: Mutated, reason: ReasonNative,
+			want: map[string]string{"team": "ml", AnnotationNativeSidecar: "true"},
+		},
+		"native mode keeps the user's value": {
+			ns: enabledNS, mode: ModeNative, annotations: map[string]string{AnnotationNativeSidecar: "false"},
+			outcome: Skipped, reason: ReasonUserNative,
+			want: map[string]string{AnnotationNativeSidecar: "false"},
+		},
+		"native mode leaves proxy config alone": {
+			ns: enabledNS, mode: ModeNative, annotations: map[string]string{hold: "concurrency: 2"},
+			outcome: Mutated, reason: ReasonNative,
+			want: map[string]string{hold: "concurrency: 2", AnnotationNativeSidecar: "true"},
+		},
+		"native mode, not opted in": {
+			mode: ModeNative, outcome: Skipped, reason: ReasonNotOptedIn,
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			pod := testPod(tc.labels, tc.annotations)
+			if tc.native {
+				always := corev1.ContainerRestartPolicyAlways
+				pod.Spec.InitContainers = []corev1.Container{{Name: decision.ProxyContainer, RestartPolicy: &always}}
+			}
+			mode := tc.mode
+			if mode == "" {
+				mode = ModeHold
+			}
+			before := maps.Clone(pod.Annotations)
+			raw, err := json.Marshal(pod)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m, got := applyMutation(t, raw, tc.ns, mode)
+			if m.Outcome != tc.outcome || m.Reason != tc.reason {
+				t.Errorf("outcome = %s (%s), want %s (%s)", m.Outcome, m.Reason, tc.outcome, tc.reason)
+			}
+			if (m.Outcome == Warned) != (m.Warning != "") {
+				t.Errorf("warning %q with outcome %s", m.Warning, m.Outcome)
+			}
+			if !maps.Equal(got, tc.want) {
+				t.Errorf("annotations after =\n%#v\nwant\n%#v", got, tc.want)
+			}
+			if !maps.Equal(pod.Annotations, before) {
+				t.Errorf("Mutate modified its input: %#v", pod.Annotations)
+			}
+		})
+	}
+}
+
+// The JSON patch must reach the object whatever shape its metadata has.
+func TestAnnotationPatchShapes(t *testing.T) {
+	tests := map[string]struct {
+		raw  string
+		want string // the single patch operation's path
+	}{
+		"no metadata":          {`{"spec":{}}`, "/metadata"},
+		"null metadata":        {`{"metadata":null}`, "/metadata"},
+		"no annotations":       {`{"metadata":{"name":"p"}}`, "/metadata/annotations"},
+		"null annotations":     {`{"metadata":{"annotations":null}}`, "/metadata/annotations"},
+		"empty annotations":    {`{"metadata":{"annotations":{}}}`, "/metadata/annotations/proxy.istio.io~1config"},
+		"existing annotations": {`{"metadata":{"annotations":{"proxy.istio.io/config":"concurrency: 1"}}}`, "/metadata/annotations/proxy.istio.io~1config"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			m, got := applyMutation(t, []byte(tc.raw), enabledNS, ModeHold)
+			if m.Outcome != Mutated || !strings.Contains(got[AnnotationProxyConfig], "holdApplicationUntilProxyStarts: true") {
+				t.Fatalf("outcome %s, annotations %#v", m.Outcome, got)
+			}
+			_, s, _ := decodePod([]byte(tc.raw))
+			patch, _ := annotationPatch(s, m.Key, m.Value)
+			var ops []map[string]any
+			if err := json.Unmarshal(patch, &ops); err != nil || len(ops) != 1 || ops[0]["path"] != tc.want {
+				t.Errorf("patch %s, want one operation on %s", patch, tc.want)
+			}
+		})
+	}
+}
+
+func TestDecodePodRejects(t *testing.T) {
+	for _, raw := range []string{``, `null`, `[]`, `"pod"`, `{"metadata":"x"}`, `{"metadata":{"annotations":{"a":1}}}`, `{} {}`, `{"spec":`} {
+		if _, _, err := decodePod([]byte(raw)); err == nil {
+			t.Errorf("decodePod(%q) = nil error", raw)
+		}
+	}
+}
+
+func TestEscapePointer(t *testing.T) {
+	for in, want := range map[string]string{
+		"proxy.istio.io/config": "proxy.istio.io~1config",
+		"a~1b":                  "a~01b",
+		"~/":                    "~0~1",
+	} {
+		if got := escapePointer(in); got != want {
+			t.Errorf("escapePointer(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestNewConfigFromConfigMap(t *testing.T) {
+	tests := map[string]struct {
+		data    map[string]string
+		want    Mode
+		wantErr bool
+	}{
+		"missing key": {data: nil, want: ModeHold},
+		"hold":        {data: map[string]string{"mode": "hold"}, want: ModeHold},
+		"native":      {data: map[string]string{"mode": " Native "}, want: ModeNative},
+		"invalid":     {data: map[string]string{"mode": "holdd"}, wantErr: true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			cfg, err := NewConfigFromConfigMap(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: ConfigMapName}, Data: tc.data})
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("err = %v, wantErr %v", err, tc.wantErr)
+			}
+			if err == nil && cfg.Mode != tc.want {
+				t.Errorf("mode = %s, want %s", cfg.Mode, tc.want)
+			}
+		})
+	}
+}
