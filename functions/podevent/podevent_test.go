@@ -1,0 +1,249 @@
+package podevent
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	cloudevents "github.com/cloudevents/sdk-go/v2"
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/istio-aux/istio-aux/functions/decision"
+)
+
+// fullPod is a pod as the API server returns it, with plenty the contract
+// does not carry.
+func fullPod() *corev1.Pod {
+	always := corev1.ContainerRestartPolicyAlways
+	now := metav1.Unix(1_700_000_000, 0) // whole seconds: the JSON form of metav1.Time
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: "mnist-worker-0", Namespace: "kubeflow", UID: "uid-1", ResourceVersion: "42",
+			Labels: map[string]string{"job": "mnist"},
+			Annotations: map[string]string{
+				"istio-aux.dev/sidecars":                           "vault-agent",
+				"proxy.istio.io/config":                            "holdApplicationUntilProxyStarts: true",
+				"sidecar.istio.io/status":                          strings.Repeat("x", 2000),
+				"kubectl.kubernetes.io/last-applied-configuration": "{}",
+			},
+			OwnerReferences: []metav1.OwnerReference{{Name: "mnist", Kind: "TFJob"}},
+			ManagedFields:   []metav1.ManagedFieldsEntry{{Manager: "kubelet"}},
+			Finalizers:      []string{"f"},
+		},
+		Spec: corev1.PodSpec{
+			RestartPolicy:  corev1.RestartPolicyOnFailure,
+			NodeName:       "node-1",
+			InitContainers: []corev1.Container{{Name: "istio-init", Image: "proxyv2"}, {Name: "side", RestartPolicy: &always}},
+			Containers: []corev1.Container{
+				{Name: "istio-proxy", Image: "proxyv2", Args: []string{"proxy", "sidecar"},
+					Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{"cpu": resource.MustParse("1")}}},
+				{Name: "tensorflow", Image: "tf", Command: []string{"python", "-u", "mnist.py"},
+					Env: []corev1.EnvVar{{Name: "A", Value: "b"}}},
+				{Name: "vault-agent", Image: "vault"},
+			},
+		},
+		Status: corev1.PodStatus{
+			Phase: corev1.PodRunning, PodIP: "10.0.0.1", HostIP: "10.1.0.1",
+			Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse}},
+			InitContainerStatuses: []corev1.ContainerStatus{{Name: "istio-init", State: corev1.ContainerState{
+				Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed", Message: "ok"}}}},
+			ContainerStatuses: []corev1.ContainerStatus{
+				{Name: "istio-proxy", Ready: true, Image: "proxyv2", ImageID: "sha", ContainerID: "c1",
+					State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}}},
+				{Name: "tensorflow", RestartCount: 2, ContainerID: "c2", State: corev1.ContainerState{
+					Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed", Message: "long log tail", FinishedAt: now, StartedAt: now}},
+					LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1}}},
+				{Name: "vault-agent", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "Pull", Message: "m"}}},
+			},
+		},
+	}
+}
+
+func TestSlimKeepsExactlyTheContract(t *testing.T) {
+	full := fullPod()
+	before := full.DeepCopy()
+	slim := Slim(full)
+	if !cmp.Equal(full, before) {
+		t.Fatal("Slim mutated its argument")
+	}
+	always := corev1.ContainerRestartPolicyAlways
+	now := full.Status.ContainerStatuses[0].State.Running.StartedAt
+	want := &corev1.Pod{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name: "mnist-worker-0", Namespace: "kubeflow", UID: "uid-1", ResourceVersion: "42",
+			Labels: map[string]string{"job": "mnist"},
+			Annotations: map[string]string{
+				"istio-aux.dev/sidecars": "vault-agent",
+				"proxy.istio.io/config":  "holdApplicationUntilProxyStarts: true",
+			},
+		},
+		Spec: corev1.PodSpec{
+			RestartPolicy:  corev1.RestartPolicyOnFailure,
+			InitContainers: []corev1.Container{{Name: "istio-init"}, {Name: "side", RestartPolicy: &always}},
+			Containers:     []corev1.Container{{Name: "istio-proxy"}, {Name: "tensorflow"}, {Name: "vault-agent"}},
+		},
+		Status: corev1.PodStatus{
+			Phase: corev1.PodRunning,
+			InitContainerStatuses: []corev1.ContainerStatus{{Name: "istio-init", State: corev1.ContainerState{
+				Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed"}}}},
+			ContainerStatuses: []corev1.ContainerStatus{
+				{Name: "istio-proxy", Ready: true, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}}},
+				{Name: "tensorflow", RestartCount: 2, State: corev1.ContainerState{
+					Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed", FinishedAt: now}}},
+				{Name: "vault-agent", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "Pull"}}},
+			},
+		},
+	}
+	if d := cmp.Diff(want, slim); d != "" {
+		t.Errorf("Slim (-want +got):\n%s", d)
+	}
+	if d := cmp.Diff(slim, Slim(slim)); d != "" {
+		t.Errorf("Slim is not idempotent:\n%s", d)
+	}
+	// No shared maps: changing the slim copy's labels must not reach the original.
+	slim.Labels["job"] = "changed"
+	if full.Labels["job"] != "mnist" {
+		t.Error("Slim shares the labels map with its input")
+	}
+}
+
+func TestSlimDecidesLikeTheFullPod(t *testing.T) {
+	type variant func(*corev1.Pod)
+	variants := map[string]variant{
+		"as is":      func(*corev1.Pod) {},
+		"app failed": func(p *corev1.Pod) { p.Status.ContainerStatuses[1].State.Terminated.ExitCode = 3 },
+		"never":      func(p *corev1.Pod) { p.Spec.RestartPolicy = corev1.RestartPolicyNever },
+		"app running": func(p *corev1.Pod) {
+			p.Status.ContainerStatuses[1].State = corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}
+		},
+		"proxy terminated": func(p *corev1.Pod) {
+			p.Status.ContainerStatuses[0].State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{}}
+		},
+		// A zero metav1.Time encodes as null, so use a real instant.
+		"deleting":  func(p *corev1.Pod) { ts := metav1.Unix(1_700_000_100, 0); p.DeletionTimestamp = &ts },
+		"succeeded": func(p *corev1.Pod) { p.Status.Phase = corev1.PodSucceeded },
+		"native proxy": func(p *corev1.Pod) {
+			always := corev1.ContainerRestartPolicyAlways
+			p.Spec.InitContainers = append(p.Spec.InitContainers, corev1.Container{Name: "istio-proxy", RestartPolicy: &always})
+		},
+		"no sidecar annotation": func(p *corev1.Pod) { delete(p.Annotations, decision.AnnotationSidecars) },
+	}
+	for name, mutate := range variants {
+		full := fullPod()
+		mutate(full)
+		e, err := New("https://api", full)
+		if err != nil {
+			t.Fatal(err)
+		}
+		decoded, err := Decode(e)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		opts := decision.Options{ExtraSidecars: []string{"fluent-bit"}}
+		if got, want := decision.Decide(decoded, opts), decision.Decide(full, opts); got != want {
+			t.Errorf("%s: decoded slim pod decides %v, full pod %v", name, got, want)
+		}
+	}
+}
+
+func TestNewDecodeRoundTrip(t *testing.T) {
+	full := fullPod()
+	e, err := New("https://127.0.0.1:6443", full)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for got, want := range map[string]string{
+		e.ID(): "uid-1/42", e.Type(): TypePodUpdated, e.Source(): "https://127.0.0.1:6443",
+		e.Subject(): "/apis/v1/namespaces/kubeflow/pods/mnist-worker-0", e.DataContentType(): cloudevents.ApplicationJSON,
+	} {
+		if got != want {
+			t.Errorf("attribute %q, want %q", got, want)
+		}
+	}
+	for ext, want := range map[string]string{ExtNamespace: "kubeflow", ExtName: "mnist-worker-0", ExtKind: "Pod", ExtAPIVersion: "v1"} {
+		if got := e.Extensions()[ext]; got != want {
+			t.Errorf("extension %s = %v, want %s", ext, got, want)
+		}
+	}
+	// Through the wire format and back.
+	raw, err := json.Marshal(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back cloudevents.Event
+	if err := json.Unmarshal(raw, &back); err != nil {
+		t.Fatal(err)
+	}
+	pod, err := Decode(back)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(Slim(full), pod); d != "" {
+		t.Errorf("decoded pod (-want +got):\n%s", d)
+	}
+	if len(e.Data()) > 2048 {
+		t.Errorf("slim event data is %d bytes; the full pod's noise leaked in", len(e.Data()))
+	}
+}
+
+func TestDecodeRejects(t *testing.T) {
+	good := func() cloudevents.Event {
+		e, err := New("src", fullPod())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	cases := map[string]func(*cloudevents.Event){
+		"wrong type":       func(e *cloudevents.Event) { e.SetType("com.example.other") },
+		"subject mismatch": func(e *cloudevents.Event) { e.SetSubject(Subject("kubeflow", "other")) },
+		"namespace ext":    func(e *cloudevents.Event) { e.SetExtension(ExtNamespace, "elsewhere") },
+		"name ext":         func(e *cloudevents.Event) { e.SetExtension(ExtName, "other") },
+		"no data":          func(e *cloudevents.Event) { e.DataEncoded = nil },
+		"not JSON":         func(e *cloudevents.Event) { _ = e.SetData("text/plain", []byte("hello")) },
+		"broken JSON":      func(e *cloudevents.Event) { e.DataEncoded = []byte(`{"metadata":`) },
+		"oversize": func(e *cloudevents.Event) {
+			e.DataEncoded = []byte(`{"x":"` + strings.Repeat("a", MaxDataBytes) + `"}`)
+		},
+		"not a pod": func(e *cloudevents.Event) {
+			e.DataEncoded = []byte(`{"kind":"Secret","metadata":{"name":"mnist-worker-0","namespace":"kubeflow","uid":"u"}}`)
+		},
+		"pod without uid": func(e *cloudevents.Event) {
+			e.DataEncoded = []byte(`{"metadata":{"name":"mnist-worker-0","namespace":"kubeflow"}}`)
+		},
+		"missing id":        func(e *cloudevents.Event) { e.SetID("") },
+		"missing source":    func(e *cloudevents.Event) { e.SetSource("") },
+		"data is JSON text": func(e *cloudevents.Event) { e.DataEncoded = []byte(`"a string"`) },
+	}
+	for name, mutate := range cases {
+		e := good()
+		mutate(&e)
+		if _, err := Decode(e); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: Decode err = %v, want ErrInvalid", name, err)
+		}
+	}
+	for _, typ := range []string{TypeAPIServerAdd, TypeAPIServerUpdate, TypeAPIServerDelete} {
+		e := good()
+		e.SetType(typ)
+		if _, err := Decode(e); err != nil {
+			t.Errorf("ApiServerSource type %s rejected: %v", typ, err)
+		}
+	}
+}
+
+func TestID(t *testing.T) {
+	p := fullPod()
+	if got := ID(p); got != "uid-1/42" {
+		t.Errorf("ID = %q", got)
+	}
+	q := p.DeepCopy()
+	q.ResourceVersion = "43"
+	if ID(q) == ID(p) {
+		t.Error("two resource versions share an id")
+	}
+}
