@@ -1,0 +1,100 @@
+package proxyquit
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"time"
+)
+
+// Environment variables read by ConfigFromEnv.
+const (
+	EnvSidecars    = "ISTIO_AUX_SIDECARS"
+	EnvQuitCommand = "ISTIO_AUX_QUIT_COMMAND"
+	EnvExecTimeout = "ISTIO_AUX_EXEC_TIMEOUT"
+)
+
+// Defaults. The quit command is argv, not a shell line: distroless proxy
+// images have no shell, and pilot-agent is on every Istio proxy image.
+const (
+	DefaultQuitCommand = "pilot-agent request POST quitquitquit"
+	DefaultExecTimeout = 10 * time.Second
+)
+
+// Config is what the function needs to know beyond its dependencies.
+type Config struct {
+	// Sidecars are extra container names that, like istio-proxy, are not
+	// apps (a pod's istio-aux.dev/sidecars annotation adds to them).
+	Sidecars []string
+	// QuitCommand is the argv exec'd in istio-proxy.
+	QuitCommand []string
+	// ExecTimeout bounds one exec, connection included.
+	ExecTimeout time.Duration
+}
+
+// DefaultConfig is the configuration with no environment set.
+func DefaultConfig() Config {
+	return Config{
+		QuitCommand: strings.Fields(DefaultQuitCommand),
+		ExecTimeout: DefaultExecTimeout,
+	}
+}
+
+// ConfigFromEnv reads the ISTIO_AUX_* variables; unset ones keep their
+// defaults. A value that is set but unusable is an error, so a typo stops the
+// process at start instead of quitting proxies with the wrong command.
+func ConfigFromEnv() (Config, error) {
+	return configFromLookup(os.LookupEnv)
+}
+
+func configFromLookup(lookup func(string) (string, bool)) (Config, error) {
+	cfg := DefaultConfig()
+	if v, ok := lookup(EnvSidecars); ok {
+		cfg.Sidecars = SplitList(v)
+	}
+	if v, ok := lookup(EnvQuitCommand); ok {
+		argv := strings.Fields(v)
+		if len(argv) == 0 {
+			return cfg, fmt.Errorf("%s is set but empty: unset it for the default %q", EnvQuitCommand, DefaultQuitCommand)
+		}
+		cfg.QuitCommand = argv
+	}
+	if v, ok := lookup(EnvExecTimeout); ok {
+		d, err := time.ParseDuration(strings.TrimSpace(v))
+		if err != nil {
+			return cfg, fmt.Errorf("%s=%q: %w", EnvExecTimeout, v, err)
+		}
+		if d <= 0 {
+			return cfg, fmt.Errorf("%s=%q: must be positive", EnvExecTimeout, v)
+		}
+		cfg.ExecTimeout = d
+	}
+	return cfg, cfg.Validate()
+}
+
+// Validate reports a configuration the function cannot work with.
+func (c Config) Validate() error {
+	if len(c.QuitCommand) == 0 {
+		return fmt.Errorf("quit command is empty")
+	}
+	if c.ExecTimeout <= 0 {
+		return fmt.Errorf("exec timeout %v must be positive", c.ExecTimeout)
+	}
+	for _, s := range c.Sidecars {
+		if s == "" || strings.ContainsAny(s, " ,\t\n") {
+			return fmt.Errorf("sidecar name %q is not a container name", s)
+		}
+	}
+	return nil
+}
+
+// SplitList splits a comma list, trimming blanks and dropping empty items.
+func SplitList(s string) []string {
+	var out []string
+	for _, item := range strings.Split(s, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	return out
+}

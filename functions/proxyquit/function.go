@@ -1,0 +1,249 @@
+package proxyquit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	cloudevents "github.com/cloudevents/sdk-go/v2"
+	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/record"
+	"knative.dev/pkg/logging"
+
+	"github.com/istio-aux/istio-aux/functions/decision"
+	"github.com/istio-aux/istio-aux/functions/podevent"
+)
+
+// Kubernetes Event reasons recorded on pods.
+const (
+	ReasonProxyQuit       = "ProxyQuit"
+	ReasonProxyQuitFailed = "ProxyQuitFailed"
+)
+
+// Component is the source of the Kubernetes Events the function records.
+const Component = "istio-aux-proxyquit"
+
+// apiTimeout bounds each GET: a slow API server is answered with 503 (Knative
+// delivery and the dispatcher retry) rather than holding a request open.
+const apiTimeout = 5 * time.Second
+
+// Function is the proxy-quit CloudEvent function. It holds no state between
+// events; every field is a dependency or configuration.
+type Function struct {
+	cfg      Config
+	cluster  Cluster
+	exec     Execer
+	recorder record.EventRecorder
+	metrics  *Metrics
+	now      func() time.Time
+}
+
+// New assembles a Function from its dependencies. metrics may be nil (not
+// exported anywhere); the others are required.
+func New(cfg Config, cluster Cluster, exec Execer, recorder record.EventRecorder, metrics *Metrics) (*Function, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("proxyquit config: %w", err)
+	}
+	if cluster == nil || exec == nil || recorder == nil {
+		return nil, errors.New("proxyquit: cluster, execer and event recorder are required")
+	}
+	if metrics == nil {
+		metrics, _ = NewMetrics(nil) // cannot fail without a registry
+	}
+	return &Function{cfg: cfg, cluster: cluster, exec: exec, recorder: recorder, metrics: metrics, now: time.Now}, nil
+}
+
+// NewFromConfig builds a Function talking to the cluster rc points at, with
+// metrics registered on reg (nil: not registered). Kubernetes Events are
+// sent until ctx is done.
+func NewFromConfig(ctx context.Context, rc *rest.Config, cfg Config, reg prometheus.Registerer) (*Function, error) {
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("creating the Kubernetes client: %w", err)
+	}
+	ex, err := NewRemoteExecer(rc)
+	if err != nil {
+		return nil, err
+	}
+	m, err := NewMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cs.CoreV1().Events("")})
+	go func() {
+		<-ctx.Done()
+		broadcaster.Shutdown()
+	}()
+	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: Component})
+	return New(cfg, ClientCluster{Client: cs}, ex, recorder, m)
+}
+
+// result is what handle decided, before it becomes a CloudEvents result.
+type result struct {
+	code    int
+	outcome string
+	detail  string
+	err     error
+}
+
+// Handle is the CloudEvents entry point. Its result carries an HTTP status
+// for Knative delivery and the dispatcher: 2xx done, 400 never retry, 5xx
+// retry. Read it with cloudevents.ResultAs(res, &*cehttp.Result).
+func (f *Function) Handle(ctx context.Context, e cloudevents.Event) cloudevents.Result {
+	r := f.handle(ctx, e)
+	f.metrics.events.WithLabelValues(typeLabel(e.Type()), r.outcome).Inc()
+
+	log := logging.FromContext(ctx).With(zap.String("id", e.ID()), zap.String("subject", e.Subject()),
+		zap.String("outcome", r.outcome), zap.Int("code", r.code))
+	switch {
+	case r.err != nil && r.code >= 500:
+		log.Errorw(r.detail, zap.Error(r.err))
+	case r.err != nil:
+		log.Warnw(r.detail, zap.Error(r.err))
+	case r.outcome == OutcomeQuit:
+		log.Infow(r.detail)
+	default:
+		log.Debugw(r.detail)
+	}
+	if r.err != nil {
+		return cehttp.NewResult(r.code, "%s: %s: %w", r.outcome, r.detail, r.err)
+	}
+	return cehttp.NewResult(r.code, "%s: %s", r.outcome, r.detail)
+}
+
+func (f *Function) handle(ctx context.Context, e cloudevents.Event) result {
+	pod, err := podevent.Decode(e)
+	if err != nil {
+		return result{code: 400, outcome: OutcomeInvalid, detail: "invalid event", err: err}
+	}
+	if e.Type() == podevent.TypeAPIServerDelete {
+		return result{code: 200, outcome: OutcomeIgnored, detail: "pod deleted"}
+	}
+	opts := decision.Options{ExtraSidecars: f.cfg.Sidecars}
+	// The event's own pod state is enough to rule most events out without a
+	// single API call: only a pod that looked done when it was published can
+	// need a quit now.
+	if d := decision.Decide(pod, opts); d.Outcome != decision.Quit {
+		return decided(d)
+	}
+
+	live, r, ok := f.livePod(ctx, pod)
+	if !ok {
+		return r
+	}
+	ns, err := f.namespace(ctx, live.Namespace)
+	if err != nil {
+		return apiFailure("namespace "+live.Namespace, err)
+	}
+	if !decision.OptedIn(ns.Labels, live.Labels, live.Annotations) {
+		return result{code: 200, outcome: OutcomeNotOptedIn, detail: "pod is not opted in"}
+	}
+	d := decision.Decide(live, opts)
+	if d.Outcome != decision.Quit {
+		return decided(d)
+	}
+	return f.quit(ctx, live, d)
+}
+
+// livePod GETs the pod the event names. ok is false when the returned result
+// is final (gone, replaced or unreadable).
+func (f *Function) livePod(ctx context.Context, want *corev1.Pod) (*corev1.Pod, result, bool) {
+	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
+	defer cancel()
+	live, err := f.cluster.Pod(ctx, want.Namespace, want.Name)
+	if err != nil {
+		return nil, apiFailure("pod "+want.Namespace+"/"+want.Name, err), false
+	}
+	if live.UID != want.UID {
+		return nil, result{code: 200, outcome: OutcomeUIDMismatch,
+			detail: fmt.Sprintf("pod was replaced: live uid %s, event uid %s", live.UID, want.UID)}, false
+	}
+	return live, result{}, true
+}
+
+func (f *Function) namespace(ctx context.Context, name string) (*corev1.Namespace, error) {
+	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
+	defer cancel()
+	return f.cluster.Namespace(ctx, name)
+}
+
+// quit execs the quit command in istio-proxy and records what happened.
+func (f *Function) quit(ctx context.Context, pod *corev1.Pod, d decision.Decision) result {
+	ctx, cancel := context.WithTimeout(ctx, f.cfg.ExecTimeout)
+	start := f.now()
+	out, err := f.exec.Exec(ctx, pod.Namespace, pod.Name, decision.ProxyContainer, f.cfg.QuitCommand)
+	cancel()
+	elapsed := f.now().Sub(start).Seconds()
+	if err == nil {
+		f.metrics.execDuration.WithLabelValues("ok").Observe(elapsed)
+		f.recorder.Eventf(pod, corev1.EventTypeNormal, ReasonProxyQuit, "Quit istio-proxy: %s", d.Reason)
+		return result{code: 200, outcome: OutcomeQuit, detail: "quit istio-proxy: " + d.Reason}
+	}
+	f.metrics.execDuration.WithLabelValues("error").Observe(elapsed)
+
+	// The proxy may have exited between our GET and the exec (another
+	// replica quit it, or the quit itself tore the stream down): that is
+	// success, and only a fresh read can tell it apart from a failure.
+	if gone, why := f.proxyGone(ctx, pod); gone {
+		return result{code: 200, outcome: OutcomeGone, detail: "exec failed but " + why}
+	}
+	f.metrics.execFailures.Inc()
+	msg := err.Error()
+	if out.Stderr != "" {
+		msg += "; stderr: " + out.Stderr
+	}
+	f.recorder.Eventf(pod, corev1.EventTypeWarning, ReasonProxyQuitFailed, "Quitting istio-proxy failed (will retry): %s", msg)
+	return result{code: 500, outcome: OutcomeFailed, detail: "quit command failed", err: err}
+}
+
+// proxyGone re-reads the pod after a failed exec.
+func (f *Function) proxyGone(ctx context.Context, pod *corev1.Pod) (bool, string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), apiTimeout)
+	defer cancel()
+	live, err := f.cluster.Pod(ctx, pod.Namespace, pod.Name)
+	switch {
+	case apierrors.IsNotFound(err):
+		return true, "the pod is gone"
+	case err != nil:
+		return false, ""
+	case live.UID != pod.UID:
+		return true, "the pod was replaced"
+	case live.DeletionTimestamp != nil:
+		return true, "the pod is being deleted"
+	}
+	for _, s := range live.Status.ContainerStatuses {
+		if s.Name == decision.ProxyContainer && s.State.Terminated != nil {
+			return true, "istio-proxy has terminated"
+		}
+	}
+	return false, ""
+}
+
+// decided turns a decision that is not Quit into a final result. A pod whose
+// proxy already terminated is Ignore too: that is what makes duplicate and
+// late events harmless.
+func decided(d decision.Decision) result {
+	if d.Outcome == decision.Wait {
+		return result{code: 200, outcome: OutcomeWait, detail: d.Reason}
+	}
+	return result{code: 200, outcome: OutcomeIgnored, detail: d.Reason}
+}
+
+// apiFailure maps a GET error: NotFound is success (nothing left to quit),
+// anything else may pass, so the event is retried.
+func apiFailure(what string, err error) result {
+	if apierrors.IsNotFound(err) {
+		return result{code: 200, outcome: OutcomeGone, detail: what + " not found"}
+	}
+	return result{code: 503, outcome: OutcomeError, detail: "reading " + what, err: err}
+}
