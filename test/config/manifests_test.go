@@ -1,0 +1,266 @@
+// Package config tests the manifests under config/: fast checks of what the
+// YAML promises (restricted pods, least-privilege RBAC, webhook selectors
+// that agree with decision.OptedIn) here, and a server-side dry-run against
+// a real kube-apiserver with the real Knative CRDs in dryrun_test.go (e2e).
+package config
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+)
+
+// dirs are the folders `ko apply -f` is documented for, in apply order.
+var dirs = []string{"config", "config/dispatch", "config/eventing"}
+
+// koPaths are the binaries the manifests may reference.
+var koPaths = map[string]bool{
+	"github.com/istio-aux/istio-aux/webhook/cmd/webhook":               true,
+	"github.com/istio-aux/istio-aux/bridge/cmd/bridge":                 true,
+	"github.com/istio-aux/istio-aux/functions/proxyquit/cmd/proxyquit": true,
+}
+
+// doc is one YAML document of a manifest file.
+type doc struct {
+	file string // relative to the repository root
+	obj  *unstructured.Unstructured
+}
+
+func (d doc) String() string {
+	return d.file + ":" + d.obj.GetKind() + "/" + d.obj.GetName()
+}
+
+func repoRoot(t testing.TB) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("no go.mod above the test's directory")
+		}
+		dir = parent
+	}
+}
+
+var koRef = regexp.MustCompile(`ko://([A-Za-z0-9._/-]+)`)
+
+// loadDocs reads the .yaml files of dir the way `ko apply -f dir` does:
+// lexical order, not recursive. resolve, when set, rewrites every ko://
+// reference (as ko resolve would, with a placeholder image).
+func loadDocs(t testing.TB, dir string, resolve func(path string) string) []doc {
+	t.Helper()
+	root := repoRoot(t)
+	files, err := filepath.Glob(filepath.Join(root, dir, "*.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(files)
+	if len(files) == 0 {
+		t.Fatalf("no manifests in %s", dir)
+	}
+	var docs []doc
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resolve != nil {
+			b = koRef.ReplaceAllFunc(b, func(m []byte) []byte {
+				return []byte(resolve(string(koRef.FindSubmatch(m)[1])))
+			})
+		}
+		rel, _ := filepath.Rel(root, f)
+		dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(b), 4096)
+		for {
+			var m map[string]any
+			if err := dec.Decode(&m); errors.Is(err, io.EOF) {
+				break
+			} else if err != nil {
+				t.Fatalf("%s: %v", rel, err)
+			}
+			if len(m) == 0 {
+				continue
+			}
+			docs = append(docs, doc{file: rel, obj: &unstructured.Unstructured{Object: m}})
+		}
+	}
+	return docs
+}
+
+func allDocs(t testing.TB) []doc {
+	var docs []doc
+	for _, d := range dirs {
+		docs = append(docs, loadDocs(t, d, nil)...)
+	}
+	return docs
+}
+
+// podSpec returns the pod spec of a workload document, if it has one.
+func podSpec(d doc) (map[string]any, bool) {
+	spec, ok, _ := unstructured.NestedMap(d.obj.Object, "spec", "template", "spec")
+	return spec, ok
+}
+
+func TestEveryDocumentIsNamedAndNamespaced(t *testing.T) {
+	clusterScoped := map[string]bool{"Namespace": true, "ClusterRole": true, "ClusterRoleBinding": true, "MutatingWebhookConfiguration": true}
+	seen := map[string]bool{}
+	for _, d := range allDocs(t) {
+		if d.obj.GetAPIVersion() == "" || d.obj.GetKind() == "" || d.obj.GetName() == "" {
+			t.Errorf("%s: apiVersion, kind and metadata.name are required", d)
+		}
+		if ns := d.obj.GetNamespace(); clusterScoped[d.obj.GetKind()] != (ns == "") || (ns != "" && ns != "istio-aux") {
+			t.Errorf("%s: namespace %q (cluster-scoped kinds have none, the rest live in istio-aux)", d, ns)
+		}
+		key := d.obj.GetAPIVersion() + "/" + d.obj.GetKind() + "/" + d.obj.GetNamespace() + "/" + d.obj.GetName()
+		if seen[key] {
+			t.Errorf("%s: defined twice", d)
+		}
+		seen[key] = true
+	}
+}
+
+func TestWorkloadsAreRestrictedAndBounded(t *testing.T) {
+	workloads := 0
+	for _, d := range allDocs(t) {
+		spec, ok := podSpec(d)
+		if !ok {
+			continue
+		}
+		workloads++
+		if sa, _, _ := unstructured.NestedString(spec, "serviceAccountName"); !strings.HasPrefix(sa, "istio-aux-") {
+			t.Errorf("%s: serviceAccountName %q: each component runs as its own istio-aux-* account", d, sa)
+		}
+		containers, _, _ := unstructured.NestedSlice(spec, "containers")
+		if len(containers) == 0 {
+			t.Errorf("%s: no containers", d)
+		}
+		for _, c := range containers {
+			c := c.(map[string]any)
+			name := d.String() + "/" + c["name"].(string)
+			img, _ := c["image"].(string)
+			if !strings.HasPrefix(img, "ko://") || !koPaths[strings.TrimPrefix(img, "ko://")] {
+				t.Errorf("%s: image %q is not one of our ko:// binaries", name, img)
+			}
+			for path, want := range map[string]any{
+				"securityContext.runAsNonRoot":             true,
+				"securityContext.allowPrivilegeEscalation": false,
+				"securityContext.readOnlyRootFilesystem":   true,
+				"securityContext.seccompProfile.type":      "RuntimeDefault",
+			} {
+				got, found, _ := unstructured.NestedFieldNoCopy(c, strings.Split(path, ".")...)
+				if !found || got != want {
+					t.Errorf("%s: %s = %v, want %v", name, path, got, want)
+				}
+			}
+			if drop, _, _ := unstructured.NestedStringSlice(c, "securityContext", "capabilities", "drop"); len(drop) != 1 || drop[0] != "ALL" {
+				t.Errorf("%s: capabilities.drop = %v, want [ALL]", name, drop)
+			}
+			for _, kind := range []string{"requests", "limits"} {
+				for _, res := range []string{"cpu", "memory"} {
+					if _, found, _ := unstructured.NestedString(c, "resources", kind, res); !found {
+						t.Errorf("%s: resources.%s.%s missing", name, kind, res)
+					}
+				}
+			}
+			for _, probe := range []string{"readinessProbe", "livenessProbe"} {
+				if _, found, _ := unstructured.NestedMap(c, probe); !found {
+					t.Errorf("%s: %s missing", name, probe)
+				}
+			}
+		}
+	}
+	if workloads < 4 {
+		t.Errorf("found %d workloads, want the webhook, bridge, dispatch and proxy-quit", workloads)
+	}
+}
+
+func TestRBACHasNoWildcardsOrWrites(t *testing.T) {
+	// Writes we grant on purpose, each explained in the YAML.
+	allowedWrites := map[string]bool{
+		"istio-aux-webhook/mutatingwebhookconfigurations/update": true,
+		"istio-aux-webhook/secrets/update":                       true,
+		"istio-aux-webhook/leases/create":                        true,
+		"istio-aux-webhook/leases/update":                        true,
+		"istio-aux-proxyquit/pods/exec/create":                   true,
+		"istio-aux-proxyquit/events/create":                      true,
+		"istio-aux-proxyquit/events/patch":                       true,
+	}
+	for _, d := range allDocs(t) {
+		if k := d.obj.GetKind(); k != "Role" && k != "ClusterRole" {
+			continue
+		}
+		rules, _, _ := unstructured.NestedSlice(d.obj.Object, "rules")
+		for _, r := range rules {
+			r := r.(map[string]any)
+			res, _, _ := unstructured.NestedStringSlice(r, "resources")
+			verbs, _, _ := unstructured.NestedStringSlice(r, "verbs")
+			for _, v := range verbs {
+				for _, rs := range res {
+					if v == "*" || rs == "*" {
+						t.Errorf("%s: wildcard in %v %v", d, res, verbs)
+					}
+					switch v {
+					case "get", "list", "watch":
+						continue
+					}
+					if !allowedWrites[d.obj.GetName()+"/"+rs+"/"+v] {
+						t.Errorf("%s: unexpected write %s on %s", d, v, rs)
+					}
+				}
+			}
+		}
+	}
+}
+
+func TestConfigMapDocumentsEveryKey(t *testing.T) {
+	contract := []string{"mode", "sidecars", "quit-command", "nats-url", "resync-period"}
+	var found bool
+	for _, d := range allDocs(t) {
+		if d.obj.GetKind() != "ConfigMap" || d.obj.GetName() != "config-istio-aux" {
+			continue
+		}
+		found = true
+		data, _, _ := unstructured.NestedStringMap(d.obj.Object, "data")
+		for _, k := range contract {
+			if !regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(k) + `: `).MatchString(data["_example"]) {
+				t.Errorf("_example does not document %q", k)
+			}
+		}
+		for k, v := range data {
+			if k != "_example" && !contains(contract, k) {
+				t.Errorf("key %q is not part of the contract %v", k, contract)
+			}
+			// An empty quit command stops the function at start.
+			if k == "quit-command" && strings.TrimSpace(v) == "" {
+				t.Error("quit-command is set but empty")
+			}
+		}
+	}
+	if !found {
+		t.Fatal("ConfigMap config-istio-aux not found")
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

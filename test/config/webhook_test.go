@@ -1,0 +1,130 @@
+package config
+
+import (
+	"fmt"
+	"testing"
+
+	admissionv1 "k8s.io/api/admissionregistration/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/istio-aux/istio-aux/functions/decision"
+)
+
+func webhookConfiguration(t *testing.T) *admissionv1.MutatingWebhookConfiguration {
+	t.Helper()
+	for _, d := range loadDocs(t, "config", nil) {
+		if d.obj.GetKind() != "MutatingWebhookConfiguration" {
+			continue
+		}
+		var mwc admissionv1.MutatingWebhookConfiguration
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(d.obj.Object, &mwc, true); err != nil {
+			t.Fatalf("%s: %v", d, err)
+		}
+		return &mwc
+	}
+	t.Fatal("no MutatingWebhookConfiguration in config/")
+	return nil
+}
+
+func TestWebhookConfigurationRunsBeforeIstio(t *testing.T) {
+	mwc := webhookConfiguration(t)
+	if mwc.Name != "istio-aux-webhook" {
+		t.Errorf("name %q, want istio-aux-webhook (the webhook's reconciler looks it up by name)", mwc.Name)
+	}
+	// The API server calls mutating configurations sorted by name.
+	for _, istio := range []string{"istio-revision-tag-default", "istio-sidecar-injector", "istio-sidecar-injector-canary"} {
+		if mwc.Name >= istio {
+			t.Errorf("%q does not sort before Istio's %q", mwc.Name, istio)
+		}
+	}
+	if len(mwc.Webhooks) != 3 {
+		t.Fatalf("%d webhooks, want 3", len(mwc.Webhooks))
+	}
+	for _, w := range mwc.Webhooks {
+		svc := w.ClientConfig.Service
+		switch {
+		case svc == nil || svc.Name != "istio-aux-webhook" || svc.Namespace != "istio-aux" || svc.Path == nil || *svc.Path != "/mutate-pods":
+			t.Errorf("%s: clientConfig.service %+v, want istio-aux/istio-aux-webhook /mutate-pods", w.Name, svc)
+		case w.FailurePolicy == nil || *w.FailurePolicy != admissionv1.Ignore:
+			t.Errorf("%s: failurePolicy must be Ignore: istio-aux must never block a pod", w.Name)
+		case w.SideEffects == nil || *w.SideEffects != admissionv1.SideEffectClassNone:
+			t.Errorf("%s: sideEffects must be None", w.Name)
+		case w.TimeoutSeconds == nil || *w.TimeoutSeconds > 5:
+			t.Errorf("%s: timeoutSeconds must be at most 5", w.Name)
+		case w.ReinvocationPolicy == nil || *w.ReinvocationPolicy != admissionv1.NeverReinvocationPolicy:
+			t.Errorf("%s: reinvocationPolicy must be Never", w.Name)
+		case len(w.Rules) != 1 || fmt.Sprint(w.Rules[0].Operations, w.Rules[0].Resources, w.Rules[0].APIGroups) != "[CREATE] [pods] []":
+			t.Errorf("%s: rules %+v, want CREATE of core pods only", w.Name, w.Rules)
+		}
+	}
+}
+
+// TestWebhookSelectorsAgreeWithOptIn checks the three webhooks' selectors
+// against decision.OptedIn over every combination of the opt-in labels: a
+// pod that is opted in reaches exactly one webhook, no pod reaches two, and
+// a pod of a namespace that is not opted in reaches none unless it opts in.
+func TestWebhookSelectorsAgreeWithOptIn(t *testing.T) {
+	mwc := webhookConfiguration(t)
+	type sel struct{ ns, obj labels.Selector }
+	sels := map[string]sel{}
+	for _, w := range mwc.Webhooks {
+		ns, err := metav1.LabelSelectorAsSelector(w.NamespaceSelector)
+		if err != nil {
+			t.Fatalf("%s: %v", w.Name, err)
+		}
+		obj, err := metav1.LabelSelectorAsSelector(w.ObjectSelector)
+		if err != nil {
+			t.Fatalf("%s: %v", w.Name, err)
+		}
+		if w.ObjectSelector == nil {
+			obj = labels.Everything()
+		}
+		sels[w.Name] = sel{ns, obj}
+	}
+	values := func(key string, vs ...string) []map[string]string {
+		out := []map[string]string{{}}
+		for _, v := range vs {
+			out = append(out, map[string]string{key: v})
+		}
+		return out
+	}
+	for _, name := range []string{"default", "team-a", "istio-aux"} {
+		for _, nsNew := range values(decision.LabelEnabled, "true", "false") {
+			for _, nsOld := range values(decision.LegacyLabel, decision.LegacyLabelValue, "disabled") {
+				for _, pod := range values(decision.LabelEnabled, "true", "false") {
+					nsLabels := merge(nsNew, nsOld, map[string]string{"kubernetes.io/metadata.name": name})
+					var matched []string
+					for w, s := range sels {
+						if s.ns.Matches(labels.Set(nsLabels)) && s.obj.Matches(labels.Set(pod)) {
+							matched = append(matched, w)
+						}
+					}
+					desc := fmt.Sprintf("namespace %v, pod labels %v: webhooks %v", nsLabels, pod, matched)
+					optedIn := decision.OptedIn(nsLabels, pod, nil)
+					switch {
+					case len(matched) > 1:
+						t.Errorf("%s: called more than once", desc)
+					case name == "istio-aux" && len(matched) > 0:
+						t.Errorf("%s: istio-aux's own namespace must be excluded", desc)
+					case name != "istio-aux" && optedIn && len(matched) != 1:
+						t.Errorf("%s: opted in but not sent to the webhook", desc)
+					case !optedIn && !decision.NamespaceOptedIn(nsLabels) && len(matched) > 0:
+						t.Errorf("%s: neither pod nor namespace opted in, yet called", desc)
+					}
+				}
+			}
+		}
+	}
+}
+
+func merge(ms ...map[string]string) map[string]string {
+	out := map[string]string{}
+	for _, m := range ms {
+		for k, v := range m {
+			out[k] = v
+		}
+	}
+	return out
+}
