@@ -59,13 +59,16 @@ func repoRoot(t testing.TB) string {
 
 var koRef = regexp.MustCompile(`ko://([A-Za-z0-9._/-]+)`)
 
-// loadDocs reads the .yaml files of dir the way `ko apply -f dir` does:
-// lexical order, not recursive. resolve, when set, rewrites every ko://
+// loadDocs reads the .yaml files of dir (relative to the repository root,
+// or absolute) the way `ko apply -f dir` does: lexical order, not recursive. resolve, when set, rewrites every ko://
 // reference (as ko resolve would, with a placeholder image).
 func loadDocs(t testing.TB, dir string, resolve func(path string) string) []doc {
 	t.Helper()
 	root := repoRoot(t)
-	files, err := filepath.Glob(filepath.Join(root, dir, "*.yaml"))
+	if !filepath.IsAbs(dir) {
+		dir = filepath.Join(root, dir)
+	}
+	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
