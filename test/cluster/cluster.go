@@ -1,0 +1,198 @@
+// Package cluster runs a real, local Kubernetes control plane for end-to-end
+// tests and the demo: etcd and kube-apiserver built from source (see
+// hack/build-k8s.sh), optionally the real kube-controller-manager (for the Job
+// controller) and kwok (fake node and pod lifecycle, driven by the Stages in
+// test/kwok). Everything binds 127.0.0.1 on free ports and lives in a
+// temporary work directory removed by Stop.
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// Versions of the binaries the harness runs; hack/build-k8s.sh and
+// hack/build-kwok.sh cache them under _output keyed by these.
+const (
+	K8sVersion  = "v1.36.3"
+	KwokVersion = "v0.8.0"
+)
+
+// Options select what runs besides etcd and kube-apiserver.
+type Options struct {
+	// ControllerManager runs kube-controller-manager (Job, garbage
+	// collector, namespace controllers).
+	ControllerManager bool
+	// Kwok runs kwok with one fake node, our Stages, a pod binder and a
+	// per-pod Exec so that `kubectl exec` runs the stub pilot-agent.
+	Kwok bool
+	// Log receives every process's output; nil discards it.
+	Log io.Writer
+}
+
+// Cluster is a running local control plane.
+type Cluster struct {
+	opts       Options
+	dir        string
+	binDir     string
+	kubeconfig string
+	rest       *rest.Config
+	client     kubernetes.Interface
+	ca         *CA
+
+	cancel context.CancelFunc // stops the harness's own clients
+	wg     sync.WaitGroup
+
+	mu    sync.Mutex
+	procs []*process // in start order; stopped in reverse
+	quits string     // the stub pilot-agent's record file
+}
+
+// Start brings the control plane up and returns once it serves requests
+// (and, with Kwok, once the fake node is Ready). On error everything already
+// started is stopped.
+func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
+	if opts.Log == nil {
+		opts.Log = io.Discard
+	}
+	dir, err := os.MkdirTemp("", "istio-aux-cluster-")
+	if err != nil {
+		return nil, fmt.Errorf("creating work dir: %w", err)
+	}
+	c = &Cluster{opts: opts, dir: dir, binDir: K8sBinDir()}
+	defer func() {
+		if err != nil {
+			_ = c.Stop()
+			c = nil
+		}
+	}()
+	for _, b := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kubectl"} {
+		if _, err := os.Stat(filepath.Join(c.binDir, b)); err != nil {
+			return nil, fmt.Errorf("%s missing in %s (run hack/build-k8s.sh): %w", b, c.binDir, err)
+		}
+	}
+	etcdURL, err := c.startEtcd(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.startAPIServer(ctx, etcdURL); err != nil {
+		return nil, err
+	}
+	hctx, cancel := context.WithCancel(context.Background())
+	c.cancel = cancel
+	if opts.ControllerManager {
+		if err := c.startControllerManager(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if opts.Kwok {
+		if err := c.startKwok(ctx, hctx); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// Kubeconfig is the path of an admin (system:masters) kubeconfig file.
+func (c *Cluster) Kubeconfig() string { return c.kubeconfig }
+
+// RESTConfig returns a copy of the admin client configuration.
+func (c *Cluster) RESTConfig() *rest.Config { return rest.CopyConfig(c.rest) }
+
+// Client is an admin clientset.
+func (c *Cluster) Client() kubernetes.Interface { return c.client }
+
+// BinDir holds kubectl, kube-apiserver, etcd and kube-controller-manager.
+func (c *Cluster) BinDir() string { return c.binDir }
+
+// Dir is the cluster's temporary work directory (removed by Stop).
+func (c *Cluster) Dir() string { return c.dir }
+
+// CA is the cluster's certificate authority. Tests use it to issue serving
+// certificates for webhooks on 127.0.0.1 (its PEM is the caBundle).
+func (c *Cluster) CA() *CA { return c.ca }
+
+// Stop stops the harness's clients, then every process in reverse start
+// order (kwok and kube-controller-manager before kube-apiserver, which would
+// otherwise wait about a minute for their watches, then etcd), and removes
+// the work directory.
+func (c *Cluster) Stop() error {
+	if c.cancel != nil {
+		c.cancel()
+	}
+	c.wg.Wait()
+	c.mu.Lock()
+	procs := c.procs
+	c.procs = nil
+	c.mu.Unlock()
+	var errs []error
+	for i := len(procs) - 1; i >= 0; i-- {
+		if err := procs[i].stop(15 * time.Second); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if os.Getenv("ISTIO_AUX_KEEP_CLUSTER_DIR") == "" {
+		errs = append(errs, os.RemoveAll(c.dir))
+	}
+	return errors.Join(errs...)
+}
+
+// RepoRoot is the istio-aux module root (found from this source file, so it
+// works from any test's working directory).
+func RepoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+}
+
+// CacheDir is where hack/build-*.sh put binaries: $ISTIO_AUX_CACHE or _output.
+func CacheDir() string {
+	if d := os.Getenv("ISTIO_AUX_CACHE"); d != "" {
+		return d
+	}
+	return filepath.Join(RepoRoot(), "_output")
+}
+
+// K8sBinDir is the cached Kubernetes binaries' directory.
+func K8sBinDir() string { return filepath.Join(CacheDir(), "k8s-"+K8sVersion, "bin") }
+
+// KwokDir is the cached kwok build (bin/ and manifests/).
+func KwokDir() string { return filepath.Join(CacheDir(), "kwok-"+KwokVersion) }
+
+func (c *Cluster) writeKubeconfig(name, server, user, token string) (string, error) {
+	path := filepath.Join(c.dir, name+".kubeconfig")
+	cfg := fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters:
+- name: local
+  cluster:
+    server: %s
+    certificate-authority: %s
+users:
+- name: %s
+  user:
+    token: %s
+contexts:
+- name: local
+  context: {cluster: local, user: %s}
+current-context: local
+`, server, filepath.Join(c.dir, "ca.crt"), user, token, user)
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		return "", err
+	}
+	return path, nil
+}
+
+func loadKubeconfig(path string) (*rest.Config, error) {
+	return clientcmd.BuildConfigFromFlags("", path)
+}

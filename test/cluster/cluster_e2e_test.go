@@ -1,0 +1,96 @@
+//go:build e2e
+
+package cluster_test
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/istio-aux/istio-aux/test/cluster"
+)
+
+// TestKwokPodLifecycle checks the harness itself: a classic-sidecar pod's
+// app terminates while istio-proxy runs on, `kubectl exec ... pilot-agent
+// request POST quitquitquit` through the real apiserver (WebSocket, then
+// SPDY) reaches the stub for the right pod, and the pod then ends Succeeded.
+func TestKwokPodLifecycle(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c, err := cluster.Start(ctx, cluster.Options{Kwok: true, Log: os.Stderr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := c.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	for i, transport := range []string{"true", "false"} {
+		name := []string{"websocket", "spdy"}[i]
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", Annotations: map[string]string{
+				cluster.AnnotationRunFor: "1s",
+			}},
+			Spec: corev1.PodSpec{
+				RestartPolicy: corev1.RestartPolicyNever,
+				Containers: []corev1.Container{
+					{Name: "istio-proxy", Image: "proxyv2"},
+					{Name: "app", Image: "app"},
+				},
+			},
+		}
+		if _, err := c.Client().CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitPod(t, c, name, func(p *corev1.Pod) bool {
+			return status(p, "app").State.Terminated != nil && status(p, "istio-proxy").State.Running != nil
+		})
+		t.Setenv("KUBECTL_REMOTE_COMMAND_WEBSOCKETS", transport)
+		if err := c.Kubectl(ctx, "exec", "-n", "default", name, "-c", "istio-proxy", "--",
+			"pilot-agent", "request", "POST", "quitquitquit"); err != nil {
+			t.Fatal(err)
+		}
+		p := waitPod(t, c, name, func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodSucceeded })
+		if s := status(p, "istio-proxy"); s.State.Terminated == nil || s.State.Terminated.ExitCode != 0 {
+			t.Errorf("%s: istio-proxy = %+v, want terminated with 0", name, s.State)
+		}
+		quits, err := c.Quits()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(quits) != i+1 || quits[i].Name != name || quits[i].Namespace != "default" || quits[i].UID != string(p.UID) {
+			t.Errorf("quits = %+v, want the %d-th for pod default/%s", quits, i+1, name)
+		}
+	}
+}
+
+func status(p *corev1.Pod, name string) corev1.ContainerStatus {
+	for _, s := range p.Status.ContainerStatuses {
+		if s.Name == name {
+			return s
+		}
+	}
+	return corev1.ContainerStatus{}
+}
+
+func waitPod(t *testing.T, c *cluster.Cluster, name string, cond func(*corev1.Pod) bool) *corev1.Pod {
+	t.Helper()
+	var last *corev1.Pod
+	err := cluster.Poll(context.Background(), 100*time.Millisecond, 30*time.Second, func(ctx context.Context) (bool, error) {
+		p, err := c.Client().CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		last = p
+		return cond(p), nil
+	})
+	if err != nil {
+		t.Fatalf("pod %s: %v; last status %+v", name, err, last.Status)
+	}
+	return last
+}

@@ -1,0 +1,139 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// NodeName is the one fake node kwok manages; every pod is bound to it.
+const NodeName = "kwok-node-0"
+
+// nodeAnnotation selects the nodes kwok manages (only ours).
+const nodeAnnotation = "kwok.x-k8s.io/node"
+
+var metav1GetOptions = metav1.GetOptions{}
+
+// StubDir holds the stub pilot-agent (built on first use) that kwok's exec
+// runs; it is put first on kwok's PATH.
+func StubDir() string { return filepath.Join(CacheDir(), "stub", "bin") }
+
+func (c *Cluster) startKwok(ctx context.Context, hctx context.Context) error {
+	kwokBin := filepath.Join(KwokDir(), "bin", "kwok")
+	if _, err := os.Stat(kwokBin); err != nil {
+		return fmt.Errorf("kwok missing (run hack/build-kwok.sh): %w", err)
+	}
+	if err := EnsureStub(ctx); err != nil {
+		return err
+	}
+	manifests := []string{filepath.Join(KwokDir(), "manifests")}
+	if err := c.Kubectl(ctx, "apply", "--server-side", "-f", manifests[0]); err != nil {
+		// The Stage in that directory needs its CRD established first.
+		if err := c.Kubectl(ctx, "wait", "--for=condition=Established", "--timeout=30s",
+			"crd/stages.kwok.x-k8s.io", "crd/execs.kwok.x-k8s.io", "crd/clusterexecs.kwok.x-k8s.io"); err != nil {
+			return err
+		}
+		if err := c.Kubectl(ctx, "apply", "--server-side", "-f", manifests[0]); err != nil {
+			return err
+		}
+	}
+	if err := c.Kubectl(ctx, "apply", "--server-side", "-f", filepath.Join(RepoRoot(), "test", "kwok")); err != nil {
+		return err
+	}
+
+	cert, key, err := c.ca.Serving(NodeName)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(c.path("kwok.crt"), cert, 0o600); err != nil {
+		return err
+	}
+	if err := os.WriteFile(c.path("kwok.key"), key, 0o600); err != nil {
+		return err
+	}
+	c.quits = c.path("pilot-agent-quits.jsonl")
+	port, err := FreePort()
+	if err != nil {
+		return err
+	}
+	// An empty config keeps kwok away from ~/.kwok.
+	if err := os.WriteFile(c.path("kwok.yaml"), nil, 0o600); err != nil {
+		return err
+	}
+	env := []string{
+		"PATH=" + StubDir() + string(os.PathListSeparator) + os.Getenv("PATH"),
+		// For the stub pilot-agent kwok runs on exec.
+		"KUBECONFIG=" + c.kubeconfig,
+		EnvQuitRecord + "=" + c.quits,
+		"HOME=" + c.dir,
+	}
+	p, err := c.start("kwok", env, kwokBin,
+		"--kubeconfig="+c.kubeconfig,
+		"--config="+c.path("kwok.yaml"),
+		"--enable-crds=Stage,Exec,ClusterExec",
+		"--manage-nodes-with-annotation-selector="+nodeAnnotation+"=fake",
+		"--node-ip=127.0.0.1",
+		fmt.Sprintf("--node-port=%d", port),
+		fmt.Sprintf("--server-address=127.0.0.1:%d", port),
+		"--tls-cert-file="+c.path("kwok.crt"), "--tls-private-key-file="+c.path("kwok.key"),
+	)
+	if err != nil {
+		return err
+	}
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{
+		Name:        NodeName,
+		Annotations: map[string]string{nodeAnnotation: "fake"},
+		Labels:      map[string]string{"type": "kwok", "kubernetes.io/hostname": NodeName},
+	}}
+	if _, err := c.client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("creating fake node: %w", err)
+	}
+	if err := waitUp(ctx, p, 60*time.Second, func(ctx context.Context) error {
+		n, err := c.client.CoreV1().Nodes().Get(ctx, NodeName, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		for _, cond := range n.Status.Conditions {
+			if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
+				return nil
+			}
+		}
+		return fmt.Errorf("node %s not Ready yet", NodeName)
+	}); err != nil {
+		return err
+	}
+	return c.startPodHelpers(hctx)
+}
+
+// Kubectl runs the cached kubectl against the cluster; its output goes to
+// the cluster log and, on failure, into the error.
+func (c *Cluster) Kubectl(ctx context.Context, args ...string) error {
+	cmd := exec.CommandContext(ctx, filepath.Join(c.binDir, "kubectl"), append([]string{"--kubeconfig=" + c.kubeconfig}, args...)...)
+	out, err := cmd.CombinedOutput()
+	fmt.Fprintf(logFor(c.opts.Log), "kubectl %s| %s\n", strings.Join(args, " "), strings.TrimSpace(string(out)))
+	if err != nil {
+		return fmt.Errorf("kubectl %s: %w: %s", strings.Join(args, " "), err, out)
+	}
+	return nil
+}
+
+// EnsureStub builds the stub pilot-agent into StubDir unless it is there.
+func EnsureStub(ctx context.Context) error {
+	bin := filepath.Join(StubDir(), "pilot-agent")
+	if _, err := os.Stat(bin); err == nil {
+		return nil
+	}
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./test/cmd/pilot-agent")
+	cmd.Dir = RepoRoot()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("building stub pilot-agent: %w: %s", err, out)
+	}
+	return nil
+}

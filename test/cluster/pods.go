@@ -1,0 +1,105 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
+)
+
+var execGVR = schema.GroupVersionResource{Group: "kwok.x-k8s.io", Version: "v1alpha1", Resource: "execs"}
+
+// startPodHelpers runs what a real cluster would have and kwok lacks:
+//   - a binder (there is no scheduler): every pod without a node goes to the
+//     fake node;
+//   - a per-pod kwok Exec, so the program kwok runs for `kubectl exec`
+//     (the stub pilot-agent) knows which pod it is in (POD_NAME,
+//     POD_NAMESPACE), as it would inside a real container.
+func (c *Cluster) startPodHelpers(ctx context.Context) error {
+	dyn, err := dynamic.NewForConfig(c.rest)
+	if err != nil {
+		return err
+	}
+	f := informers.NewSharedInformerFactory(c.client, 0)
+	pods := f.Core().V1().Pods().Informer()
+	log := logFor(c.opts.Log)
+	_, err = pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			pod := obj.(*corev1.Pod)
+			if err := c.ensureExec(ctx, dyn, pod); err != nil {
+				fmt.Fprintf(log, "harness| exec for %s/%s: %v\n", pod.Namespace, pod.Name, err)
+			}
+			if err := c.bind(ctx, pod); err != nil {
+				fmt.Fprintf(log, "harness| binding %s/%s: %v\n", pod.Namespace, pod.Name, err)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			if pod, ok := obj.(*corev1.Pod); ok {
+				err := dyn.Resource(execGVR).Namespace(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{})
+				if err != nil && !apierrors.IsNotFound(err) && ctx.Err() == nil {
+					fmt.Fprintf(log, "harness| deleting exec %s/%s: %v\n", pod.Namespace, pod.Name, err)
+				}
+			}
+		},
+	})
+	if err != nil {
+		return err
+	}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		pods.Run(ctx.Done())
+	}()
+	if !cache.WaitForCacheSync(ctx.Done(), pods.HasSynced) {
+		return fmt.Errorf("pod informer did not sync")
+	}
+	return nil
+}
+
+// bind plays the scheduler for a pod without a node.
+func (c *Cluster) bind(ctx context.Context, pod *corev1.Pod) error {
+	if pod.Spec.NodeName != "" {
+		return nil
+	}
+	b := &corev1.Binding{
+		ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace, UID: pod.UID},
+		Target:     corev1.ObjectReference{Kind: "Node", Name: NodeName},
+	}
+	err := c.client.CoreV1().Pods(pod.Namespace).Bind(ctx, b, metav1.CreateOptions{})
+	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+		return nil // bound or gone meanwhile
+	}
+	return err
+}
+
+func (c *Cluster) ensureExec(ctx context.Context, dyn dynamic.Interface, pod *corev1.Pod) error {
+	obj := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "kwok.x-k8s.io/v1alpha1",
+		"kind":       "Exec",
+		"metadata":   map[string]any{"name": pod.Name, "namespace": pod.Namespace},
+		"spec": map[string]any{"execs": []any{map[string]any{
+			"local": map[string]any{"envs": []any{
+				map[string]any{"name": "POD_NAME", "value": pod.Name},
+				map[string]any{"name": "POD_NAMESPACE", "value": pod.Namespace},
+				map[string]any{"name": "POD_UID", "value": string(pod.UID)},
+			}},
+		}}},
+	}}
+	_, err := dyn.Resource(execGVR).Namespace(pod.Namespace).Create(ctx, obj, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		// A pod re-created under the same name (StatefulSet-like): refresh.
+		_ = dyn.Resource(execGVR).Namespace(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{})
+		_, err = dyn.Resource(execGVR).Namespace(pod.Namespace).Create(ctx, obj, metav1.CreateOptions{})
+	}
+	return err
+}

@@ -1,0 +1,184 @@
+package cluster
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os/exec"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// process is one child process whose output goes, line by line and
+// prefixed with its name, to the cluster's log.
+type process struct {
+	name string
+	cmd  *exec.Cmd
+	done chan struct{}
+	err  error
+}
+
+// lockedWriter serialises writes from several processes to one log.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+var logWriters sync.Map // io.Writer -> *lockedWriter
+
+func logFor(w io.Writer) *lockedWriter {
+	v, _ := logWriters.LoadOrStore(w, &lockedWriter{w: w})
+	return v.(*lockedWriter)
+}
+
+// StartProcess runs a command (path, args, env added to the harness's
+// environment), prefixing its output with name into log. The returned stop
+// function sends SIGTERM, waits up to grace, then kills; it is idempotent.
+// Tests use it for istio-aux's own binaries.
+func StartProcess(name string, log io.Writer, env []string, path string, args ...string) (stop func() error, err error) {
+	p, err := startProcess(name, log, env, path, args...)
+	if err != nil {
+		return nil, err
+	}
+	return func() error { return p.stop(10 * time.Second) }, nil
+}
+
+func startProcess(name string, log io.Writer, env []string, path string, args ...string) (*process, error) {
+	cmd := exec.Command(path, args...)
+	cmd.Env = append(cmd.Environ(), env...)
+	lw := logFor(log)
+	pr, pw := io.Pipe()
+	cmd.Stdout, cmd.Stderr = pw, pw
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting %s: %w", name, err)
+	}
+	p := &process{name: name, cmd: cmd, done: make(chan struct{})}
+	go func() {
+		s := bufio.NewScanner(pr)
+		s.Buffer(make([]byte, 64*1024), 1024*1024)
+		for s.Scan() {
+			fmt.Fprintf(lw, "%s| %s\n", name, s.Text())
+		}
+		_, _ = io.Copy(io.Discard, pr)
+	}()
+	go func() {
+		p.err = cmd.Wait()
+		_ = pw.Close()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+// exited reports a process that died, with its error.
+func (p *process) exited() (bool, error) {
+	select {
+	case <-p.done:
+		return true, fmt.Errorf("%s exited: %v", p.name, p.err)
+	default:
+		return false, nil
+	}
+}
+
+func (p *process) stop(grace time.Duration) error {
+	select {
+	case <-p.done:
+		return nil
+	default:
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+		return nil
+	case <-time.After(grace):
+	}
+	_ = p.cmd.Process.Kill()
+	<-p.done
+	return fmt.Errorf("%s did not stop within %s and was killed", p.name, grace)
+}
+
+func (c *Cluster) start(name string, env []string, path string, args ...string) (*process, error) {
+	p, err := startProcess(name, c.opts.Log, env, path, args...)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	c.procs = append(c.procs, p)
+	c.mu.Unlock()
+	return p, nil
+}
+
+// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+func FreePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func freeAddr() (string, error) {
+	p, err := FreePort()
+	if err != nil {
+		return "", err
+	}
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(p)), nil
+}
+
+// Poll calls cond every interval until it returns true, returns an error,
+// or timeout passes; the last condition error explains a timeout.
+func Poll(ctx context.Context, interval, timeout time.Duration, cond func(context.Context) (bool, error)) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var last error
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		ok, err := cond(ctx)
+		if ok {
+			return nil
+		}
+		if err != nil {
+			last = err
+		}
+		select {
+		case <-ctx.Done():
+			if last != nil {
+				return fmt.Errorf("%w (last: %v)", ctx.Err(), last)
+			}
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// waitUp polls until ready succeeds, failing fast if p dies.
+func waitUp(ctx context.Context, p *process, timeout time.Duration, ready func(context.Context) error) error {
+	err := Poll(ctx, 100*time.Millisecond, timeout, func(ctx context.Context) (bool, error) {
+		if dead, _ := p.exited(); dead {
+			return true, nil // reported below, without waiting out the timeout
+		}
+		if err := ready(ctx); err != nil {
+			return false, err
+		}
+		return true, nil
+	})
+	if dead, perr := p.exited(); dead {
+		return errors.Join(perr, err)
+	}
+	if err != nil {
+		return fmt.Errorf("waiting for %s: %w", p.name, err)
+	}
+	return nil
+}
