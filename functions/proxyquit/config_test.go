@@ -1,0 +1,89 @@
+package proxyquit
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/tools/record"
+)
+
+func TestConfigFromEnv(t *testing.T) {
+	tests := []struct {
+		name    string
+		env     map[string]string
+		want    Config
+		wantErr bool
+	}{{
+		name: "defaults",
+		want: Config{QuitCommand: []string{"pilot-agent", "request", "POST", "quitquitquit"}, ExecTimeout: 10 * time.Second},
+	}, {
+		name: "everything set",
+		env: map[string]string{
+			EnvSidecars:    " vault-agent, ,fluent-bit ",
+			EnvQuitCommand: "  curl -sf -XPOST\thttp://127.0.0.1:15020/quitquitquit ",
+			EnvExecTimeout: "3s",
+		},
+		want: Config{
+			Sidecars:    []string{"vault-agent", "fluent-bit"},
+			QuitCommand: []string{"curl", "-sf", "-XPOST", "http://127.0.0.1:15020/quitquitquit"},
+			ExecTimeout: 3 * time.Second,
+		},
+	}, {
+		name: "empty sidecars means none",
+		env:  map[string]string{EnvSidecars: ""},
+		want: DefaultConfig(),
+	}, {
+		name:    "blank quit command",
+		env:     map[string]string{EnvQuitCommand: "   "},
+		wantErr: true,
+	}, {
+		name:    "timeout without unit",
+		env:     map[string]string{EnvExecTimeout: "10"},
+		wantErr: true,
+	}, {
+		name:    "negative timeout",
+		env:     map[string]string{EnvExecTimeout: "-1s"},
+		wantErr: true,
+	}, {
+		name:    "zero timeout",
+		env:     map[string]string{EnvExecTimeout: "0s"},
+		wantErr: true,
+	}}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := configFromLookup(func(k string) (string, bool) { v, ok := tc.env[k]; return v, ok })
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("err = %v, wantErr %v", err, tc.wantErr)
+			}
+			if tc.wantErr {
+				return
+			}
+			if !slices.Equal(got.Sidecars, tc.want.Sidecars) || !slices.Equal(got.QuitCommand, tc.want.QuitCommand) || got.ExecTimeout != tc.want.ExecTimeout {
+				t.Errorf("config = %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestConfigFromEnvReadsTheProcessEnvironment(t *testing.T) {
+	t.Setenv(EnvExecTimeout, "250ms")
+	cfg, err := ConfigFromEnv()
+	if err != nil || cfg.ExecTimeout != 250*time.Millisecond {
+		t.Fatalf("ConfigFromEnv() = %+v, %v; want a 250ms timeout", cfg, err)
+	}
+}
+
+func TestNewRejectsBadConfig(t *testing.T) {
+	for name, cfg := range map[string]Config{
+		"no command":    {ExecTimeout: time.Second},
+		"no timeout":    {QuitCommand: []string{"x"}},
+		"comma sidecar": {QuitCommand: []string{"x"}, ExecTimeout: time.Second, Sidecars: []string{"a,b"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if _, err := New(cfg, ClientCluster{}, &fakeExecer{}, record.NewFakeRecorder(1), nil); err == nil {
+				t.Error("New accepted a bad config")
+			}
+		})
+	}
+}

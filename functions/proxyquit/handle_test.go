@@ -1,0 +1,336 @@
+package proxyquit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	cloudevents "github.com/cloudevents/sdk-go/v2"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/istio-aux/istio-aux/functions/podevent"
+)
+
+var defaultArgv = []string{"pilot-agent", "request", "POST", "quitquitquit"}
+
+func TestHandle(t *testing.T) {
+	done := donePod("job-1", "uid-1")
+	appRunning := podSpec{name: "job-1", uid: "uid-1", policy: corev1.RestartPolicyNever, apps: []string{"app"},
+		states: map[string]corev1.ContainerState{"app": running}, proxy: running}.pod()
+	proxyExited := podSpec{name: "job-1", uid: "uid-1", policy: corev1.RestartPolicyNever, apps: []string{"app"},
+		states: map[string]corev1.ContainerState{"app": exited(0)}, proxy: exited(0)}.pod()
+	withAnnotation := func(p *corev1.Pod, k, v string) *corev1.Pod {
+		p = p.DeepCopy()
+		p.Annotations = map[string]string{k: v}
+		return p
+	}
+	withUID := func(p *corev1.Pod, uid string) *corev1.Pod {
+		p = p.DeepCopy()
+		p.UID = types.UID(uid)
+		return p
+	}
+	apiDown := func(resource string) func(*harness) {
+		return func(h *harness) {
+			h.client.PrependReactor("get", resource, func(k8stesting.Action) (bool, runtime.Object, error) {
+				return true, nil, apierrors.NewServiceUnavailable("etcd is down")
+			})
+		}
+	}
+
+	tests := []struct {
+		name     string
+		cfg      func(*Config)
+		nsLabels map[string]string
+		live     *corev1.Pod // nil: no live pod
+		event    func(t *testing.T) cloudevents.Event
+		setup    func(*harness)
+		wantCode int
+		wantOut  string
+		wantExec []execCall
+		wantKube []string // substrings of the recorded Kubernetes Events, in order
+		noAPI    bool     // the API must not be called at all
+	}{{
+		name:     "done pod: quit with the default argv in istio-proxy",
+		nsLabels: optedIn, live: done, event: ev(done),
+		wantCode: 200, wantOut: OutcomeQuit,
+		wantExec: []execCall{{testNS, "job-1", "istio-proxy", defaultArgv}},
+		wantKube: []string{"Normal ProxyQuit Quit istio-proxy: all apps terminated"},
+	}, {
+		name:     "legacy namespace label is honoured",
+		nsLabels: map[string]string{"io.datastrophic/istio-aux": "enabled"}, live: done, event: ev(done),
+		wantCode: 200, wantOut: OutcomeQuit,
+		wantExec: []execCall{{testNS, "job-1", "istio-proxy", defaultArgv}},
+		wantKube: []string{"Normal ProxyQuit"},
+	}, {
+		name: "configured command and sidecars",
+		cfg: func(c *Config) {
+			c.QuitCommand = []string{"curl", "-sf", "-XPOST", "http://127.0.0.1:15020/quitquitquit"}
+			c.Sidecars = []string{"vault-agent"}
+		},
+		nsLabels: optedIn,
+		live:     withSidecar(done, "vault-agent"), event: ev(withSidecar(done, "vault-agent")),
+		wantCode: 200, wantOut: OutcomeQuit,
+		wantExec: []execCall{{testNS, "job-1", "istio-proxy", []string{"curl", "-sf", "-XPOST", "http://127.0.0.1:15020/quitquitquit"}}},
+		wantKube: []string{"Normal ProxyQuit"},
+	}, {
+		name:     "unconfigured running sidecar is an app: wait",
+		nsLabels: optedIn,
+		live:     withSidecar(done, "vault-agent"), event: ev(withSidecar(done, "vault-agent")),
+		wantCode: 200, wantOut: OutcomeWait, noAPI: true,
+	}, {
+		name:     "pod opted in by annotation in an unlabelled namespace",
+		live:     withAnnotation(done, "istio-aux.dev/enabled", "true"),
+		event:    ev(withAnnotation(done, "istio-aux.dev/enabled", "true")),
+		wantCode: 200, wantOut: OutcomeQuit,
+		wantExec: []execCall{{testNS, "job-1", "istio-proxy", defaultArgv}},
+		wantKube: []string{"Normal ProxyQuit"},
+	}, {
+		name:     "wrong type: 400",
+		nsLabels: optedIn, live: done,
+		event:    func(t *testing.T) cloudevents.Event { e := newEvent(t, done); e.SetType("com.example.other"); return e },
+		wantCode: 400, wantOut: OutcomeInvalid, noAPI: true,
+	}, {
+		name:     "data is not a pod: 400",
+		nsLabels: optedIn, live: done,
+		event: func(t *testing.T) cloudevents.Event {
+			e := newEvent(t, done)
+			_ = e.SetData(cloudevents.ApplicationJSON, []byte(`{"metadata":`))
+			return e
+		},
+		wantCode: 400, wantOut: OutcomeInvalid, noAPI: true,
+	}, {
+		name:     "subject names another pod: 400",
+		nsLabels: optedIn, live: done,
+		event: func(t *testing.T) cloudevents.Event {
+			e := newEvent(t, done)
+			e.SetSubject(podevent.Subject(testNS, "other"))
+			return e
+		},
+		wantCode: 400, wantOut: OutcomeInvalid, noAPI: true,
+	}, {
+		name:     "ApiServerSource delete: nothing to do",
+		nsLabels: optedIn, live: done, event: apiServerEvent(podevent.TypeAPIServerDelete, done),
+		wantCode: 200, wantOut: OutcomeIgnored, noAPI: true,
+	}, {
+		name:     "ApiServerSource update of a done pod: quit",
+		nsLabels: optedIn, live: done, event: apiServerEvent(podevent.TypeAPIServerUpdate, done),
+		wantCode: 200, wantOut: OutcomeQuit,
+		wantExec: []execCall{{testNS, "job-1", "istio-proxy", defaultArgv}},
+		wantKube: []string{"Normal ProxyQuit"},
+	}, {
+		name:     "event pod still running: wait, no API call",
+		nsLabels: optedIn, live: done, event: ev(appRunning),
+		wantCode: 200, wantOut: OutcomeWait, noAPI: true,
+	}, {
+		name:     "duplicate event after the proxy exited: ignored, no API call",
+		nsLabels: optedIn, live: proxyExited, event: ev(proxyExited),
+		wantCode: 200, wantOut: OutcomeIgnored, noAPI: true,
+	}, {
+		name:     "late event, live proxy already exited: ignored",
+		nsLabels: optedIn, live: proxyExited, event: ev(done),
+		wantCode: 200, wantOut: OutcomeIgnored,
+	}, {
+		name:     "live pod restarted its app since the event: wait",
+		nsLabels: optedIn, live: appRunning, event: ev(done),
+		wantCode: 200, wantOut: OutcomeWait,
+	}, {
+		name:     "pod gone: success",
+		nsLabels: optedIn, event: ev(done),
+		wantCode: 200, wantOut: OutcomeGone,
+	}, {
+		name:     "same name, new pod: uid mismatch",
+		nsLabels: optedIn, live: withUID(done, "uid-other"), event: ev(done),
+		wantCode: 200, wantOut: OutcomeUIDMismatch,
+	}, {
+		name: "namespace not opted in",
+		live: done, event: ev(done),
+		wantCode: 200, wantOut: OutcomeNotOptedIn,
+	}, {
+		name:     "pod opted out by annotation in an opted-in namespace",
+		nsLabels: optedIn,
+		live:     withAnnotation(done, "istio-aux.dev/enabled", "false"),
+		event:    ev(withAnnotation(done, "istio-aux.dev/enabled", "false")),
+		wantCode: 200, wantOut: OutcomeNotOptedIn,
+	}, {
+		name:     "opted in by the event but opted out on the live pod",
+		nsLabels: optedIn,
+		live:     withAnnotation(done, "istio-aux.dev/enabled", "false"), event: ev(done),
+		wantCode: 200, wantOut: OutcomeNotOptedIn,
+	}, {
+		name:     "pod GET fails: 503",
+		nsLabels: optedIn, live: done, event: ev(done), setup: apiDown("pods"),
+		wantCode: 503, wantOut: OutcomeError,
+	}, {
+		name:     "namespace GET fails: 503",
+		nsLabels: optedIn, live: done, event: ev(done), setup: apiDown("namespaces"),
+		wantCode: 503, wantOut: OutcomeError,
+	}, {
+		name:     "exec fails while the proxy runs: 500 and a Warning",
+		nsLabels: optedIn, live: done, event: ev(done),
+		setup: func(h *harness) {
+			h.exec.hook = func(context.Context, execCall) (ExecOutput, error) {
+				return ExecOutput{Stderr: "connection refused"}, errBoom
+			}
+		},
+		wantCode: 500, wantOut: OutcomeFailed,
+		wantExec: []execCall{{testNS, "job-1", "istio-proxy", defaultArgv}},
+		wantKube: []string{"Warning ProxyQuitFailed Quitting istio-proxy failed (will retry): boom; stderr: connection refused"},
+	}, {
+		name:     "exec fails because the proxy just exited: success",
+		nsLabels: optedIn, live: done, event: ev(done),
+		setup: func(h *harness) {
+			h.exec.hook = func(context.Context, execCall) (ExecOutput, error) {
+				h.setPod(t, proxyExited)
+				return ExecOutput{}, errors.New(`container not found ("istio-proxy")`)
+			}
+		},
+		wantCode: 200, wantOut: OutcomeGone,
+		wantExec: []execCall{{testNS, "job-1", "istio-proxy", defaultArgv}},
+	}, {
+		name:     "exec fails because the pod was deleted: success",
+		nsLabels: optedIn, live: done, event: ev(done),
+		setup: func(h *harness) {
+			h.exec.hook = func(ctx context.Context, _ execCall) (ExecOutput, error) {
+				if err := h.client.CoreV1().Pods(testNS).Delete(ctx, "job-1", metav1.DeleteOptions{}); err != nil {
+					t.Error(err)
+				}
+				return ExecOutput{}, apierrors.NewNotFound(schema.GroupResource{Resource: "pods"}, "job-1")
+			}
+		},
+		wantCode: 200, wantOut: OutcomeGone,
+		wantExec: []execCall{{testNS, "job-1", "istio-proxy", defaultArgv}},
+	}, {
+		name:     "exec hangs: the deadline turns it into 500",
+		cfg:      func(c *Config) { c.ExecTimeout = 20 * time.Millisecond },
+		nsLabels: optedIn, live: done, event: ev(done),
+		setup: func(h *harness) {
+			h.exec.hook = func(ctx context.Context, _ execCall) (ExecOutput, error) {
+				<-ctx.Done()
+				return ExecOutput{}, fmt.Errorf("stream: %w", ctx.Err())
+			}
+		},
+		wantCode: 500, wantOut: OutcomeFailed,
+		wantExec: []execCall{{testNS, "job-1", "istio-proxy", defaultArgv}},
+		wantKube: []string{"Warning ProxyQuitFailed", "context deadline exceeded"},
+	}}
+
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := DefaultConfig()
+			if tc.cfg != nil {
+				tc.cfg(&cfg)
+			}
+			var live []*corev1.Pod
+			if tc.live != nil {
+				live = append(live, tc.live)
+			}
+			h := newHarness(t, cfg, tc.nsLabels, live...)
+			if tc.setup != nil {
+				tc.setup(h)
+			}
+			h.client.ClearActions()
+			e := tc.event(t)
+
+			res := h.fn.Handle(context.Background(), e)
+
+			if got := codeOf(t, res); got != tc.wantCode {
+				t.Errorf("code = %d, want %d (%v)", got, tc.wantCode, res)
+			}
+			if got := h.count(e.Type(), tc.wantOut); got != 1 {
+				t.Errorf("events_total{outcome=%q} = %v, want 1 (%v)", tc.wantOut, got, res)
+			}
+			if got := h.exec.Calls(); !slices.EqualFunc(got, tc.wantExec, execCallEqual) {
+				t.Errorf("exec calls = %v, want %v", got, tc.wantExec)
+			}
+			kube := strings.Join(h.events(), "\n")
+			for _, want := range tc.wantKube {
+				if !strings.Contains(kube, want) {
+					t.Errorf("Kubernetes Events %q do not contain %q", kube, want)
+				}
+			}
+			if len(tc.wantKube) == 0 && kube != "" {
+				t.Errorf("unexpected Kubernetes Events %q", kube)
+			}
+			if tc.noAPI && len(h.client.Actions()) != 0 {
+				t.Errorf("API calls %v, want none", h.client.Actions())
+			}
+			failures := counterValue(h.metrics.execFailures)
+			if want := float64(btoi(tc.wantOut == OutcomeFailed)); failures != want {
+				t.Errorf("exec_failures_total = %v, want %v", failures, want)
+			}
+		})
+	}
+}
+
+func TestHandleResultWrapsErrInvalid(t *testing.T) {
+	h := newHarness(t, DefaultConfig(), optedIn)
+	e := newEvent(t, donePod("p", "u"))
+	e.SetType("com.example.other")
+	if res := h.fn.Handle(context.Background(), e); !errors.Is(res, podevent.ErrInvalid) {
+		t.Errorf("result %v does not wrap podevent.ErrInvalid", res)
+	}
+}
+
+func TestHandleUnknownTypeIsOneMetricLabel(t *testing.T) {
+	h := newHarness(t, DefaultConfig(), optedIn)
+	for i := range 3 {
+		e := newEvent(t, donePod("p", "u"))
+		e.SetType(fmt.Sprintf("garbage.%d", i))
+		h.fn.Handle(context.Background(), e)
+	}
+	if got := h.count("other", OutcomeInvalid); got != 3 {
+		t.Errorf("events_total{type=other,outcome=invalid} = %v, want 3", got)
+	}
+}
+
+func ev(p *corev1.Pod) func(t *testing.T) cloudevents.Event {
+	return func(t *testing.T) cloudevents.Event { return newEvent(t, p) }
+}
+
+// apiServerEvent is what a Knative ApiServerSource in Resource mode sends:
+// the full object as data, and ApiServerSource's id and attributes.
+func apiServerEvent(typ string, p *corev1.Pod) func(t *testing.T) cloudevents.Event {
+	return func(t *testing.T) cloudevents.Event {
+		e := cloudevents.NewEvent()
+		e.SetID("5c0b6c1e-8d6f-4a55-a0b2-9d0f7c0e0f11")
+		e.SetType(typ)
+		e.SetSource("https://10.96.0.1:443")
+		e.SetSubject(podevent.Subject(p.Namespace, p.Name))
+		e.SetExtension("kind", "Pod")
+		e.SetExtension("apiversion", "v1")
+		e.SetExtension("name", p.Name)
+		e.SetExtension("namespace", p.Namespace)
+		if err := e.SetData(cloudevents.ApplicationJSON, p); err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+}
+
+func withSidecar(p *corev1.Pod, name string) *corev1.Pod {
+	p = p.DeepCopy()
+	p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: name})
+	p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, corev1.ContainerStatus{Name: name, State: running, Ready: true})
+	return p
+}
+
+func execCallEqual(a, b execCall) bool {
+	return a.Namespace == b.Namespace && a.Pod == b.Pod && a.Container == b.Container && slices.Equal(a.Argv, b.Argv)
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,203 @@
+package proxyquit
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	cloudevents "github.com/cloudevents/sdk-go/v2"
+	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
+	dto "github.com/prometheus/client_model/go"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/istio-aux/istio-aux/functions/podevent"
+)
+
+const (
+	testNS     = "team-a"
+	testSource = "https://127.0.0.1:6443"
+)
+
+// execCall is one call the fake execer saw.
+type execCall struct {
+	Namespace, Pod, Container string
+	Argv                      []string
+}
+
+// fakeExecer records calls; hook, when set, decides the result (and may
+// change the fake cluster, as a real quit would).
+type fakeExecer struct {
+	mu    sync.Mutex
+	calls []execCall
+	hook  func(ctx context.Context, c execCall) (ExecOutput, error)
+}
+
+func (f *fakeExecer) Exec(ctx context.Context, namespace, pod, container string, argv []string) (ExecOutput, error) {
+	c := execCall{namespace, pod, container, slices.Clone(argv)}
+	f.mu.Lock()
+	f.calls = append(f.calls, c)
+	hook := f.hook
+	f.mu.Unlock()
+	if hook != nil {
+		return hook(ctx, c)
+	}
+	return ExecOutput{}, nil
+}
+
+func (f *fakeExecer) Calls() []execCall {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.calls)
+}
+
+// harness is one Function over a fake API with an opted-in namespace.
+type harness struct {
+	fn       *Function
+	client   *fake.Clientset
+	exec     *fakeExecer
+	recorder *record.FakeRecorder
+	metrics  *Metrics
+}
+
+func newHarness(t testing.TB, cfg Config, nsLabels map[string]string, objects ...*corev1.Pod) *harness {
+	t.Helper()
+	h := &harness{
+		client:   fake.NewClientset(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: testNS, Labels: nsLabels}}),
+		exec:     &fakeExecer{},
+		recorder: record.NewFakeRecorder(100),
+	}
+	for _, p := range objects {
+		h.setPod(t, p)
+	}
+	m, err := NewMetrics(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.metrics = m
+	h.fn, err = New(cfg, ClientCluster{Client: h.client}, h.exec, h.recorder, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+var optedIn = map[string]string{"istio-aux.dev/enabled": "true"}
+
+// setPod makes p the live pod (created or replaced).
+func (h *harness) setPod(t testing.TB, p *corev1.Pod) {
+	t.Helper()
+	pods := h.client.CoreV1().Pods(p.Namespace)
+	ctx := context.Background()
+	if _, err := pods.Get(ctx, p.Name, metav1.GetOptions{}); err == nil {
+		if _, err := pods.Update(ctx, p.DeepCopy(), metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	if _, err := pods.Create(ctx, p.DeepCopy(), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// events drains the fake recorder.
+func (h *harness) events() []string {
+	var out []string
+	for {
+		select {
+		case e := <-h.recorder.Events:
+			out = append(out, e)
+		default:
+			return out
+		}
+	}
+}
+
+func (h *harness) count(eventType, outcome string) float64 {
+	return counterValue(h.metrics.events.WithLabelValues(typeLabel(eventType), outcome))
+}
+
+func counterValue(c interface{ Write(*dto.Metric) error }) float64 {
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		panic(err)
+	}
+	if m.Counter != nil {
+		return m.Counter.GetValue()
+	}
+	return float64(m.Histogram.GetSampleCount())
+}
+
+// codeOf reads a result the way the dispatcher does.
+func codeOf(t testing.TB, res cloudevents.Result) int {
+	t.Helper()
+	var r *cehttp.Result
+	if !cloudevents.ResultAs(res, &r) {
+		t.Fatalf("result %v is not an HTTP result", res)
+	}
+	return r.StatusCode
+}
+
+func newEvent(t testing.TB, p *corev1.Pod) cloudevents.Event {
+	t.Helper()
+	e, err := podevent.New(testSource, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// podSpec describes a pod compactly: apps and their states, in order.
+type podSpec struct {
+	name, uid   string
+	policy      corev1.RestartPolicy
+	apps        []string // app container names
+	states      map[string]corev1.ContainerState
+	proxy       corev1.ContainerState
+	annotations map[string]string
+	labels      map[string]string
+}
+
+var (
+	running = corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(time.Unix(1700000000, 0))}}
+	waiting = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "PodInitializing"}}
+	exited  = func(code int32) corev1.ContainerState {
+		reason := "Completed"
+		if code != 0 {
+			reason = "Error"
+		}
+		return corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code, Reason: reason}}
+	}
+)
+
+func (s podSpec) pod() *corev1.Pod {
+	p := &corev1.Pod{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+		ObjectMeta: metav1.ObjectMeta{Name: s.name, Namespace: testNS, UID: types.UID(s.uid), ResourceVersion: "1", Annotations: s.annotations, Labels: s.labels},
+		Spec:       corev1.PodSpec{RestartPolicy: s.policy},
+		Status:     corev1.PodStatus{Phase: corev1.PodRunning},
+	}
+	p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: "istio-proxy"})
+	p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, corev1.ContainerStatus{Name: "istio-proxy", State: s.proxy, Ready: s.proxy.Running != nil})
+	for _, a := range s.apps {
+		p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: a})
+		st := s.states[a]
+		p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, corev1.ContainerStatus{Name: a, State: st, Ready: st.Running != nil})
+	}
+	return p
+}
+
+// donePod is a Never pod whose single app exited 0 while istio-proxy runs:
+// the canonical "quit now" pod.
+func donePod(name, uid string) *corev1.Pod {
+	return podSpec{name: name, uid: uid, policy: corev1.RestartPolicyNever, apps: []string{"app"},
+		states: map[string]corev1.ContainerState{"app": exited(0)}, proxy: running}.pod()
+}
+
+var errBoom = errors.New("boom")
