@@ -1,0 +1,82 @@
+package webhook
+
+import (
+	"context"
+	"errors"
+
+	"go.uber.org/zap"
+	admissionv1 "k8s.io/api/admission/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"knative.dev/pkg/logging"
+)
+
+var podKind = metav1.GroupVersionKind{Group: "", Version: "v1", Kind: "Pod"}
+
+// Path implements webhook.AdmissionController.
+func (r *reconciler) Path() string { return r.path }
+
+// Admit implements webhook.AdmissionController. It always allows: a webhook
+// that sits in front of every opted-in pod must never be the reason a Job
+// cannot start. What it cannot handle it lets through unchanged, with an
+// admission warning for the client and a log line for the operator.
+func (r *reconciler) Admit(ctx context.Context, req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
+	resp := &admissionv1.AdmissionResponse{Allowed: true}
+	if req != nil {
+		resp.UID = req.UID
+	}
+	m, patch := r.admit(ctx, req)
+	r.metrics.record(ctx, m.Outcome, m.Reason)
+
+	logger := logging.FromContext(ctx).With(zap.String("outcome", string(m.Outcome)), zap.String("reason", m.Reason))
+	switch m.Outcome {
+	case Mutated:
+		pt := admissionv1.PatchTypeJSONPatch
+		resp.Patch, resp.PatchType = patch, &pt
+		logger.Infow("Mutated pod", zap.String("annotation", m.Key))
+	case Warned:
+		resp.Warnings = []string{m.Warning}
+		logger.Warnw("Let the request through unchanged", zap.String("warning", m.Warning))
+	default:
+		logger.Debug("Skipped pod")
+	}
+	return resp
+}
+
+// admit returns the mutation for a request and, when it mutates, its patch.
+func (r *reconciler) admit(ctx context.Context, req *admissionv1.AdmissionRequest) (Mutation, []byte) {
+	warn := func(reason string, err error) (Mutation, []byte) {
+		return Mutation{Outcome: Warned, Reason: reason, Warning: "istio-aux left the object unchanged: " + err.Error()}, nil
+	}
+	switch {
+	case req == nil:
+		return warn("empty request", errors.New("the admission review has no request"))
+	case req.Operation != admissionv1.Create:
+		return warn("not a create", errors.New("istio-aux only handles CREATE, got "+string(req.Operation)))
+	case req.Kind != podKind || req.SubResource != "":
+		return warn("not a pod", errors.New("istio-aux only handles pods, got "+req.Kind.String()+" "+req.SubResource))
+	}
+	pod, s, err := decodePod(req.Object.Raw)
+	if err != nil {
+		return warn("undecodable pod", err)
+	}
+	// Pods created by controllers usually carry no namespace in the object.
+	namespace := req.Namespace
+	if namespace == "" {
+		namespace = pod.Namespace
+	}
+	labels, err := r.namespaces.Labels(ctx, namespace)
+	if err != nil {
+		return warn("namespace unreadable", err)
+	}
+	m := Mutate(pod, labels, r.mode())
+	if m.Outcome != Mutated {
+		return m, nil
+	}
+	patch, err := annotationPatch(s, m.Key, m.Value)
+	if err != nil {
+		return warn("patch failed", err)
+	}
+	return m, patch
+}
+
+func (r *reconciler) mode() Mode { return r.config.Load().Mode }

@@ -1,0 +1,238 @@
+package webhook
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"maps"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgotesting "k8s.io/client-go/testing"
+	fakekube "knative.dev/pkg/client/injection/kube/client/fake"
+	knwebhook "knative.dev/pkg/webhook"
+	. "knative.dev/pkg/webhook/testing"
+
+	"github.com/istio-aux/istio-aux/functions/decision"
+)
+
+func podRequest(t testing.TB, ns string, labels, annotations map[string]string) *admissionv1.AdmissionRequest {
+	t.Helper()
+	pod := testPod(labels, annotations)
+	pod.Namespace = "" // as the Job controller sends it: generateName, no namespace
+	raw, err := json.Marshal(pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &admissionv1.AdmissionRequest{
+		UID:       "b2f1c9e0-uid",
+		Kind:      metav1.GroupVersionKind{Version: "v1", Kind: "Pod"},
+		Resource:  metav1.GroupVersionResource{Version: "v1", Resource: "pods"},
+		Namespace: ns,
+		Operation: admissionv1.Create,
+		Object:    runtime.RawExtension{Raw: raw},
+	}
+}
+
+func TestAdmit(t *testing.T) {
+	hold := map[string]string{AnnotationProxyConfig: "holdApplicationUntilProxyStarts: true"}
+	pods := func(mod func(*admissionv1.AdmissionRequest)) func(testing.TB) *admissionv1.AdmissionRequest {
+		return func(t testing.TB) *admissionv1.AdmissionRequest {
+			r := podRequest(t, "ml", nil, nil)
+			mod(r)
+			return r
+		}
+	}
+	tests := map[string]struct {
+		req     func(testing.TB) *admissionv1.AdmissionRequest
+		apiOnly bool // the namespace is not in the informer cache yet
+		outcome Outcome
+		want    map[string]string // annotations after the patch
+		warning string
+	}{
+		"enabled namespace": {
+			req: pods(func(*admissionv1.AdmissionRequest) {}), outcome: Mutated, want: hold,
+		},
+		"enabled namespace not cached yet": {
+			req: pods(func(*admissionv1.AdmissionRequest) {}), apiOnly: true, outcome: Mutated, want: hold,
+		},
+		"namespace from the object when the request has none": {
+			req: pods(func(r *admissionv1.AdmissionRequest) {
+				r.Namespace = ""
+				r.Object.Raw = []byte(`{"metadata":{"name":"p","namespace":"ml"},"spec":{"containers":[{"name":"app"}]}}`)
+			}),
+			outcome: Mutated, want: hold,
+		},
+		"pod label in an unknown namespace": {
+			req: func(t testing.TB) *admissionv1.AdmissionRequest {
+				return podRequest(t, "elsewhere", map[string]string{decision.LabelEnabled: "true"}, nil)
+			},
+			outcome: Mutated, want: hold,
+		},
+		"unlabelled namespace": {
+			req:     func(t testing.TB) *admissionv1.AdmissionRequest { return podRequest(t, "plain", nil, nil) },
+			outcome: Skipped,
+		},
+		"update": {
+			req: pods(func(r *admissionv1.AdmissionRequest) { r.Operation = admissionv1.Update }), outcome: Warned, warning: "only handles CREATE",
+		},
+		"delete with no object": {
+			req: pods(func(r *admissionv1.AdmissionRequest) {
+				r.Operation, r.Object = admissionv1.Delete, runtime.RawExtension{}
+			}),
+			outcome: Warned, warning: "only handles CREATE",
+		},
+		"a configmap": {
+			req: pods(func(r *admissionv1.AdmissionRequest) {
+				r.Kind = metav1.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
+			}),
+			outcome: Warned, warning: "only handles pods",
+		},
+		"a pod subresource": {
+			req:     pods(func(r *admissionv1.AdmissionRequest) { r.SubResource = "ephemeralcontainers" }),
+			outcome: Warned, warning: "only handles pods",
+		},
+		"garbage object": {
+			req:     pods(func(r *admissionv1.AdmissionRequest) { r.Object.Raw = []byte(`{"metadata":`) }),
+			outcome: Warned, warning: "not a JSON object",
+		},
+		"wrongly typed pod": {
+			req:     pods(func(r *admissionv1.AdmissionRequest) { r.Object.Raw = []byte(`{"spec":{"containers":"app"}}`) }),
+			outcome: Warned, warning: "not a Pod",
+		},
+		"empty object": {
+			req:     pods(func(r *admissionv1.AdmissionRequest) { r.Object.Raw = nil }),
+			outcome: Warned, warning: "not a JSON object",
+		},
+		"nil request": {
+			req:     func(testing.TB) *admissionv1.AdmissionRequest { return nil },
+			outcome: Warned, warning: "no request",
+		},
+		"malformed proxy config": {
+			req: func(t testing.TB) *admissionv1.AdmissionRequest {
+				return podRequest(t, "ml", nil, map[string]string{AnnotationProxyConfig: "a: [1"})
+			},
+			outcome: Warned, warning: "not valid YAML",
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			ml := namespace("ml", map[string]string{decision.LabelEnabled: "true"})
+			plain := namespace("plain", nil)
+			f := newFixture(t, nil, plain)
+			if _, err := fakekube.Get(f.ctx).CoreV1().Namespaces().Create(f.ctx, ml, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			if !tc.apiOnly {
+				if err := fakens(f).Add(ml); err != nil {
+					t.Fatal(err)
+				}
+			}
+			req := tc.req(t)
+			resp := f.r.Admit(f.ctx, req)
+			ExpectAllowed(t, resp)
+			if tc.warning != "" {
+				ExpectWarnsWith(t, resp, tc.warning)
+			} else if len(resp.Warnings) > 0 {
+				t.Errorf("unexpected warnings %v", resp.Warnings)
+			}
+			if req != nil && resp.UID != req.UID {
+				t.Errorf("UID = %q, want %q", resp.UID, req.UID)
+			}
+			if (resp.Patch != nil) != (tc.outcome == Mutated) || (resp.PatchType != nil) != (tc.outcome == Mutated) {
+				t.Fatalf("outcome %s but patch %q", tc.outcome, resp.Patch)
+			}
+			if tc.outcome == Mutated {
+				if got := annotationsAfter(t, req.Object.Raw, resp.Patch); !maps.Equal(got, tc.want) {
+					t.Errorf("annotations after = %#v, want %#v", got, tc.want)
+				}
+			}
+			if got := f.counts(t); got[tc.outcome] != 1 || len(got) != 1 {
+				t.Errorf("admission counts = %v, want one %s", got, tc.outcome)
+			}
+		})
+	}
+}
+
+// Admit behind knative's own HTTP handler: the AdmissionReview the API
+// server sends in, the review it reads back.
+func TestAdmitThroughKnativeHandler(t *testing.T) {
+	f := newFixture(t, nil, namespace("ml", map[string]string{decision.LabelEnabled: "true"}))
+	// No SecretName: ServeHTTP is the plain handler, TLS is Run's business.
+	wh, err := knwebhook.New(knwebhook.WithOptions(f.ctx, knwebhook.Options{}), []any{f.r})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wh.InformersHaveSynced()
+	for name, tc := range map[string]struct {
+		op      admissionv1.Operation
+		patched bool
+	}{
+		"create": {op: admissionv1.Create, patched: true},
+		"update": {op: admissionv1.Update},
+	} {
+		t.Run(name, func(t *testing.T) {
+			req := podRequest(t, "ml", nil, nil)
+			req.Operation = tc.op
+			body, err := json.Marshal(admissionv1.AdmissionReview{
+				TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
+				Request:  req,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			hr := httptest.NewRequest(http.MethodPost, Path, bytes.NewReader(body))
+			hr.Header.Set("Content-Type", "application/json")
+			rec := httptest.NewRecorder()
+			wh.ServeHTTP(rec, hr)
+			if rec.Code != http.StatusOK {
+				t.Fatalf("status %d: %s", rec.Code, rec.Body)
+			}
+			var review admissionv1.AdmissionReview
+			if err := json.Unmarshal(rec.Body.Bytes(), &review); err != nil || review.Response == nil {
+				t.Fatalf("response %s: %v", rec.Body, err)
+			}
+			if !review.Response.Allowed || review.Response.UID != req.UID || review.Kind != "AdmissionReview" {
+				t.Errorf("response = %+v", review.Response)
+			}
+			if got := review.Response.Patch != nil; got != tc.patched {
+				t.Errorf("patched = %v, want %v (warnings %v)", got, tc.patched, review.Response.Warnings)
+			}
+			if !tc.patched && len(review.Response.Warnings) == 0 {
+				t.Error("no warning for an unhandled request")
+			}
+		})
+	}
+}
+
+func TestAdmitNamespaceUnreadable(t *testing.T) {
+	f := newFixture(t, nil)
+	fakekube.Get(f.ctx).PrependReactor("get", "namespaces", func(clientgotesting.Action) (bool, runtime.Object, error) {
+		return true, nil, errors.New("etcd is on fire")
+	})
+	resp := f.r.Admit(f.ctx, podRequest(t, "ml", nil, nil))
+	ExpectAllowed(t, resp)
+	ExpectWarnsWith(t, resp, "etcd is on fire")
+	if resp.Patch != nil {
+		t.Errorf("patched %s", resp.Patch)
+	}
+}
+
+func TestAdmitFollowsMode(t *testing.T) {
+	f := newFixture(t, nil, namespace("ml", map[string]string{decision.LabelEnabled: "true"}))
+	f.r.config.Store(&Config{Mode: ModeNative})
+	req := podRequest(t, "ml", nil, nil)
+	resp := f.r.Admit(f.ctx, req)
+	got := annotationsAfter(t, req.Object.Raw, resp.Patch)
+	if want := map[string]string{AnnotationNativeSidecar: "true"}; !maps.Equal(got, want) {
+		t.Errorf("annotations = %v, want %v", got, want)
+	}
+	if !strings.Contains(string(resp.Patch), "sidecar.istio.io~1nativeSidecar") && !strings.Contains(string(resp.Patch), `"/metadata/annotations"`) {
+		t.Errorf("patch %s does not target the annotation", resp.Patch)
+	}
+}

@@ -1,0 +1,101 @@
+package webhook
+
+import (
+	"context"
+
+	"go.opentelemetry.io/otel"
+	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+	kubeclient "knative.dev/pkg/client/injection/kube/client"
+	mwhinformer "knative.dev/pkg/client/injection/kube/informers/admissionregistration/v1/mutatingwebhookconfiguration"
+	nsinformer "knative.dev/pkg/client/injection/kube/informers/core/v1/namespace"
+	"knative.dev/pkg/configmap"
+	"knative.dev/pkg/controller"
+	secretinformer "knative.dev/pkg/injection/clients/namespacedkube/informers/core/v1/secret"
+	"knative.dev/pkg/logging"
+	pkgreconciler "knative.dev/pkg/reconciler"
+	"knative.dev/pkg/system"
+	"knative.dev/pkg/webhook"
+)
+
+// NewController is an injection.ControllerConstructor: the pod admission
+// controller served on Path, and the reconciler of the
+// MutatingWebhookConfiguration ConfigurationName. The mode comes from
+// ConfigMap ConfigMapName through cmw and changes without a restart.
+func NewController(ctx context.Context, cmw configmap.Watcher) *controller.Impl {
+	logger := logging.FromContext(ctx)
+	client := kubeclient.Get(ctx)
+	mwhInformer := mwhinformer.Get(ctx)
+	secretInformer := secretinformer.Get(ctx)
+	nsInformer := nsinformer.Get(ctx)
+
+	secretName := SecretName
+	disableOwnership := false
+	if opts := webhook.GetOptions(ctx); opts != nil {
+		if opts.SecretName != "" {
+			secretName = opts.SecretName
+		}
+		disableOwnership = opts.DisableNamespaceOwnership
+	}
+	if v := webhook.DisableNamespaceOwnershipFromEnv(); v != nil {
+		disableOwnership = *v
+	}
+
+	key := types.NamespacedName{Name: ConfigurationName}
+	r := &reconciler{
+		LeaderAwareFuncs: pkgreconciler.LeaderAwareFuncs{
+			// Reconcile the singleton configuration on becoming leader.
+			PromoteFunc: func(bkt pkgreconciler.Bucket, enq func(pkgreconciler.Bucket, types.NamespacedName)) error {
+				enq(bkt, key)
+				return nil
+			},
+		},
+		key:                       key,
+		path:                      Path,
+		secretName:                secretName,
+		disableNamespaceOwnership: disableOwnership,
+		client:                    client,
+		mwhLister:                 mwhInformer.Lister(),
+		secretLister:              secretInformer.Lister(),
+		namespaces:                cachedNamespaces{lister: nsInformer.Lister(), client: client},
+		metrics:                   newMetrics(otel.GetMeterProvider()),
+	}
+	r.config.Store(DefaultConfig())
+	watchConfig(logger, cmw, r)
+
+	const queueName = "IstioAuxWebhook"
+	impl := controller.NewContext(ctx, r, controller.ControllerOptions{WorkQueueName: queueName, Logger: logger.Named(queueName)})
+	// Whatever changed, the singleton key is what gets reconciled.
+	mwhInformer.Informer().AddEventHandler(cache.FilteringResourceEventHandler{
+		FilterFunc: controller.FilterWithName(ConfigurationName),
+		Handler:    controller.HandleAll(impl.Enqueue),
+	})
+	secretInformer.Informer().AddEventHandler(cache.FilteringResourceEventHandler{
+		FilterFunc: controller.FilterWithNameAndNamespace(system.Namespace(), secretName),
+		Handler:    controller.HandleAll(impl.Enqueue),
+	})
+	return impl
+}
+
+// watchConfig keeps r's Config current. A missing ConfigMap means defaults;
+// an invalid one keeps the previous config, so a typo cannot change the mode.
+func watchConfig(logger *zap.SugaredLogger, cmw configmap.Watcher, r *reconciler) {
+	observe := func(cm *corev1.ConfigMap) {
+		cfg, err := NewConfigFromConfigMap(cm)
+		if err != nil {
+			logger.Errorw("Keeping the previous configuration", zap.Error(err), zap.String("mode", string(r.mode())))
+			return
+		}
+		if old := r.config.Swap(cfg); old.Mode != cfg.Mode {
+			logger.Infow("Webhook mode changed", zap.String("from", string(old.Mode)), zap.String("to", string(cfg.Mode)))
+		}
+	}
+	if dw, ok := cmw.(configmap.DefaultingWatcher); ok {
+		dw.WatchWithDefault(corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: ConfigMapName, Namespace: system.Namespace()}}, observe)
+		return
+	}
+	cmw.Watch(ConfigMapName, observe)
+}

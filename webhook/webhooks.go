@@ -1,0 +1,97 @@
+package webhook
+
+import (
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/istio-aux/istio-aux/functions/decision"
+)
+
+// Names of the three webhooks of ConfigurationName. There are three because
+// selectors can only OR across webhooks, and can match labels but not
+// annotations (a pod opted out by annotation still reaches Admit, which
+// then skips it).
+const (
+	WebhookEnabled = "enabled.istio-aux.dev"
+	WebhookLegacy  = "legacy.istio-aux.dev"
+	WebhookPods    = "pods.istio-aux.dev"
+)
+
+// Webhooks returns the webhooks of the MutatingWebhookConfiguration, calling
+// clientConfig (a service reference in a cluster, a URL for local and e2e
+// runs against an API server with no cluster network). It is what config/
+// declares, and what the e2e harness and the tests install.
+func Webhooks(systemNamespace string, clientConfig admissionregistrationv1.WebhookClientConfig) []admissionregistrationv1.MutatingWebhook {
+	notSystem := metav1.LabelSelectorRequirement{
+		Key: corev1.LabelMetadataName, Operator: metav1.LabelSelectorOpNotIn, Values: []string{systemNamespace},
+	}
+	// A pod labelled istio-aux.dev/enabled=false has opted out: no need to call us.
+	notOptedOut := &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
+		Key: decision.LabelEnabled, Operator: metav1.LabelSelectorOpNotIn, Values: []string{"false"},
+	}}}
+	whs := []admissionregistrationv1.MutatingWebhook{{
+		Name: WebhookEnabled,
+		NamespaceSelector: &metav1.LabelSelector{
+			MatchLabels:      map[string]string{decision.LabelEnabled: "true"},
+			MatchExpressions: []metav1.LabelSelectorRequirement{notSystem},
+		},
+		ObjectSelector: notOptedOut,
+	}, {
+		Name: WebhookLegacy,
+		NamespaceSelector: &metav1.LabelSelector{
+			// Exclude namespaces that also carry the new label: the first
+			// webhook already handles them, and the API server would call
+			// both.
+			MatchLabels: map[string]string{decision.LegacyLabel: decision.LegacyLabelValue},
+			MatchExpressions: []metav1.LabelSelectorRequirement{notSystem, {
+				Key: decision.LabelEnabled, Operator: metav1.LabelSelectorOpNotIn, Values: []string{"true"},
+			}},
+		},
+		ObjectSelector: notOptedOut,
+	}, {
+		Name: WebhookPods,
+		NamespaceSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+			notSystem,
+			{Key: decision.LabelEnabled, Operator: metav1.LabelSelectorOpNotIn, Values: []string{"true"}},
+			{Key: decision.LegacyLabel, Operator: metav1.LabelSelectorOpNotIn, Values: []string{decision.LegacyLabelValue}},
+		}},
+		ObjectSelector: &metav1.LabelSelector{MatchLabels: map[string]string{decision.LabelEnabled: "true"}},
+	}}
+	for i := range whs {
+		whs[i].ClientConfig = *clientConfig.DeepCopy()
+		setDefaults(&whs[i], Path)
+	}
+	return whs
+}
+
+// setDefaults makes a webhook safe and current: the reconciler owns its
+// rules, failure policy and side effects; timeout, reinvocation and review
+// versions are defaults a user may override in the YAML. Selectors and the
+// client config's service or URL belong to the YAML.
+func setDefaults(wh *admissionregistrationv1.MutatingWebhook, path string) {
+	scope := admissionregistrationv1.NamespacedScope
+	wh.Rules = []admissionregistrationv1.RuleWithOperations{{
+		// CREATE only: a webhook on UPDATE could block Job controllers from
+		// removing finalizers, and the annotation only matters at injection.
+		Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+		Rule: admissionregistrationv1.Rule{
+			APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}, Scope: &scope,
+		},
+	}}
+	wh.FailurePolicy = ptr.To(admissionregistrationv1.Ignore)
+	wh.SideEffects = ptr.To(admissionregistrationv1.SideEffectClassNone)
+	if wh.TimeoutSeconds == nil {
+		wh.TimeoutSeconds = ptr.To(int32(DefaultTimeout.Seconds()))
+	}
+	if wh.ReinvocationPolicy == nil {
+		wh.ReinvocationPolicy = ptr.To(admissionregistrationv1.NeverReinvocationPolicy)
+	}
+	if len(wh.AdmissionReviewVersions) == 0 {
+		wh.AdmissionReviewVersions = []string{"v1"}
+	}
+	if wh.ClientConfig.Service != nil {
+		wh.ClientConfig.Service.Path = ptr.To(path)
+	}
+}
