@@ -1,0 +1,64 @@
+//go:build e2e
+
+// Package e2e runs istio-aux's binaries against a real kube-apiserver, the
+// real Job controller and kwok (test/cluster), with a stand-in Istio
+// injector (test/injector). hack/e2e.sh (make e2e) builds everything first.
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/istio-aux/istio-aux/test/cluster"
+	"github.com/istio-aux/istio-aux/test/injector"
+)
+
+var (
+	env    *cluster.Cluster
+	logOut io.Writer = io.Discard
+)
+
+func TestMain(m *testing.M) { os.Exit(run(m)) }
+
+func run(m *testing.M) int {
+	if os.Getenv("E2E_VERBOSE") != "" {
+		logOut = os.Stderr
+	} else if f, err := os.Create(filepath.Join(os.TempDir(), "istio-aux-e2e.log")); err == nil {
+		defer f.Close()
+		logOut = f
+		fmt.Fprintf(os.Stderr, "process logs: %s\n", f.Name())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	start := time.Now()
+	c, err := cluster.Start(ctx, cluster.Options{ControllerManager: true, Kwok: true, Log: logOut})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "starting cluster:", err)
+		return 1
+	}
+	env = c
+	defer func() {
+		stopIstioAux()
+		if err := c.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "stopping cluster:", err)
+		}
+	}()
+	cert, key, err := c.CA().Serving()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	stopInjector, err := injector.Serve(ctx, c.Client(), c.CA().CertPEM, cert, key)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer stopInjector()
+	fmt.Fprintf(os.Stderr, "cluster up in %s (kubeconfig %s)\n", time.Since(start).Round(time.Millisecond), c.Kubeconfig())
+	return m.Run()
+}
