@@ -153,3 +153,7 @@ func quitsIn(t *testing.T, ns string) []cluster.Quit {
 	}
 	return out
 }
+
+func ptrInt32(v int32) *int32 { return &v }
+
+func batchCondition(s string) batchv1.JobConditionType { return batchv1.JobConditionType(s) }

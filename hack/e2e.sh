@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# End-to-end tests (make e2e): builds or reuses the cached control-plane
+# binaries, builds istio-aux's binaries and the stub pilot-agent, runs the
+# e2e-tagged tests against a real kube-apiserver + Job controller + kwok, and
+# prints the wall time of every stage at the end.
+set -o errexit -o nounset -o pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "${root}"
+cache="${ISTIO_AUX_CACHE:-${root}/_output}"
+stages=()
+timed() {
+  local name="$1"; shift
+  local start=${SECONDS}
+  "$@"
+  stages+=("$(printf '%-32s %4ds' "${name}" $((SECONDS - start)))")
+}
+report() {
+  echo "--- e2e stage times ---"
+  printf '%s\n' "${stages[@]}"
+}
+trap report EXIT
+
+timed "kubernetes binaries" hack/build-k8s.sh >/dev/null
+timed "kwok" hack/build-kwok.sh >/dev/null
+build_ours() {
+  mkdir -p "${cache}/bin" "${cache}/stub/bin"
+  go build -o "${cache}/stub/bin/pilot-agent" ./test/cmd/pilot-agent
+  go build -o "${cache}/bin/webhook" ./webhook/cmd/webhook
+  go build -o "${cache}/bin/bridge" ./bridge/cmd/bridge
+}
+timed "istio-aux binaries + stub" build_ours
+timed "harness test" go test -tags e2e -count=1 -timeout 5m ./test/cluster/...
+timed "e2e tests" go test -tags e2e -count=1 -timeout 20m -v ./test/e2e/... "$@"
