@@ -104,13 +104,13 @@ func Test4OnFailureRetry(t *testing.T) {
 // handled once it is back (a resync/list, not only watch updates).
 func Test5MissedWhileDown(t *testing.T) {
 	a := withIstioAux(t)
-	if err := a.bridgeStop(); err != nil {
+	if err := a.StopBridge(); err != nil {
 		t.Fatal(err)
 	}
 	restarted := false
 	t.Cleanup(func() {
 		if !restarted {
-			_ = a.startBridge()
+			_ = a.StartBridge()
 		}
 	})
 	ns := namespace(t, optedIn)
@@ -120,7 +120,7 @@ func Test5MissedWhileDown(t *testing.T) {
 		return len(pods) == 2 && stuck(&pods[0]) && stuck(&pods[1]), nil
 	})
 	restarted = true
-	if err := a.startBridge(); err != nil {
+	if err := a.StartBridge(); err != nil {
 		t.Fatal(err)
 	}
 	waitJob(t, ns, "offline", "Complete", 60*time.Second)

@@ -1,0 +1,193 @@
+// Package istioaux runs istio-aux's own binaries (webhook, bridge with
+// embedded NATS and the in-process function) as processes next to a
+// test/cluster control plane, wired the way a real install is, except that
+// the API server reaches the webhook by URL on 127.0.0.1. Used by the e2e
+// tests and the local demo.
+package istioaux
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/istio-aux/istio-aux/functions/decision"
+	"github.com/istio-aux/istio-aux/test/cluster"
+	"github.com/istio-aux/istio-aux/webhook"
+)
+
+// SystemNamespace is where istio-aux's ConfigMap and Secret live.
+const SystemNamespace = "istio-aux"
+
+const systemNamespace = SystemNamespace
+
+// IstioAux is istio-aux running as real processes.
+type IstioAux struct {
+	env         *cluster.Cluster
+	log         io.Writer
+	webhookStop func() error
+	bridgeStop  func() error
+	dataDir     string
+}
+
+// BinDir is where hack/e2e.sh and hack/run.sh put istio-aux's binaries;
+// missing ones are built there on first use.
+func BinDir() string { return filepath.Join(cluster.CacheDir(), "bin") }
+
+func build(pkg, name string) (string, error) {
+	out := filepath.Join(BinDir(), name)
+	if _, err := os.Stat(out); err == nil && os.Getenv("E2E_REBUILD") == "" {
+		return out, nil
+	}
+	cmd := exec.Command("go", "build", "-o", out, pkg)
+	cmd.Dir = cluster.RepoRoot()
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build %s: %w: %s", pkg, err, b)
+	}
+	return out, nil
+}
+
+// Stop stops the bridge, then the webhook.
+func (a *IstioAux) Stop() error {
+	var errs []error
+	if a.bridgeStop != nil {
+		errs = append(errs, a.bridgeStop())
+	}
+	if a.webhookStop != nil {
+		errs = append(errs, a.webhookStop())
+	}
+	return errors.Join(errs...)
+}
+
+// StopBridge stops the bridge only (tests of catching up after downtime).
+func (a *IstioAux) StopBridge() error { return a.bridgeStop() }
+
+// Start installs istio-aux's ConfigMap, webhook Secret and
+// MutatingWebhookConfiguration in c, starts the webhook, waits until it
+// mutates pods, then starts the bridge and waits until it is ready.
+func Start(ctx context.Context, c *cluster.Cluster, log io.Writer) (*IstioAux, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	env := c
+	a := &IstioAux{env: c, log: log, dataDir: filepath.Join(c.Dir(), "bridge-data")}
+	cs := env.Client()
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: systemNamespace}}, metav1.CreateOptions{}); err != nil {
+		return nil, err
+	}
+	if _, err := cs.CoreV1().ConfigMaps(systemNamespace).Create(ctx, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "config-istio-aux"},
+		Data:       map[string]string{"mode": "hold"},
+	}, metav1.CreateOptions{}); err != nil {
+		return nil, err
+	}
+	// knative's certificate has DNS SANs only, and the API server reaches
+	// the webhook by URL on 127.0.0.1: pre-create a certificate valid for
+	// both, which knative's certificate reconciler keeps.
+	svc := "istio-aux-webhook"
+	cert, key, err := env.CA().Serving(svc, svc+"."+systemNamespace, svc+"."+systemNamespace+".svc", svc+"."+systemNamespace+".svc.cluster.local")
+	if err != nil {
+		return nil, err
+	}
+	if _, err := cs.CoreV1().Secrets(systemNamespace).Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: webhook.SecretName},
+		Data:       map[string][]byte{"server-key.pem": key, "server-cert.pem": cert, "ca-cert.pem": env.CA().CertPEM},
+	}, metav1.CreateOptions{}); err != nil {
+		return nil, err
+	}
+	port, err := cluster.FreePort()
+	if err != nil {
+		return nil, err
+	}
+	url := "https://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) + webhook.Path
+	if _, err := cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, &admissionregistrationv1.MutatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: webhook.ConfigurationName},
+		Webhooks:   webhook.Webhooks(systemNamespace, admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: env.CA().CertPEM}),
+	}, metav1.CreateOptions{}); err != nil {
+		return nil, err
+	}
+	wbin, err := build("./webhook/cmd/webhook", "webhook")
+	if err != nil {
+		return nil, err
+	}
+	profiling, err := cluster.FreePort()
+	if err != nil {
+		return nil, err
+	}
+	metrics, err := cluster.FreePort()
+	if err != nil {
+		return nil, err
+	}
+	a.webhookStop, err = cluster.StartProcess("webhook", a.log, []string{
+		"KUBECONFIG=" + env.Kubeconfig(),
+		"SYSTEM_NAMESPACE=" + systemNamespace,
+		"WEBHOOK_NAME=istio-aux-webhook",
+		"WEBHOOK_PORT=" + strconv.Itoa(port),
+		"WEBHOOK_SECRET_NAME=" + webhook.SecretName,
+		"PROFILING_PORT=" + strconv.Itoa(profiling),
+		"METRICS_PROMETHEUS_PORT=" + strconv.Itoa(metrics),
+		"ISTIO_AUX_DISABLE_HEALTH_PROBES=true",
+	}, wbin, "--disable-ha")
+	if err != nil {
+		return nil, err
+	}
+	// Ready once a dry-run pod in an opted-in namespace comes back mutated.
+	probe := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: "default", Labels: map[string]string{decision.LabelEnabled: "true"}},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "app"}}},
+	}
+	err = cluster.Poll(ctx, 200*time.Millisecond, 90*time.Second, func(ctx context.Context) (bool, error) {
+		p, err := cs.CoreV1().Pods("default").Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err != nil {
+			return false, err
+		}
+		return p.Annotations["proxy.istio.io/config"] != "", nil
+	})
+	if err != nil {
+		return a, fmt.Errorf("webhook never mutated a pod: %w", err)
+	}
+	return a, a.StartBridge()
+}
+
+// StartBridge (re)starts the bridge and waits until it is ready.
+func (a *IstioAux) StartBridge() error {
+	env := a.env
+	bbin, err := build("./bridge/cmd/bridge", "bridge")
+	if err != nil {
+		return err
+	}
+	metrics, err := cluster.FreePort()
+	if err != nil {
+		return err
+	}
+	a.bridgeStop, err = cluster.StartProcess("bridge", a.log, []string{
+		"KUBECONFIG=" + env.Kubeconfig(),
+		"ISTIO_AUX_DATA_DIR=" + a.dataDir,
+		"METRICS_ADDR=127.0.0.1:" + strconv.Itoa(metrics),
+		"ISTIO_AUX_RESYNC=30s",
+		"POD_NAMESPACE=" + systemNamespace,
+		"SYSTEM_NAMESPACE=" + systemNamespace,
+	}, bbin)
+	if err != nil {
+		return err
+	}
+	return cluster.Poll(context.Background(), 100*time.Millisecond, 30*time.Second, func(ctx context.Context) (bool, error) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://127.0.0.1:"+strconv.Itoa(metrics)+"/readyz", nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return false, err
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, nil
+	})
+}
