@@ -4,6 +4,7 @@ package cluster_test
 
 import (
 	"context"
+	"io"
 	"os"
 	"testing"
 	"time"
@@ -93,4 +94,36 @@ func waitPod(t *testing.T, c *cluster.Cluster, name string, cond func(*corev1.Po
 		t.Fatalf("pod %s: %v; last status %+v", name, err, last.Status)
 	}
 	return last
+}
+
+// TestKwokNativeSidecar: a native istio-proxy (init container, restartPolicy
+// Always) is stopped by the fake kubelet after the app, and the pod
+// succeeds with no quit at all.
+func TestKwokNativeSidecar(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c, err := cluster.Start(ctx, cluster.Options{Kwok: true, Log: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Stop() })
+	always := corev1.ContainerRestartPolicyAlways
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "native", Namespace: "default", Annotations: map[string]string{cluster.AnnotationRunFor: "1s"}},
+		Spec: corev1.PodSpec{
+			RestartPolicy:  corev1.RestartPolicyOnFailure,
+			InitContainers: []corev1.Container{{Name: "istio-proxy", Image: "proxyv2", RestartPolicy: &always}},
+			Containers:     []corev1.Container{{Name: "app", Image: "app"}},
+		},
+	}
+	if _, err := c.Client().CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	p := waitPod(t, c, "native", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodSucceeded })
+	if s := p.Status.InitContainerStatuses; len(s) != 1 || s[0].State.Terminated == nil {
+		t.Errorf("native istio-proxy = %+v, want terminated", s)
+	}
+	if q, _ := c.Quits(); len(q) != 0 {
+		t.Errorf("quits = %+v, want none", q)
+	}
 }
