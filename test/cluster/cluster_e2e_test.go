@@ -127,3 +127,55 @@ func TestKwokNativeSidecar(t *testing.T) {
 		t.Errorf("quits = %+v, want none", q)
 	}
 }
+
+// TestKwokOnFailureRestart: with restartPolicy OnFailure and exit codes
+// "1,0" the app is restarted once (restartCount 1, lastState exit 1) and
+// then exits 0 while istio-proxy runs on; a pod quit too early instead
+// restarts an app without network, which fails (exit 1) for ever.
+func TestKwokOnFailureRestart(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c, err := cluster.Start(ctx, cluster.Options{Kwok: true, Log: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Stop() })
+	newPod := func(name string) *corev1.Pod {
+		return &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", Annotations: map[string]string{
+				cluster.AnnotationRunFor: "1s", cluster.AnnotationExitCodes: "1,0",
+			}},
+			Spec: corev1.PodSpec{
+				RestartPolicy: corev1.RestartPolicyOnFailure,
+				Containers:    []corev1.Container{{Name: "istio-proxy", Image: "proxyv2"}, {Name: "app", Image: "app"}},
+			},
+		}
+	}
+	for _, name := range []string{"patient", "hasty"} {
+		if _, err := c.Client().CoreV1().Pods("default").Create(ctx, newPod(name), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// hasty: quit as soon as the first attempt failed.
+	waitPod(t, c, "hasty", func(p *corev1.Pod) bool {
+		s := status(p, "app")
+		return s.State.Terminated != nil && s.State.Terminated.ExitCode == 1 && s.RestartCount == 0
+	})
+	if err := c.Kubectl(ctx, "exec", "-n", "default", "hasty", "-c", "istio-proxy", "--", "pilot-agent", "request", "POST", "quitquitquit"); err != nil {
+		t.Fatal(err)
+	}
+	p := waitPod(t, c, "patient", func(p *corev1.Pod) bool {
+		s := status(p, "app")
+		return s.RestartCount == 1 && s.State.Terminated != nil
+	})
+	if s := status(p, "app"); s.State.Terminated.ExitCode != 0 || s.LastTerminationState.Terminated == nil || s.LastTerminationState.Terminated.ExitCode != 1 {
+		t.Errorf("patient app = %+v, want exit 0 after a first attempt that exited 1", s)
+	}
+	if status(p, "istio-proxy").State.Running == nil || p.Status.Phase != corev1.PodRunning {
+		t.Errorf("patient: proxy not running or phase %s", p.Status.Phase)
+	}
+	h := waitPod(t, c, "hasty", func(p *corev1.Pod) bool { return status(p, "app").RestartCount >= 2 })
+	if s := status(h, "app"); h.Status.Phase != corev1.PodRunning || (s.State.Terminated != nil && s.State.Terminated.ExitCode == 0) {
+		t.Errorf("hasty: phase %s, app %+v; want it failing for want of a proxy", h.Status.Phase, s.State)
+	}
+}
