@@ -11,9 +11,10 @@ cache="${ISTIO_AUX_CACHE:-${root}/_output}"
 stages=()
 timed() {
   local name="$1"; shift
-  local start=${SECONDS}
-  "$@"
-  stages+=("$(printf '%-32s %4ds' "${name}" $((SECONDS - start)))")
+  local start=${SECONDS} rc=0
+  "$@" || rc=$?
+  stages+=("$(printf '%-32s %4ds%s' "${name}" $((SECONDS - start)) "$( ((rc)) && echo '  FAILED')")")
+  return "${rc}"
 }
 report() {
   echo "--- e2e stage times ---"
