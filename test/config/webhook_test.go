@@ -62,9 +62,14 @@ func TestWebhookConfigurationRunsBeforeIstio(t *testing.T) {
 }
 
 // TestWebhookSelectorsAgreeWithOptIn checks the three webhooks' selectors
-// against decision.OptedIn over every combination of the opt-in labels: a
-// pod that is opted in reaches exactly one webhook, no pod reaches two, and
-// a pod of a namespace that is not opted in reaches none unless it opts in.
+// against decision.OptedIn over every combination of the opt-in labels and
+// the pod annotation: a pod that is opted in reaches exactly one webhook
+// (the annotation wins over the pod label, so a pod labelled "false" but
+// annotated "true" must still reach it), no pod reaches two, and a pod of a
+// namespace that is not opted in reaches none unless its label opts it in.
+// Selectors cannot see annotations: a pod opted in by the annotation alone
+// in a namespace that is not is out of the webhook's reach (documented in
+// 403-webhook-configuration.yaml).
 func TestWebhookSelectorsAgreeWithOptIn(t *testing.T) {
 	mwc := webhookConfiguration(t)
 	type sel struct{ ns, obj labels.Selector }
@@ -74,12 +79,11 @@ func TestWebhookSelectorsAgreeWithOptIn(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", w.Name, err)
 		}
-		obj, err := metav1.LabelSelectorAsSelector(w.ObjectSelector)
-		if err != nil {
-			t.Fatalf("%s: %v", w.Name, err)
-		}
-		if w.ObjectSelector == nil {
-			obj = labels.Everything()
+		obj := labels.Everything()
+		if w.ObjectSelector != nil {
+			if obj, err = metav1.LabelSelectorAsSelector(w.ObjectSelector); err != nil {
+				t.Fatalf("%s: %v", w.Name, err)
+			}
 		}
 		sels[w.Name] = sel{ns, obj}
 	}
@@ -90,32 +94,39 @@ func TestWebhookSelectorsAgreeWithOptIn(t *testing.T) {
 		}
 		return out
 	}
+	cases := 0
 	for _, name := range []string{"default", "team-a", "istio-aux"} {
 		for _, nsNew := range values(decision.LabelEnabled, "true", "false") {
 			for _, nsOld := range values(decision.LegacyLabel, decision.LegacyLabelValue, "disabled") {
 				for _, pod := range values(decision.LabelEnabled, "true", "false") {
-					nsLabels := merge(nsNew, nsOld, map[string]string{"kubernetes.io/metadata.name": name})
-					var matched []string
-					for w, s := range sels {
-						if s.ns.Matches(labels.Set(nsLabels)) && s.obj.Matches(labels.Set(pod)) {
-							matched = append(matched, w)
+					for _, ann := range values(decision.AnnotationEnabled, "true", "false") {
+						cases++
+						nsLabels := merge(nsNew, nsOld, map[string]string{"kubernetes.io/metadata.name": name})
+						var matched []string
+						for w, s := range sels {
+							if s.ns.Matches(labels.Set(nsLabels)) && s.obj.Matches(labels.Set(pod)) {
+								matched = append(matched, w)
+							}
 						}
-					}
-					desc := fmt.Sprintf("namespace %v, pod labels %v: webhooks %v", nsLabels, pod, matched)
-					optedIn := decision.OptedIn(nsLabels, pod, nil)
-					switch {
-					case len(matched) > 1:
-						t.Errorf("%s: called more than once", desc)
-					case name == "istio-aux" && len(matched) > 0:
-						t.Errorf("%s: istio-aux's own namespace must be excluded", desc)
-					case name != "istio-aux" && optedIn && len(matched) != 1:
-						t.Errorf("%s: opted in but not sent to the webhook", desc)
-					case !optedIn && !decision.NamespaceOptedIn(nsLabels) && len(matched) > 0:
-						t.Errorf("%s: neither pod nor namespace opted in, yet called", desc)
+						desc := fmt.Sprintf("namespace %v, pod labels %v, annotations %v: webhooks %v", nsLabels, pod, ann, matched)
+						reachable := decision.NamespaceOptedIn(nsLabels) || pod[decision.LabelEnabled] == "true"
+						switch {
+						case len(matched) > 1:
+							t.Errorf("%s: called more than once", desc)
+						case name == "istio-aux" && len(matched) > 0:
+							t.Errorf("%s: istio-aux's own namespace must be excluded", desc)
+						case name != "istio-aux" && reachable && decision.OptedIn(nsLabels, pod, ann) && len(matched) != 1:
+							t.Errorf("%s: opted in but not sent to the webhook", desc)
+						case !reachable && len(matched) > 0:
+							t.Errorf("%s: neither namespace nor pod label opted in, yet called", desc)
+						}
 					}
 				}
 			}
 		}
+	}
+	if cases != 3*3*3*3*3 {
+		t.Fatalf("ran %d cases", cases)
 	}
 }
 
