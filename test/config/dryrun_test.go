@@ -61,16 +61,7 @@ func TestDryRun(t *testing.T) {
 			t.Errorf("stopping the control plane: %v", err)
 		}
 	})
-	dyn, err := dynamic.NewForConfig(c.RESTConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	disc, err := discovery.NewDiscoveryClientForConfig(c.RESTConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disc))
-	a := &applier{dyn: dyn, mapper: mapper}
+	a := newApplier(t, c)
 
 	// The CRDs for real: the dry-run of our objects is validated against
 	// their OpenAPI schemas.
@@ -143,6 +134,21 @@ type applier struct {
 	mapper *restmapper.DeferredDiscoveryRESTMapper
 }
 
+func newApplier(t *testing.T, c *cluster.Cluster) *applier {
+	t.Helper()
+	dyn, err := dynamic.NewForConfig(c.RESTConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	disc, err := discovery.NewDiscoveryClientForConfig(c.RESTConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &applier{dyn: dyn, mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disc))}
+}
+
+// apply server-side applies d (force, strict field validation), as a
+// dry-run or for real.
 func (a *applier) apply(ctx context.Context, d doc, dryRun bool) error {
 	gvk := d.obj.GroupVersionKind()
 	m, err := a.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)

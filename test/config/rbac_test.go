@@ -1,0 +1,257 @@
+//go:build e2e
+
+package config
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/istio-aux/istio-aux/test/cluster"
+)
+
+// TestRBAC installs config/'s accounts and roles for real and asks the API
+// server, with SubjectAccessReviews, whether each component may make exactly
+// the calls its code makes, and may not make the ones it must not.
+func TestRBAC(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c, _ := startWithConfig(ctx, t)
+
+	type call struct {
+		verb, resource, sub, ns, name string
+		group                         string
+	}
+	sa := func(name string) string { return "system:serviceaccount:istio-aux:" + name }
+	cases := []struct {
+		user    string
+		allowed []call
+		denied  []call
+	}{{
+		user: sa("istio-aux-bridge"),
+		allowed: []call{
+			{verb: "list", resource: "pods"}, {verb: "watch", resource: "pods"},
+			{verb: "list", resource: "namespaces"}, {verb: "watch", resource: "namespaces"},
+		},
+		denied: []call{
+			{verb: "get", resource: "pods", ns: "default"}, {verb: "create", resource: "pods", sub: "exec", ns: "default"},
+			{verb: "get", resource: "secrets", ns: "istio-aux"}, {verb: "delete", resource: "pods", ns: "default"},
+		},
+	}, {
+		user: sa("istio-aux-proxyquit"),
+		allowed: []call{
+			{verb: "get", resource: "pods", ns: "team-a"},
+			{verb: "get", resource: "pods", sub: "exec", ns: "team-a"},
+			{verb: "create", resource: "pods", sub: "exec", ns: "team-a"},
+			{verb: "get", resource: "namespaces", name: "team-a"},
+			{verb: "create", resource: "events", ns: "team-a"}, {verb: "patch", resource: "events", ns: "team-a"},
+		},
+		denied: []call{
+			{verb: "list", resource: "pods"}, {verb: "delete", resource: "pods", ns: "team-a"},
+			{verb: "create", resource: "pods", sub: "attach", ns: "team-a"},
+			{verb: "get", resource: "secrets", ns: "team-a"}, {verb: "list", resource: "namespaces"},
+		},
+	}, {
+		user: sa("istio-aux-webhook"),
+		allowed: []call{
+			{verb: "list", resource: "mutatingwebhookconfigurations", group: "admissionregistration.k8s.io"},
+			{verb: "update", resource: "mutatingwebhookconfigurations", group: "admissionregistration.k8s.io", name: "istio-aux-webhook"},
+			{verb: "get", resource: "secrets", ns: "istio-aux", name: "istio-aux-webhook-certs"},
+			{verb: "update", resource: "secrets", ns: "istio-aux", name: "istio-aux-webhook-certs"},
+			{verb: "watch", resource: "configmaps", ns: "istio-aux"},
+			{verb: "create", resource: "leases", group: "coordination.k8s.io", ns: "istio-aux"},
+			{verb: "watch", resource: "namespaces"},
+		},
+		denied: []call{
+			{verb: "update", resource: "mutatingwebhookconfigurations", group: "admissionregistration.k8s.io", name: "istio-sidecar-injector"},
+			{verb: "get", resource: "secrets", ns: "default", name: "istio-aux-webhook-certs"},
+			{verb: "create", resource: "secrets", ns: "istio-aux"},
+			{verb: "update", resource: "configmaps", ns: "istio-aux"},
+			{verb: "create", resource: "leases", group: "coordination.k8s.io", ns: "kube-system"},
+			{verb: "list", resource: "pods"},
+		},
+	}}
+	for _, tc := range cases {
+		for _, want := range []bool{true, false} {
+			calls := tc.allowed
+			if !want {
+				calls = tc.denied
+			}
+			for _, cl := range calls {
+				attrs := &authorizationv1.ResourceAttributes{Verb: cl.verb, Group: cl.group, Resource: cl.resource, Subresource: cl.sub, Namespace: cl.ns, Name: cl.name}
+				r, err := c.Client().AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+					User: tc.user, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:istio-aux", "system:authenticated"}, ResourceAttributes: attrs,
+				}}, metav1.CreateOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if r.Status.Allowed != want {
+					t.Errorf("%s %+v: allowed=%v, want %v", tc.user, *attrs, r.Status.Allowed, want)
+				}
+			}
+		}
+	}
+}
+
+// TestWebhookRunsWithItsRole runs the real webhook binary as its own
+// ServiceAccount (a TokenRequest token, not admin), with leader election on,
+// and expects it to do its job with config/'s RBAC alone: fill the empty
+// Secret with a certificate and put the CA into every webhook's caBundle,
+// with no "forbidden" in its log.
+func TestWebhookRunsWithItsRole(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	c, _ := startWithConfig(ctx, t)
+
+	bin := filepath.Join(t.TempDir(), "webhook")
+	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./webhook/cmd/webhook")
+	build.Dir = repoRoot(t)
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	kubeconfig := serviceAccountKubeconfig(ctx, t, c, "istio-aux-webhook")
+	ports := make([]int, 3)
+	for i := range ports {
+		p, err := cluster.FreePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ports[i] = p
+	}
+	var log bytes.Buffer
+	cmd := exec.Command(bin)
+	cmd.Env = append(os.Environ(),
+		"KUBECONFIG="+kubeconfig, "SYSTEM_NAMESPACE=istio-aux", "WEBHOOK_NAME=istio-aux-webhook",
+		"WEBHOOK_SECRET_NAME=istio-aux-webhook-certs", "WEBHOOK_PORT="+strconv.Itoa(ports[0]),
+		"PROFILING_PORT="+strconv.Itoa(ports[1]), "METRICS_ADDR=127.0.0.1:"+strconv.Itoa(ports[2]),
+		"ISTIO_AUX_DISABLE_HEALTH_PROBES=true",
+		// The harness's API server is a release build; say so explicitly
+		// rather than depend on knative's minimum (1.34) here.
+		"KUBERNETES_MIN_VERSION=v1.34.0",
+	)
+	cmd.Stdout, cmd.Stderr = &log, &log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+		if t.Failed() {
+			t.Logf("webhook log:\n%s", log.String())
+		}
+	})
+
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
+		s, err := c.Client().CoreV1().Secrets("istio-aux").Get(ctx, "istio-aux-webhook-certs", metav1.GetOptions{})
+		if err != nil || len(s.Data["ca-cert.pem"]) == 0 {
+			return false, nil
+		}
+		mwc, err := c.Client().AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, "istio-aux-webhook", metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		for _, w := range mwc.Webhooks {
+			if !bytes.Equal(w.ClientConfig.CABundle, s.Data["ca-cert.pem"]) {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		t.Fatalf("the webhook did not fill the Secret and the caBundles: %v", err)
+	}
+	leases, err := c.Client().CoordinationV1().Leases("istio-aux").List(ctx, metav1.ListOptions{})
+	if err != nil || len(leases.Items) == 0 {
+		t.Errorf("no leader-election Lease in istio-aux (err %v)", err)
+	}
+	if strings.Contains(strings.ToLower(log.String()), "forbidden") {
+		t.Errorf("the webhook was refused something by RBAC:\n%s", grepLines(log.String(), "forbidden"))
+	}
+}
+
+// startWithConfig starts a control plane and installs, for real, config/'s
+// documents that need no Knative CRD (with ko:// placeholders).
+func startWithConfig(ctx context.Context, t *testing.T) (*cluster.Cluster, *applier) {
+	t.Helper()
+	c, err := cluster.Start(ctx, cluster.Options{Log: testLog(t)})
+	if err != nil {
+		t.Fatalf("starting the control plane: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := c.Stop(); err != nil {
+			t.Errorf("stopping the control plane: %v", err)
+		}
+	})
+	a := newApplier(t, c)
+	for _, d := range loadDocs(t, "config", placeholder) {
+		if strings.Contains(d.obj.GetAPIVersion(), "knative.dev") {
+			continue
+		}
+		if err := a.apply(ctx, d, false); err != nil {
+			t.Fatalf("applying %s: %v", d, err)
+		}
+	}
+	return c, a
+}
+
+// serviceAccountKubeconfig writes a kubeconfig that authenticates as the
+// ServiceAccount with a short-lived TokenRequest token.
+func serviceAccountKubeconfig(ctx context.Context, t *testing.T, c *cluster.Cluster, name string) string {
+	t.Helper()
+	tr, err := c.Client().CoreV1().ServiceAccounts("istio-aux").CreateToken(ctx, name, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr(int64(3600))},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("token for %s: %v", name, err)
+	}
+	rc := c.RESTConfig()
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["c"] = &clientcmdapi.Cluster{Server: rc.Host, CertificateAuthority: rc.CAFile, CertificateAuthorityData: rc.CAData, InsecureSkipTLSVerify: rc.Insecure}
+	cfg.AuthInfos["u"] = &clientcmdapi.AuthInfo{Token: tr.Status.Token}
+	cfg.Contexts["c"] = &clientcmdapi.Context{Cluster: "c", AuthInfo: "u"}
+	cfg.CurrentContext = "c"
+	path := filepath.Join(t.TempDir(), name+".kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		t.Fatal(err)
+	}
+	// The token must work before the binary relies on it.
+	rcs, err := clientcmd.BuildConfigFromFlags("", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kubernetes.NewForConfigOrDie(rcs).Discovery().ServerVersion(); err != nil {
+		t.Fatalf("%s's kubeconfig does not work: %v", name, err)
+	}
+	return path
+}
+
+func grepLines(s, substr string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(strings.ToLower(l), substr) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
