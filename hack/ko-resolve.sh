@@ -77,5 +77,12 @@ for image in ${images}; do
   tar -tf "${work}/fs.tar" 2>/dev/null | sed 's#^\./##; s#^/##' >"${work}/files"
   grep -qx "${entry#/}" "${work}/files" \
     || { echo "${image}: entrypoint ${entry} not in the image" >&2; exit 1; }
-  echo "ok ${image} (entrypoint ${entry}, user ${user})"
+  # Stripped (defaultLdflags -s -w): the witness that ko read .ko.yaml, as
+  # the base image and platform above are overridden on the command line.
+  tar -xf "${work}/fs.tar" -C "${work}" "${entry#/}" 2>/dev/null || tar -xf "${work}/fs.tar" -C "${work}" "${entry}"
+  if go tool nm "${work}/${entry#/}" >/dev/null 2>&1; then
+    echo "${image}: binary has a symbol table: ko did not read .ko.yaml" >&2
+    exit 1
+  fi
+  echo "ok ${image} (entrypoint ${entry}, user ${user}, stripped)"
 done
