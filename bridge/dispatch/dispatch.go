@@ -1,0 +1,185 @@
+// Package dispatch is the bridge's consumer side: a durable JetStream pull
+// consumer, shared by every replica, that delivers each event to the
+// function and acks only once the function has handled it.
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+	"knative.dev/pkg/logging"
+
+	"github.com/istio-aux/istio-aux/bridge/metrics"
+	"github.com/istio-aux/istio-aux/bridge/natsce"
+	"github.com/istio-aux/istio-aux/bridge/stream"
+	"github.com/istio-aux/istio-aux/functions/podevent"
+)
+
+// Options configure a Dispatcher.
+type Options struct {
+	// Stream is the JetStream stream name.
+	Stream string
+	// Consumer tunes the durable consumer.
+	Consumer stream.ConsumerOptions
+	// BaseDelay and MaxDelay bound the exponential nak delay (by delivery
+	// count). Defaults 1s and 1m.
+	BaseDelay, MaxDelay time.Duration
+}
+
+// Dispatcher delivers events from the stream to a Sink.
+type Dispatcher struct {
+	js      jetstream.JetStream
+	sink    Sink
+	m       *metrics.Dispatch
+	o       Options
+	running atomic.Bool
+}
+
+// New returns a dispatcher; Run starts it.
+func New(js jetstream.JetStream, sink Sink, m *metrics.Dispatch, o Options) *Dispatcher {
+	if o.Stream == "" {
+		o.Stream = stream.DefaultName
+	}
+	if o.Consumer.MaxAckPending == 0 {
+		o.Consumer = stream.DefaultConsumerOptions()
+	}
+	if o.BaseDelay <= 0 {
+		o.BaseDelay = time.Second
+	}
+	if o.MaxDelay <= 0 {
+		o.MaxDelay = time.Minute
+	}
+	return &Dispatcher{js: js, sink: sink, m: m, o: o}
+}
+
+// Running reports whether the consumer is consuming (readiness).
+func (d *Dispatcher) Running() bool { return d.running.Load() }
+
+// Run consumes until ctx is done, then waits for deliveries under way.
+func (d *Dispatcher) Run(ctx context.Context) error {
+	logger := logging.FromContext(ctx)
+	cons, err := stream.EnsureConsumer(ctx, d.js, d.o.Stream, d.o.Consumer)
+	if err != nil {
+		return err
+	}
+	// MaxAckPending already bounds deliveries across replicas; the
+	// semaphore bounds this replica's goroutines to the same number.
+	sem := make(chan struct{}, d.o.Consumer.MaxAckPending)
+	var wg sync.WaitGroup
+	cc, err := cons.Consume(func(msg jetstream.Msg) {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			d.handle(ctx, msg)
+		})
+	}, jetstream.PullMaxMessages(d.o.Consumer.MaxAckPending),
+		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+			if !errors.Is(err, context.Canceled) {
+				logger.Debugw("Consumer", zap.Error(err))
+			}
+		}))
+	if err != nil {
+		return fmt.Errorf("consuming %s: %w", stream.Durable, err)
+	}
+	d.running.Store(true)
+	logger.Infow("Dispatching", zap.String("stream", d.o.Stream), zap.String("consumer", stream.Durable))
+	<-ctx.Done()
+	d.running.Store(false)
+	cc.Stop()
+	wg.Wait()
+	return nil
+}
+
+// handle delivers one message and settles it.
+func (d *Dispatcher) handle(ctx context.Context, msg jetstream.Msg) {
+	d.m.InFlight.Inc()
+	defer d.m.InFlight.Dec()
+	log := logging.FromContext(ctx).Desugar().With(zap.String("subject", msg.Subject()))
+	delivered := uint64(1)
+	if meta, err := msg.Metadata(); err == nil {
+		delivered = meta.NumDelivered
+	}
+	if delivered > 1 {
+		d.m.Redeliveries.Inc()
+	}
+
+	e, err := natsce.ToEvent(ctx, &nats.Msg{Subject: msg.Subject(), Header: msg.Headers(), Data: msg.Data()})
+	if err == nil {
+		_, err = podevent.Decode(*e)
+	}
+	if err != nil {
+		d.m.Poison.WithLabelValues("decode").Inc()
+		log.Error("Terminating undecodable message", zap.Error(err))
+		d.settle(log, msg, Term, err.Error(), delivered)
+		return
+	}
+	log = log.With(zap.String("id", e.ID()))
+
+	start := time.Now()
+	res := d.sink.Send(ctx, *e)
+	d.m.Duration.Observe(time.Since(start).Seconds())
+	action, class := Classify(res)
+	d.m.Delivered.WithLabelValues(class).Inc()
+	switch action {
+	case Term:
+		d.m.Poison.WithLabelValues("rejected").Inc()
+		log.Error("Sink rejected event; terminating it", zap.Stringer("result", resultString{res}))
+	case Nak:
+		if ctx.Err() != nil {
+			// Shutting down: the sink call was cut short, not failed. Let
+			// another replica (or this one, restarted) have it at once.
+			_ = msg.Nak()
+			return
+		}
+		if d.o.Consumer.MaxDeliver > 0 && delivered >= uint64(d.o.Consumer.MaxDeliver) {
+			d.m.Exhausted.Inc()
+			log.Error("Giving up on event after its last delivery; the resync republishes it if still needed",
+				zap.Uint64("deliveries", delivered), zap.Stringer("result", resultString{res}))
+			action = Term
+		} else {
+			log.Info("Delivery failed; retrying", zap.Uint64("deliveries", delivered), zap.Stringer("result", resultString{res}))
+		}
+	}
+	d.settle(log, msg, action, fmt.Sprint(res), delivered)
+}
+
+func (d *Dispatcher) settle(log *zap.Logger, msg jetstream.Msg, a Action, reason string, delivered uint64) {
+	var err error
+	switch a {
+	case Ack:
+		err = msg.Ack()
+	case Nak:
+		err = msg.NakWithDelay(d.delay(delivered))
+	case Term:
+		err = msg.TermWithReason(reason)
+	}
+	if err != nil {
+		// The server redelivers after AckWait; nothing is lost.
+		log.Warn("Settling message", zap.Stringer("action", a), zap.Error(err))
+	}
+}
+
+// delay is BaseDelay doubled per previous delivery, capped at MaxDelay.
+func (d *Dispatcher) delay(delivered uint64) time.Duration {
+	delay := d.o.BaseDelay
+	for i := uint64(1); i < delivered && delay < d.o.MaxDelay; i++ {
+		delay *= 2
+	}
+	return min(delay, d.o.MaxDelay)
+}
+
+type resultString struct{ res error }
+
+func (r resultString) String() string {
+	if r.res == nil {
+		return "<nil>"
+	}
+	return r.res.Error()
+}

@@ -1,0 +1,238 @@
+package dispatch_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	cloudevents "github.com/cloudevents/sdk-go/v2"
+	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/istio-aux/istio-aux/bridge/dispatch"
+	"github.com/istio-aux/istio-aux/bridge/internal/testenv"
+	"github.com/istio-aux/istio-aux/bridge/metrics"
+	"github.com/istio-aux/istio-aux/bridge/publish"
+	"github.com/istio-aux/istio-aux/bridge/stream"
+	"github.com/istio-aux/istio-aux/functions/podevent"
+)
+
+// handler records what reaches the sink and answers with a scripted status
+// per pod name and delivery attempt (200 once the script runs out).
+type handler struct {
+	mu     sync.Mutex
+	script map[string][]int
+	seen   map[string][]string // pod name -> event ids, in delivery order
+}
+
+func newHandler(script map[string][]int) *handler {
+	return &handler{script: script, seen: map[string][]string{}}
+}
+
+func (h *handler) Handle(_ context.Context, e cloudevents.Event) cloudevents.Result {
+	pod, err := podevent.Decode(e)
+	if err != nil {
+		return cehttp.NewResult(http.StatusBadRequest, "%v", err)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.seen[pod.Name] = append(h.seen[pod.Name], e.ID())
+	code := http.StatusOK
+	if s := h.script[pod.Name]; len(s) > 0 {
+		code, h.script[pod.Name] = s[0], s[1:]
+	}
+	return cehttp.NewResult(code, "scripted %d", code)
+}
+
+func (h *handler) deliveries(name string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.seen[name])
+}
+
+func pod(name, rv string) *corev1.Pod {
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", UID: types.UID("uid-" + name), ResourceVersion: rv}}
+}
+
+type env struct {
+	srv   *testenv.Server
+	pub   *publish.Publisher
+	bm    *metrics.Bridge
+	dm    *metrics.Dispatch
+	ctx   context.Context
+	stats func() uint64
+}
+
+func start(t *testing.T, sink dispatch.Sink) *env {
+	t.Helper()
+	srv := testenv.StartServer(t)
+	ctx, cancel := context.WithCancel(testenv.Context(t))
+	nc := testenv.Connect(t, srv.URL())
+	js, err := publish.NewJetStream(nc, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := stream.Ensure(ctx, js, stream.DefaultName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{srv: srv, bm: metrics.NewBridge(nil), dm: metrics.NewDispatch(nil), ctx: ctx}
+	e.pub = publish.New(nc, js, e.bm, nil, 64)
+	go func() { _ = e.pub.Run(ctx) }()
+	e.stats = func() uint64 {
+		info, err := st.Info(ctx)
+		if err != nil {
+			return 1 << 63
+		}
+		return info.State.Msgs
+	}
+	d := dispatch.New(js, sink, e.dm, dispatch.Options{
+		Consumer:  stream.ConsumerOptions{MaxAckPending: 8, MaxDeliver: 5, AckWait: 5 * time.Second},
+		BaseDelay: 10 * time.Millisecond, MaxDelay: 50 * time.Millisecond,
+	})
+	done := make(chan struct{})
+	go func() { defer close(done); _ = d.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return e
+}
+
+// publish sends the event for p and waits for its ack.
+func (e *env) publish(t *testing.T, p *corev1.Pod) {
+	t.Helper()
+	ev, err := podevent.New("test", p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	acked := make(chan error, 1)
+	if err := e.pub.Publish(e.ctx, &ev, func(err error) { acked <- err }); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-acked; err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestPublishDispatchEndToEnd(t *testing.T) {
+	h := newHandler(map[string][]int{
+		"flaky":    {http.StatusServiceUnavailable, http.StatusInternalServerError},
+		"poison":   {http.StatusBadRequest},
+		"notfound": {http.StatusNotFound},
+	})
+	e := start(t, dispatch.SinkFunc(h.Handle))
+
+	e.publish(t, pod("ok", "1"))
+	e.publish(t, pod("ok", "1")) // same id: deduplicated by JetStream
+	e.publish(t, pod("flaky", "1"))
+	e.publish(t, pod("poison", "1"))
+	e.publish(t, pod("notfound", "1"))
+
+	testenv.Eventually(t, 5*time.Second, "the work queue to drain", func() bool {
+		return e.stats() == 0 && h.deliveries("flaky") == 3 && h.deliveries("notfound") == 2
+	})
+	for name, want := range map[string]int{"ok": 1, "flaky": 3, "poison": 1, "notfound": 2} {
+		if got := h.deliveries(name); got != want {
+			t.Errorf("%s delivered %d times, want %d", name, got, want)
+		}
+	}
+	if got := testutil.ToFloat64(e.bm.Deduplicated); got != 1 {
+		t.Errorf("deduplicated = %v, want 1", got)
+	}
+	if got := testutil.ToFloat64(e.bm.Published); got != 4 {
+		t.Errorf("published = %v, want 4", got)
+	}
+	if got := testutil.ToFloat64(e.dm.Poison.WithLabelValues("rejected")); got != 1 {
+		t.Errorf("poison = %v, want 1", got)
+	}
+	if got := testutil.ToFloat64(e.dm.Redeliveries); got != 3 {
+		t.Errorf("redeliveries = %v, want 3 (2 for flaky, 1 for notfound)", got)
+	}
+	if got := testutil.ToFloat64(e.dm.Delivered.WithLabelValues("5xx")); got != 2 {
+		t.Errorf("5xx deliveries = %v, want 2", got)
+	}
+	// A newer state of the same pod is a new id, so it is delivered again.
+	e.publish(t, pod("ok", "2"))
+	testenv.Eventually(t, 5*time.Second, "the new state", func() bool { return h.deliveries("ok") == 2 })
+}
+
+func TestPoisonMessageIsTerminated(t *testing.T) {
+	h := newHandler(nil)
+	e := start(t, dispatch.SinkFunc(h.Handle))
+	nc := testenv.Connect(t, e.srv.URL())
+	if err := nc.Publish(stream.Subject("ns"), []byte("not a cloudevent")); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 5*time.Second, "the poison metric", func() bool {
+		return testutil.ToFloat64(e.dm.Poison.WithLabelValues("decode")) == 1
+	})
+	testenv.Eventually(t, 5*time.Second, "the message to leave the stream", func() bool { return e.stats() == 0 })
+	if len(h.seen) != 0 {
+		t.Errorf("the sink saw %v", h.seen)
+	}
+}
+
+func TestExhaustedAfterMaxDeliver(t *testing.T) {
+	h := newHandler(map[string][]int{"down": {500, 500, 500, 500, 500, 500, 500}})
+	e := start(t, dispatch.SinkFunc(h.Handle))
+	e.publish(t, pod("down", "1"))
+	testenv.Eventually(t, 5*time.Second, "MaxDeliver attempts", func() bool {
+		return testutil.ToFloat64(e.dm.Exhausted) == 1 && e.stats() == 0
+	})
+	if got := h.deliveries("down"); got != 5 {
+		t.Errorf("delivered %d times, want MaxDeliver = 5", got)
+	}
+}
+
+func TestHTTPSink(t *testing.T) {
+	var mu sync.Mutex
+	var got []*http.Request
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		got = append(got, r)
+		n := len(got)
+		mu.Unlock()
+		if n == 1 {
+			w.WriteHeader(http.StatusBadGateway)
+			return
+		}
+		w.WriteHeader(http.StatusAccepted)
+	}))
+	defer srv.Close()
+	sink, err := dispatch.NewHTTPSink(srv.URL, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := start(t, sink)
+	e.publish(t, pod("web", "7"))
+	testenv.Eventually(t, 5*time.Second, "delivery over HTTP", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(got) == 2 && e.stats() == 0
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	r := got[1]
+	if r.Header.Get("Ce-Id") != "uid-web/7" || r.Header.Get("Ce-Type") != podevent.TypePodUpdated ||
+		r.Header.Get("Content-Type") != "application/json" {
+		t.Errorf("not a binary-mode CloudEvent: %v", r.Header)
+	}
+}
+
+func TestHTTPSinkUnreachable(t *testing.T) {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	url := srv.URL
+	srv.Close() // nothing listens there any more
+	sink, err := dispatch.NewHTTPSink(url, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, _ := podevent.New("test", pod("x", "1"))
+	if a, class := dispatch.Classify(sink.Send(context.Background(), ev)); a != dispatch.Nak || class != "error" {
+		t.Errorf("connection refused classified %v/%s, want nak/error", a, class)
+	}
+}

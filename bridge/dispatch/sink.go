@@ -1,0 +1,51 @@
+package dispatch
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	cloudevents "github.com/cloudevents/sdk-go/v2"
+	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
+)
+
+// Sink delivers one event and reports the outcome the Knative way: nil or a
+// 2xx cehttp.Result is done, 4xx is invalid, 5xx (or no answer) is retry.
+type Sink interface {
+	Send(ctx context.Context, e cloudevents.Event) cloudevents.Result
+}
+
+// SinkFunc adapts a function, such as proxyquit.Function.Handle, to Sink:
+// the in-process sink.
+type SinkFunc func(ctx context.Context, e cloudevents.Event) cloudevents.Result
+
+// Send calls f.
+func (f SinkFunc) Send(ctx context.Context, e cloudevents.Event) cloudevents.Result { return f(ctx, e) }
+
+// HTTPSink POSTs events in binary mode to a URL (K_SINK).
+type HTTPSink struct {
+	client  cloudevents.Client
+	target  string
+	timeout time.Duration
+}
+
+// NewHTTPSink returns a sink for target whose requests give up after timeout.
+func NewHTTPSink(target string, timeout time.Duration) (*HTTPSink, error) {
+	p, err := cehttp.New(cehttp.WithClient(http.Client{Timeout: timeout}))
+	if err != nil {
+		return nil, fmt.Errorf("http sink: %w", err)
+	}
+	c, err := cloudevents.NewClient(p)
+	if err != nil {
+		return nil, fmt.Errorf("http sink: %w", err)
+	}
+	return &HTTPSink{client: c, target: target, timeout: timeout}, nil
+}
+
+// Send POSTs e. Binary mode is the sdk's default for HTTP.
+func (s *HTTPSink) Send(ctx context.Context, e cloudevents.Event) cloudevents.Result {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	return s.client.Send(cloudevents.ContextWithTarget(ctx, s.target), e)
+}

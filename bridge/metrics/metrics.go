@@ -1,0 +1,90 @@
+// Package metrics defines the bridge's and the dispatcher's Prometheus
+// metrics in one place, so names and labels stay stable and documented.
+package metrics
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// Bridge counts what the watcher and the publisher do.
+type Bridge struct {
+	// WatchEvents by kind (pod, namespace) and op (add, update, delete, resync).
+	WatchEvents *prometheus.CounterVec
+	// Filtered counts evaluated pod states by filter reason (publish, unchanged, ...).
+	Filtered *prometheus.CounterVec
+	// Published counts events JetStream acknowledged as stored.
+	Published prometheus.Counter
+	// Deduplicated counts events JetStream acknowledged as duplicates.
+	Deduplicated prometheus.Counter
+	// PublishErrors by stage: encode, publish (not sent) or ack (sent, not confirmed).
+	PublishErrors *prometheus.CounterVec
+	// Retries counts pods re-queued after a publish error.
+	Retries prometheus.Counter
+	// InFlight is the number of publishes awaiting their ack.
+	InFlight prometheus.Gauge
+	// RecordErrors counts events that could not be written to the record dir.
+	RecordErrors prometheus.Counter
+}
+
+// NewBridge registers the bridge metrics on reg (nil: not registered).
+func NewBridge(reg prometheus.Registerer) *Bridge {
+	m := &Bridge{
+		WatchEvents: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "istio_aux_bridge_watch_events_total", Help: "Informer notifications by kind and op."}, []string{"kind", "op"}),
+		Filtered: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "istio_aux_bridge_filtered_total", Help: "Pod states evaluated by the change filter, by result."}, []string{"reason"}),
+		Published: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "istio_aux_bridge_published_total", Help: "Events stored by JetStream."}),
+		Deduplicated: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "istio_aux_bridge_deduplicated_total", Help: "Events JetStream dropped as duplicates of a recent id."}),
+		PublishErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "istio_aux_bridge_publish_errors_total", Help: "Events not published, by stage."}, []string{"stage"}),
+		Retries: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "istio_aux_bridge_publish_retries_total", Help: "Pods re-queued with back-off after a publish error."}),
+		InFlight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "istio_aux_bridge_publish_in_flight", Help: "Publishes awaiting their JetStream ack."}),
+		RecordErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "istio_aux_bridge_record_errors_total", Help: "Events not written to ISTIO_AUX_RECORD_DIR."}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.WatchEvents, m.Filtered, m.Published, m.Deduplicated, m.PublishErrors, m.Retries, m.InFlight, m.RecordErrors)
+	}
+	return m
+}
+
+// Dispatch counts what the dispatcher does.
+type Dispatch struct {
+	// Delivered by the sink's result class: 2xx, 4xx, 5xx or error (no response).
+	Delivered *prometheus.CounterVec
+	// Poison by reason (decode, rejected): terminated, never retried.
+	Poison *prometheus.CounterVec
+	// Redeliveries counts messages received more than once.
+	Redeliveries prometheus.Counter
+	// Exhausted counts messages that failed on their last allowed delivery.
+	Exhausted prometheus.Counter
+	// InFlight is the number of deliveries under way.
+	InFlight prometheus.Gauge
+	// Duration of sink calls.
+	Duration prometheus.Histogram
+}
+
+// NewDispatch registers the dispatcher metrics on reg (nil: not registered).
+func NewDispatch(reg prometheus.Registerer) *Dispatch {
+	m := &Dispatch{
+		Delivered: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "istio_aux_dispatch_delivered_total", Help: "Sink calls by result class."}, []string{"class"}),
+		Poison: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "istio_aux_dispatch_poison_total", Help: "Messages terminated as never deliverable, by reason."}, []string{"reason"}),
+		Redeliveries: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "istio_aux_dispatch_redeliveries_total", Help: "Messages delivered more than once."}),
+		Exhausted: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "istio_aux_dispatch_exhausted_total", Help: "Messages that failed their last allowed delivery."}),
+		InFlight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "istio_aux_dispatch_in_flight", Help: "Deliveries under way."}),
+		Duration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "istio_aux_dispatch_duration_seconds", Help: "Sink call duration.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 4, 8)}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.Delivered, m.Poison, m.Redeliveries, m.Exhausted, m.InFlight, m.Duration)
+	}
+	return m
+}

@@ -1,0 +1,131 @@
+// Package publish sends pod events to JetStream asynchronously, with a bound
+// on unacknowledged publishes, and reports every ack (or its failure) back to
+// the caller so nothing is ever dropped silently.
+package publish
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/cloudevents/sdk-go/v2/event"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+	"knative.dev/pkg/logging"
+
+	"github.com/istio-aux/istio-aux/bridge/metrics"
+	"github.com/istio-aux/istio-aux/bridge/natsce"
+	"github.com/istio-aux/istio-aux/bridge/stream"
+	"github.com/istio-aux/istio-aux/functions/podevent"
+)
+
+// ErrNotConnected is returned while the NATS connection is down: the caller
+// keeps the work and retries with back-off instead of filling the client's
+// reconnect buffer with messages whose acks are lost anyway.
+var ErrNotConnected = errors.New("not connected to NATS")
+
+// Publisher publishes events. Run must be running for acks to be checked.
+type Publisher struct {
+	nc      *nats.Conn
+	js      jetstream.JetStream
+	m       *metrics.Bridge
+	rec     *Recorder
+	pending chan pending
+}
+
+type pending struct {
+	future jetstream.PubAckFuture
+	event  *event.Event
+	done   func(error)
+}
+
+// New returns a publisher over js (see NewJetStream for the options it
+// expects). maxPending bounds publishes awaiting their ack; rec may be nil.
+func New(nc *nats.Conn, js jetstream.JetStream, m *metrics.Bridge, rec *Recorder, maxPending int) *Publisher {
+	return &Publisher{nc: nc, js: js, m: m, rec: rec, pending: make(chan pending, maxPending)}
+}
+
+// NewJetStream is the JetStream context the publisher needs: at most
+// maxPending unacknowledged async publishes (PublishMsgAsync then stalls,
+// which is the back-pressure), and acks that time out instead of hanging.
+func NewJetStream(nc *nats.Conn, maxPending int) (jetstream.JetStream, error) {
+	return jetstream.New(nc,
+		jetstream.WithPublishAsyncMaxPending(maxPending),
+		jetstream.WithPublishAsyncTimeout(ackTimeout))
+}
+
+// Publish sends e to istio-aux.pods.<namespace> with Nats-Msg-Id = event id.
+// An error means nothing was sent and done will not be called; otherwise
+// done is called exactly once, when Run has seen the ack: with nil when
+// JetStream stored the event (or already had it), with an error otherwise.
+func (p *Publisher) Publish(ctx context.Context, e *event.Event, done func(error)) error {
+	if !p.nc.IsConnected() {
+		p.m.PublishErrors.WithLabelValues("publish").Inc()
+		return ErrNotConnected
+	}
+	ns, _ := e.Extensions()[podevent.ExtNamespace].(string)
+	if ns == "" {
+		p.m.PublishErrors.WithLabelValues("encode").Inc()
+		return fmt.Errorf("event %s has no namespace extension", e.ID())
+	}
+	msg := &nats.Msg{Subject: stream.Subject(ns), Header: nats.Header{}}
+	if err := natsce.Write(ctx, e, msg); err != nil {
+		p.m.PublishErrors.WithLabelValues("encode").Inc()
+		return err
+	}
+	f, err := p.js.PublishMsgAsync(msg, jetstream.WithMsgID(e.ID()), jetstream.WithStallWait(stallWait))
+	if err != nil {
+		p.m.PublishErrors.WithLabelValues("publish").Inc()
+		return fmt.Errorf("publishing %s: %w", e.ID(), err)
+	}
+	p.m.InFlight.Inc()
+	select {
+	case p.pending <- pending{future: f, event: e, done: done}:
+		return nil
+	case <-ctx.Done():
+		// Sent but its ack will not be checked: report it as failed so the
+		// caller keeps the work (a republish is deduplicated).
+		p.m.InFlight.Dec()
+		done(ctx.Err())
+		return nil
+	}
+}
+
+// Run checks every ack until ctx is done.
+func (p *Publisher) Run(ctx context.Context) error {
+	logger := logging.FromContext(ctx)
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case pf := <-p.pending:
+			p.settle(ctx, logger, pf)
+		}
+	}
+}
+
+func (p *Publisher) settle(ctx context.Context, logger *zap.SugaredLogger, pf pending) {
+	defer p.m.InFlight.Dec()
+	select {
+	case ack := <-pf.future.Ok():
+		if ack.Duplicate {
+			p.m.Deduplicated.Inc()
+			pf.done(nil)
+			return
+		}
+		p.m.Published.Inc()
+		if p.rec != nil {
+			if err := p.rec.Record(pf.event); err != nil {
+				p.m.RecordErrors.Inc()
+				logger.Errorw("Recording event", zap.String("id", pf.event.ID()), zap.Error(err))
+			}
+		}
+		pf.done(nil)
+	case err := <-pf.future.Err():
+		p.m.PublishErrors.WithLabelValues("ack").Inc()
+		pf.done(fmt.Errorf("ack for %s: %w", pf.event.ID(), err))
+	case <-ctx.Done():
+		pf.done(ctx.Err())
+	}
+}

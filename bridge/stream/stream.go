@@ -1,0 +1,110 @@
+// Package stream holds istio-aux's JetStream layout — the stream the bridge
+// publishes to and the durable consumer the dispatchers share — and the
+// embedded nats-server used when no NATS_URL is given.
+package stream
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Defaults for names and windows.
+const (
+	// DefaultName is the stream name (NATS_STREAM).
+	DefaultName = "ISTIO_AUX"
+	// SubjectPrefix is followed by the pod's namespace.
+	SubjectPrefix = "istio-aux.pods."
+	// Durable is the consumer every dispatcher replica shares.
+	Durable = "istio-aux-dispatch"
+
+	// DuplicateWindow is how long JetStream remembers Nats-Msg-Ids. It must
+	// be shorter than the bridge's resync period (5m by default): within
+	// the window, republishing a state (a bridge restart, a retried ack) is
+	// absorbed; a resync after the window re-delivers pods that still decide
+	// Quit, which is how a quit lost downstream (function down, exec failed
+	// after all retries) is tried again.
+	DuplicateWindow = 2 * time.Minute
+	// MaxAge drops events nobody consumed in a day: by then the live pod,
+	// not the event, is the truth and the resync republishes what matters.
+	MaxAge = 24 * time.Hour
+)
+
+// Subject is where events about pods in namespace go.
+func Subject(namespace string) string { return SubjectPrefix + namespace }
+
+// Config is the stream: WorkQueue retention, so an event acked by a
+// dispatcher is gone and the store holds only undelivered work.
+func Config(name string) jetstream.StreamConfig {
+	return jetstream.StreamConfig{
+		Name:        name,
+		Description: "istio-aux pod events (CloudEvents, binary mode)",
+		Subjects:    []string{SubjectPrefix + ">"},
+		Retention:   jetstream.WorkQueuePolicy,
+		Storage:     jetstream.FileStorage,
+		MaxAge:      MaxAge,
+		Duplicates:  DuplicateWindow,
+		Discard:     jetstream.DiscardOld,
+	}
+}
+
+// Ensure creates or updates the stream; safe to call from every replica at
+// every start.
+func Ensure(ctx context.Context, js jetstream.JetStream, name string) (jetstream.Stream, error) {
+	s, err := js.CreateOrUpdateStream(ctx, Config(name))
+	if err != nil {
+		return nil, fmt.Errorf("creating stream %s: %w", name, err)
+	}
+	return s, nil
+}
+
+// ConsumerOptions tune the durable consumer.
+type ConsumerOptions struct {
+	// MaxAckPending bounds events in delivery at once, across replicas:
+	// the concurrency the function's autoscaler sees.
+	MaxAckPending int
+	// MaxDeliver bounds attempts per event.
+	MaxDeliver int
+	// AckWait is how long a delivery may take before JetStream redelivers.
+	AckWait time.Duration
+}
+
+// DefaultConsumerOptions are the production values.
+func DefaultConsumerOptions() ConsumerOptions {
+	return ConsumerOptions{MaxAckPending: 64, MaxDeliver: 10, AckWait: 30 * time.Second}
+}
+
+// ConsumerConfig is the shared durable pull consumer.
+//
+// It deliberately has no BackOff: measured with nats-server v2.15.2, a
+// consumer BackOff also governs when a message nak'ed with a delay comes
+// back (a 10ms NakWithDelay waited for the next BackOff/AckWait tick,
+// seconds), so the dispatcher's own exponential NakWithDelay would be
+// overridden. AckWait alone covers a dispatcher that died mid-delivery.
+func ConsumerConfig(o ConsumerOptions) jetstream.ConsumerConfig {
+	return jetstream.ConsumerConfig{
+		Durable:       Durable,
+		Description:   "istio-aux dispatch to the proxy-quit function",
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		FilterSubject: SubjectPrefix + ">",
+		MaxAckPending: o.MaxAckPending,
+		MaxDeliver:    o.MaxDeliver,
+		AckWait:       o.AckWait,
+	}
+}
+
+// EnsureConsumer creates or updates the durable consumer on the stream.
+func EnsureConsumer(ctx context.Context, js jetstream.JetStream, streamName string, o ConsumerOptions) (jetstream.Consumer, error) {
+	c, err := js.CreateOrUpdateConsumer(ctx, streamName, ConsumerConfig(o))
+	if err != nil {
+		return nil, fmt.Errorf("creating consumer %s on %s: %w", Durable, streamName, err)
+	}
+	return c, nil
+}
+
+// NamespaceOf returns the namespace part of an event subject.
+func NamespaceOf(subject string) string { return strings.TrimPrefix(subject, SubjectPrefix) }
