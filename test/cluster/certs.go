@@ -22,7 +22,12 @@ type CA struct {
 	CertPEM []byte
 }
 
-// NewCA creates a self-signed CA valid for a day.
+// validity is how long test certificates last. More than a day on purpose:
+// knative.dev/pkg's certificate reconciler replaces a webhook certificate
+// that expires within a day (with one lacking our 127.0.0.1 SAN).
+const validity = 7 * 24 * time.Hour
+
+// NewCA creates a self-signed CA valid for a week.
 func NewCA(name string) (*CA, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -32,7 +37,7 @@ func NewCA(name string) (*CA, error) {
 		SerialNumber:          serial(),
 		Subject:               pkix.Name{CommonName: name},
 		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(24 * time.Hour),
+		NotAfter:              time.Now().Add(validity),
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
 		BasicConstraintsValid: true,
 		IsCA:                  true,
@@ -59,7 +64,7 @@ func (ca *CA) Serving(dnsNames ...string) (certPEM, keyPEM []byte, err error) {
 		SerialNumber: serial(),
 		Subject:      pkix.Name{CommonName: "127.0.0.1"},
 		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(24 * time.Hour),
+		NotAfter:     time.Now().Add(validity),
 		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
