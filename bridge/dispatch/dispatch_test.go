@@ -110,7 +110,7 @@ func (e *env) publish(t *testing.T, p *corev1.Pod) {
 		t.Fatal(err)
 	}
 	acked := make(chan error, 1)
-	if err := e.pub.Publish(e.ctx, &ev, func(err error) { acked <- err }); err != nil {
+	if err := e.pub.Publish(e.ctx, &ev, "", func(err error) { acked <- err }); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-acked; err != nil {

@@ -10,6 +10,7 @@ import (
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/istio-aux/istio-aux/functions/decision"
 )
@@ -85,6 +86,16 @@ func stateKey(s corev1.ContainerState) string {
 		return "waiting"
 	}
 	return "none"
+}
+
+// DedupID is the JetStream Nats-Msg-Id of a pod state: its uid and
+// fingerprint. The CloudEvent id stays <uid>/<resourceVersion> (the
+// contract), but deduplicating on the state rather than the resourceVersion
+// is what keeps a restarted bridge from re-delivering a pod whose status
+// churned (new resourceVersion, same decision) after it was published: the
+// restarted bridge only sees the newest resourceVersion.
+func DedupID(uid types.UID, fingerprint uint64) string {
+	return string(uid) + "/" + strconv.FormatUint(fingerprint, 16)
 }
 
 // Input is everything Evaluate looks at.

@@ -55,11 +55,15 @@ func NewJetStream(nc *nats.Conn, maxPending int) (jetstream.JetStream, error) {
 		jetstream.WithPublishAsyncTimeout(ackTimeout))
 }
 
-// Publish sends e to istio-aux.pods.<namespace> with Nats-Msg-Id = event id.
+// Publish sends e to istio-aux.pods.<namespace> with Nats-Msg-Id = dedupID
+// (the event id when empty).
 // An error means nothing was sent and done will not be called; otherwise
 // done is called exactly once, when Run has seen the ack: with nil when
 // JetStream stored the event (or already had it), with an error otherwise.
-func (p *Publisher) Publish(ctx context.Context, e *event.Event, done func(error)) error {
+func (p *Publisher) Publish(ctx context.Context, e *event.Event, dedupID string, done func(error)) error {
+	if dedupID == "" {
+		dedupID = e.ID()
+	}
 	if !p.nc.IsConnected() {
 		p.m.PublishErrors.WithLabelValues("publish").Inc()
 		return ErrNotConnected
@@ -74,7 +78,7 @@ func (p *Publisher) Publish(ctx context.Context, e *event.Event, done func(error
 		p.m.PublishErrors.WithLabelValues("encode").Inc()
 		return err
 	}
-	f, err := p.js.PublishMsgAsync(msg, jetstream.WithMsgID(e.ID()), jetstream.WithStallWait(stallWait))
+	f, err := p.js.PublishMsgAsync(msg, jetstream.WithMsgID(dedupID), jetstream.WithStallWait(stallWait))
 	if err != nil {
 		p.m.PublishErrors.WithLabelValues("publish").Inc()
 		return fmt.Errorf("publishing %s: %w", e.ID(), err)
