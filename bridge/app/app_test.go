@@ -1,0 +1,131 @@
+package app
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/istio-aux/istio-aux/bridge/filter"
+	"github.com/istio-aux/istio-aux/bridge/internal/testenv"
+	"github.com/istio-aux/istio-aux/bridge/metrics"
+	"github.com/istio-aux/istio-aux/bridge/publish"
+	"github.com/istio-aux/istio-aux/functions/podevent"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func TestConfigFromLookup(t *testing.T) {
+	cases := map[string]struct {
+		env     map[string]string
+		check   func(Config) bool
+		wantErr bool
+	}{
+		"defaults": {env: nil, check: func(c Config) bool {
+			return c.Role == RoleAll && c.Stream == "ISTIO_AUX" && c.Resync == 5*time.Minute &&
+				c.MetricsAddr == ":9090" && c.Publish == filter.ModeQuit && c.NATSURL == "" && c.Sink == ""
+		}},
+		"dispatch role with a sink": {env: map[string]string{"ISTIO_AUX_ROLE": "dispatch", "K_SINK": "http://f"}, check: func(c Config) bool {
+			return c.Role == RoleDispatch && !c.Role.Watches() && c.Role.Dispatches() && c.Sink == "http://f"
+		}},
+		"changes mode and resync": {env: map[string]string{"ISTIO_AUX_PUBLISH": "changes", "ISTIO_AUX_RESYNC": "10m"}, check: func(c Config) bool {
+			return c.Publish == filter.ModeChanges && c.Resync == 10*time.Minute
+		}},
+		"resync off":                     {env: map[string]string{"ISTIO_AUX_RESYNC": "0s"}, check: func(c Config) bool { return c.Resync == 0 }},
+		"unknown role":                   {env: map[string]string{"ISTIO_AUX_ROLE": "both"}, wantErr: true},
+		"bad resync":                     {env: map[string]string{"ISTIO_AUX_RESYNC": "often"}, wantErr: true},
+		"resync inside the dedup window": {env: map[string]string{"ISTIO_AUX_RESYNC": "1m"}, wantErr: true},
+		"bad publish mode":               {env: map[string]string{"ISTIO_AUX_PUBLISH": "all"}, wantErr: true},
+	}
+	for name, tc := range cases {
+		c, err := configFromLookup(func(k string) (string, bool) { v, ok := tc.env[k]; return v, ok })
+		if (err != nil) != tc.wantErr {
+			t.Errorf("%s: err = %v, wantErr %v", name, err, tc.wantErr)
+			continue
+		}
+		if err == nil && !tc.check(c) {
+			t.Errorf("%s: unexpected config %+v", name, c)
+		}
+	}
+}
+
+// TestRunDispatchRole runs the binary's wiring as a dispatcher against a
+// real nats-server and an HTTP sink, and checks its endpoints.
+func TestRunDispatchRole(t *testing.T) {
+	srv := testenv.StartServer(t)
+	var got atomic.Int32
+	sink := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Ce-Type") == podevent.TypePodUpdated {
+			got.Add(1)
+		}
+		w.WriteHeader(http.StatusOK)
+	}))
+	defer sink.Close()
+
+	ctx, cancel := context.WithCancel(testenv.Context(t))
+	cfg := Config{NATSURL: srv.URL(), Stream: "ISTIO_AUX", Sink: sink.URL, Role: RoleDispatch,
+		MetricsAddr: "127.0.0.1:0", SinkTimeout: time.Second}
+	addrs := make(chan net.Addr, 1)
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, cfg, addrs) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	var base string
+	select {
+	case a := <-addrs:
+		base = "http://" + a.String()
+	case err := <-done:
+		t.Fatalf("Run ended early: %v", err)
+	}
+	testenv.Eventually(t, 5*time.Second, "/readyz", func() bool { return status(base+"/readyz") == http.StatusOK })
+
+	nc := testenv.Connect(t, srv.URL())
+	js, err := publish.NewJetStream(nc, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub := publish.New(nc, js, metrics.NewBridge(nil), nil, 8)
+	go func() { _ = pub.Run(ctx) }()
+	ev, err := podevent.New("test", &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "u", ResourceVersion: "1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pub.Publish(ctx, &ev, "", func(error) {}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 5*time.Second, "delivery to K_SINK", func() bool { return got.Load() == 1 })
+	testenv.Eventually(t, 5*time.Second, "the delivery metric", func() bool {
+		return strings.Contains(body(base+"/metrics"), `istio_aux_dispatch_delivered_total{class="2xx"} 1`)
+	})
+	if status(base+"/healthz") != http.StatusOK {
+		t.Error("/healthz not ok")
+	}
+}
+
+func status(url string) int {
+	r, err := http.Get(url)
+	if err != nil {
+		return 0
+	}
+	defer r.Body.Close()
+	return r.StatusCode
+}
+
+func body(url string) string {
+	r, err := http.Get(url)
+	if err != nil {
+		return ""
+	}
+	defer r.Body.Close()
+	b, _ := io.ReadAll(r.Body)
+	return string(b)
+}

@@ -1,0 +1,40 @@
+// Command bridge watches pods and publishes their events to NATS JetStream,
+// and/or dispatches those events to the proxy-quit function
+// (ISTIO_AUX_ROLE). With no NATS_URL it embeds a nats-server and with no
+// K_SINK it runs the function in-process: one binary, nothing else needed.
+package main
+
+import (
+	"context"
+	"log"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"go.uber.org/zap"
+	"knative.dev/pkg/logging"
+
+	"github.com/istio-aux/istio-aux/bridge/app"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	z, err := zap.NewProduction()
+	if err != nil {
+		log.Fatalf("logger: %v", err)
+	}
+	logger := z.Sugar().Named("istio-aux-bridge")
+	defer func() { _ = logger.Sync() }()
+	ctx = logging.WithLogger(ctx, logger)
+
+	cfg, err := app.ConfigFromEnv()
+	if err != nil {
+		logger.Fatalw("Invalid configuration", zap.Error(err))
+	}
+	logger.Infow("Starting", zap.String("role", string(cfg.Role)), zap.Bool("embeddedNATS", cfg.NATSURL == ""),
+		zap.Bool("inProcessFunction", cfg.Sink == ""), zap.String("publish", string(cfg.Publish)))
+	if err := app.Run(ctx, cfg, nil); err != nil {
+		logger.Fatalw("Bridge failed", zap.Error(err))
+	}
+}
