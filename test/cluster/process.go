@@ -57,6 +57,10 @@ func StartProcess(name string, log io.Writer, env []string, path string, args ..
 func startProcess(name string, log io.Writer, env []string, path string, args ...string) (*process, error) {
 	cmd := exec.Command(path, args...)
 	cmd.Env = append(cmd.Environ(), env...)
+	// Own process group: a terminal's Ctrl-C reaches only the harness, which
+	// then stops clients before the apiserver before etcd (all at once is
+	// slow and noisy). Pdeathsig still kills children if the harness dies.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	lw := logFor(log)
 	pr, pw := io.Pipe()
 	cmd.Stdout, cmd.Stderr = pw, pw

@@ -37,7 +37,6 @@ func demo(ctx context.Context) error {
 		return err
 	}
 	defer func() {
-		step("stopping")
 		if err := c.Stop(); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 		}
@@ -75,6 +74,7 @@ func demo(ctx context.Context) error {
 	fmt.Printf("\nThe cluster stays up until Ctrl-C. Try:\n  export KUBECONFIG=%s\n  %s get pods,jobs -n %s\n  %s get events -n %s\n",
 		c.Kubeconfig(), filepath.Join(c.BinDir(), "kubectl"), demoNamespace, filepath.Join(c.BinDir(), "kubectl"), demoNamespace)
 	<-ctx.Done()
+	step("stopping istio-aux, the injector, kwok, kube-controller-manager, kube-apiserver and etcd")
 	return nil
 }
 
