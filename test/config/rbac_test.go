@@ -5,11 +5,13 @@ package config
 import (
 	"bytes"
 	"context"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -117,27 +119,9 @@ func TestWebhookRunsWithItsRole(t *testing.T) {
 	defer cancel()
 	c, _ := startWithConfig(ctx, t)
 
-	start := time.Now()
-	bin := filepath.Join(t.TempDir(), "webhook")
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./webhook/cmd/webhook")
-	build.Dir = repoRoot(t)
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	t.Logf("built the webhook in %v", time.Since(start).Round(time.Millisecond))
-	kubeconfig := serviceAccountKubeconfig(ctx, t, c, "istio-aux-webhook")
-	ports := make([]int, 3)
-	for i := range ports {
-		p, err := cluster.FreePort()
-		if err != nil {
-			t.Fatal(err)
-		}
-		ports[i] = p
-	}
-	var log bytes.Buffer
-	cmd := exec.Command(bin)
-	cmd.Env = append(os.Environ(),
-		"KUBECONFIG="+kubeconfig, "SYSTEM_NAMESPACE=istio-aux", "WEBHOOK_NAME=istio-aux-webhook",
+	ports := freePorts(t, 3)
+	log, start := runAs(ctx, t, c, "istio-aux-webhook", "./webhook/cmd/webhook",
+		"SYSTEM_NAMESPACE=istio-aux", "WEBHOOK_NAME=istio-aux-webhook",
 		"WEBHOOK_SECRET_NAME=istio-aux-webhook-certs", "WEBHOOK_PORT="+strconv.Itoa(ports[0]),
 		"PROFILING_PORT="+strconv.Itoa(ports[1]), "METRICS_ADDR=127.0.0.1:"+strconv.Itoa(ports[2]),
 		"ISTIO_AUX_DISABLE_HEALTH_PROBES=true",
@@ -145,21 +129,6 @@ func TestWebhookRunsWithItsRole(t *testing.T) {
 		// rather than depend on knative's minimum (1.34) here.
 		"KUBERNETES_MIN_VERSION=v1.34.0",
 	)
-	cmd.Stdout, cmd.Stderr = &log, &log
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	start = time.Now()
-	t.Cleanup(func() {
-		// Killed, not interrupted: on a signal knative's webhook lame-ducks
-		// for network.DefaultDrainTimeout (45s) first, which this test does
-		// not exercise.
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		if t.Failed() {
-			t.Logf("webhook log:\n%s", log.String())
-		}
-	})
 
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
 		s, err := c.Client().CoreV1().Secrets("istio-aux").Get(ctx, "istio-aux-webhook-certs", metav1.GetOptions{})
@@ -188,6 +157,101 @@ func TestWebhookRunsWithItsRole(t *testing.T) {
 	if strings.Contains(strings.ToLower(log.String()), "forbidden") {
 		t.Errorf("the webhook was refused something by RBAC:\n%s", grepLines(log.String(), "forbidden"))
 	}
+}
+
+// TestBridgeRunsWithItsRole runs the real bridge binary (ISTIO_AUX_ROLE
+// bridge, embedded NATS) as istio-aux-bridge and expects /readyz to answer
+// 200, which needs its pod and namespace informers synced: list and watch
+// granted by 202-rbac-bridge.yaml and nothing more.
+func TestBridgeRunsWithItsRole(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	c, _ := startWithConfig(ctx, t)
+	ports := freePorts(t, 1)
+	addr := "127.0.0.1:" + strconv.Itoa(ports[0])
+	log, start := runAs(ctx, t, c, "istio-aux-bridge", "./bridge/cmd/bridge",
+		"ISTIO_AUX_ROLE=bridge", "NATS_URL=", "ISTIO_AUX_DATA_DIR="+t.TempDir(), "METRICS_ADDR="+addr)
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/readyz", nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return false, nil
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, nil
+	})
+	if err != nil {
+		t.Fatalf("the bridge never became ready: %v", err)
+	}
+	t.Logf("bridge ready %v after start", time.Since(start).Round(time.Millisecond))
+	if strings.Contains(strings.ToLower(log.String()), "forbidden") {
+		t.Errorf("the bridge was refused something by RBAC:\n%s", grepLines(log.String(), "forbidden"))
+	}
+}
+
+// runAs builds pkg and runs it with a kubeconfig of the ServiceAccount and
+// the given environment; it is killed at cleanup (its log printed if the
+// test failed). It returns the log and the time the process started.
+func runAs(ctx context.Context, t *testing.T, c *cluster.Cluster, serviceAccount, pkg string, env ...string) (*syncBuffer, time.Time) {
+	t.Helper()
+	start := time.Now()
+	bin := filepath.Join(t.TempDir(), filepath.Base(pkg))
+	build := exec.CommandContext(ctx, "go", "build", "-o", bin, pkg)
+	build.Dir = repoRoot(t)
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build %s: %v\n%s", pkg, err, out)
+	}
+	t.Logf("built %s in %v", pkg, time.Since(start).Round(time.Millisecond))
+	kubeconfig := serviceAccountKubeconfig(ctx, t, c, serviceAccount)
+	log := &syncBuffer{}
+	cmd := exec.Command(bin)
+	cmd.Env = append(append(os.Environ(), "KUBECONFIG="+kubeconfig), env...)
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		// Killed, not interrupted: graceful shutdown (knative's webhook
+		// drains for 45s) is not what these tests exercise.
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		if t.Failed() {
+			t.Logf("%s log:\n%s", pkg, log.String())
+		}
+	})
+	return log, time.Now()
+}
+
+func freePorts(t *testing.T, n int) []int {
+	t.Helper()
+	ports := make([]int, n)
+	for i := range ports {
+		p, err := cluster.FreePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ports[i] = p
+	}
+	return ports
+}
+
+// syncBuffer is a bytes.Buffer safe for the process's writes and the
+// test's reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 // startWithConfig starts a control plane and installs, for real, config/'s
