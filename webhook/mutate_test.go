@@ -9,6 +9,7 @@ import (
 	jsonpatch "github.com/evanphx/json-patch/v5"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kjson "sigs.k8s.io/json"
 
 	"github.com/istio-aux/istio-aux/functions/decision"
 )
@@ -57,8 +58,9 @@ func annotationsAfter(t testing.TB, raw, patch []byte) map[string]string {
 	if err != nil {
 		t.Fatalf("patch %s does not apply to %s: %v", patch, raw, err)
 	}
+	// Decode as the API server does (case-sensitive), like decodePod.
 	var after corev1.Pod
-	if err := json.Unmarshal(out, &after); err != nil {
+	if err := kjson.UnmarshalCaseSensitivePreserveInts(out, &after); err != nil {
 		t.Fatalf("patched object is not a pod: %v", err)
 	}
 	return after.Annotations
@@ -99,6 +101,11 @@ func TestMutate(t *testing.T) {
 			ns: enabledNS, annotations: map[string]string{hold: "{concurrency: 2}"},
 			outcome: Mutated, reason: ReasonHold,
 			want: map[string]string{hold: "{concurrency: 2, holdApplicationUntilProxyStarts: true}\n"},
+		},
+		"implicit null value stays null": {
+			ns: enabledNS, annotations: map[string]string{hold: "{tracing}"},
+			outcome: Mutated, reason: ReasonHold,
+			want: map[string]string{hold: "{tracing: null, holdApplicationUntilProxyStarts: true}\n"},
 		},
 		"whitespace-only proxy config": {
 			ns: enabledNS, annotations: map[string]string{hold: "  \n"},

@@ -47,6 +47,7 @@ func mergeHold(config string) (merged string, changed bool, err error) {
 		return config, false, nil
 	}
 	root := doc.Content[0]
+	spellNulls(root)
 	root.Content = append(root.Content,
 		&yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: KeyHold},
 		&yaml.Node{Kind: yaml.ScalarNode, Tag: "!!bool", Value: "true"},
@@ -60,10 +61,34 @@ func mergeHold(config string) (merged string, changed bool, err error) {
 	if err := enc.Close(); err != nil {
 		return "", false, fmt.Errorf("re-encoding %s: %w", AnnotationProxyConfig, err)
 	}
-	// Never hand Istio a document we cannot read back ourselves.
+	// Never hand Istio a document that does not read back as the user's
+	// fields plus ours: better a warning than a silently changed setting.
 	var check map[string]any
-	if err := yaml.Unmarshal(buf.Bytes(), &check); err != nil || check[KeyHold] != true || len(check) != len(fields)+1 {
+	if err := yaml.Unmarshal(buf.Bytes(), &check); err != nil || check[KeyHold] != true {
 		return "", false, fmt.Errorf("%s could not be rewritten safely (%v)", AnnotationProxyConfig, err)
 	}
+	delete(check, KeyHold)
+	if !sameYAMLValue(check, fields) {
+		return "", false, fmt.Errorf("%s could not be rewritten without changing it", AnnotationProxyConfig)
+	}
 	return buf.String(), true, nil
+}
+
+// spellNulls writes implicit nulls out: an empty null scalar (the value of
+// "{a}" or "a:") would otherwise be encoded as ” and turn into a string.
+func spellNulls(n *yaml.Node) {
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" && n.Value == "" {
+		n.Value = "null"
+	}
+	for _, c := range n.Content {
+		spellNulls(c)
+	}
+}
+
+// sameYAMLValue compares decoded YAML by its canonical encoding (maps are
+// encoded with sorted keys; NaN equals itself).
+func sameYAMLValue(a, b any) bool {
+	ea, err1 := yaml.Marshal(a)
+	eb, err2 := yaml.Marshal(b)
+	return err1 == nil && err2 == nil && bytes.Equal(ea, eb)
 }
