@@ -42,16 +42,24 @@ func logFor(w io.Writer) *lockedWriter {
 	return v.(*lockedWriter)
 }
 
+// Process is a child process started by StartProcess.
+type Process struct{ p *process }
+
+// Stop sends SIGTERM, waits up to 10s, then kills; it is idempotent.
+func (p *Process) Stop() error { return p.p.stop(10 * time.Second) }
+
+// Exited reports whether the process has ended, and why.
+func (p *Process) Exited() (bool, error) { return p.p.exited() }
+
 // StartProcess runs a command (path, args, env added to the harness's
-// environment), prefixing its output with name into log. The returned stop
-// function sends SIGTERM, waits up to grace, then kills; it is idempotent.
-// Tests use it for istio-aux's own binaries.
-func StartProcess(name string, log io.Writer, env []string, path string, args ...string) (stop func() error, err error) {
+// environment), prefixing its output with name into log. Tests use it for
+// istio-aux's own binaries.
+func StartProcess(name string, log io.Writer, env []string, path string, args ...string) (*Process, error) {
 	p, err := startProcess(name, log, env, path, args...)
 	if err != nil {
 		return nil, err
 	}
-	return func() error { return p.stop(10 * time.Second) }, nil
+	return &Process{p}, nil
 }
 
 func startProcess(name string, log io.Writer, env []string, path string, args ...string) (*process, error) {
@@ -140,7 +148,17 @@ func freeAddr() (string, error) {
 	return net.JoinHostPort("127.0.0.1", strconv.Itoa(p)), nil
 }
 
-// Poll calls cond every interval until it returns true, returns an error,
+// permanent marks a condition error that no amount of polling can fix.
+type permanent struct{ err error }
+
+func (p permanent) Error() string { return p.err.Error() }
+func (p permanent) Unwrap() error { return p.err }
+
+// Permanent wraps an error a Poll condition returns to stop polling at once
+// (a process that died, say) instead of waiting out the timeout.
+func Permanent(err error) error { return permanent{err} }
+
+// Poll calls cond every interval until it returns true, a Permanent error,
 // or timeout passes; the last condition error explains a timeout.
 func Poll(ctx context.Context, interval, timeout time.Duration, cond func(context.Context) (bool, error)) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
@@ -152,6 +170,9 @@ func Poll(ctx context.Context, interval, timeout time.Duration, cond func(contex
 		ok, err := cond(ctx)
 		if ok {
 			return nil
+		}
+		if p := (permanent{}); errors.As(err, &p) {
+			return p.err
 		}
 		if err != nil {
 			last = err

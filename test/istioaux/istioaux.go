@@ -34,11 +34,11 @@ const systemNamespace = SystemNamespace
 
 // IstioAux is istio-aux running as real processes.
 type IstioAux struct {
-	env         *cluster.Cluster
-	log         io.Writer
-	webhookStop func() error
-	bridgeStop  func() error
-	dataDir     string
+	env     *cluster.Cluster
+	log     io.Writer
+	webhook *cluster.Process
+	bridge  *cluster.Process
+	dataDir string
 }
 
 // BinDir is where hack/e2e.sh and hack/run.sh put istio-aux's binaries;
@@ -61,17 +61,17 @@ func build(pkg, name string) (string, error) {
 // Stop stops the bridge, then the webhook.
 func (a *IstioAux) Stop() error {
 	var errs []error
-	if a.bridgeStop != nil {
-		errs = append(errs, a.bridgeStop())
+	if a.bridge != nil {
+		errs = append(errs, a.bridge.Stop())
 	}
-	if a.webhookStop != nil {
-		errs = append(errs, a.webhookStop())
+	if a.webhook != nil {
+		errs = append(errs, a.webhook.Stop())
 	}
 	return errors.Join(errs...)
 }
 
 // StopBridge stops the bridge only (tests of catching up after downtime).
-func (a *IstioAux) StopBridge() error { return a.bridgeStop() }
+func (a *IstioAux) StopBridge() error { return a.bridge.Stop() }
 
 // Start installs istio-aux's ConfigMap, webhook Secret and
 // MutatingWebhookConfiguration in c, starts the webhook, waits until it
@@ -128,7 +128,7 @@ func Start(ctx context.Context, c *cluster.Cluster, log io.Writer) (*IstioAux, e
 	if err != nil {
 		return nil, err
 	}
-	a.webhookStop, err = cluster.StartProcess("webhook", a.log, []string{
+	a.webhook, err = cluster.StartProcess("webhook", a.log, []string{
 		"KUBECONFIG=" + env.Kubeconfig(),
 		"SYSTEM_NAMESPACE=" + systemNamespace,
 		"WEBHOOK_NAME=istio-aux-webhook",
@@ -147,6 +147,9 @@ func Start(ctx context.Context, c *cluster.Cluster, log io.Writer) (*IstioAux, e
 		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "app"}}},
 	}
 	err = cluster.Poll(ctx, 200*time.Millisecond, 90*time.Second, func(ctx context.Context) (bool, error) {
+		if dead, err := a.webhook.Exited(); dead {
+			return false, cluster.Permanent(err)
+		}
 		p, err := cs.CoreV1().Pods("default").Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		if err != nil {
 			return false, err
@@ -170,11 +173,10 @@ func (a *IstioAux) StartBridge() error {
 	if err != nil {
 		return err
 	}
-	a.bridgeStop, err = cluster.StartProcess("bridge", a.log, []string{
+	a.bridge, err = cluster.StartProcess("bridge", a.log, []string{
 		"KUBECONFIG=" + env.Kubeconfig(),
 		"ISTIO_AUX_DATA_DIR=" + a.dataDir,
 		"METRICS_ADDR=127.0.0.1:" + strconv.Itoa(metrics),
-		"ISTIO_AUX_RESYNC=30s",
 		"POD_NAMESPACE=" + systemNamespace,
 		"SYSTEM_NAMESPACE=" + systemNamespace,
 	}, bbin)
@@ -182,6 +184,9 @@ func (a *IstioAux) StartBridge() error {
 		return err
 	}
 	return cluster.Poll(context.Background(), 100*time.Millisecond, 30*time.Second, func(ctx context.Context) (bool, error) {
+		if dead, err := a.bridge.Exited(); dead {
+			return false, cluster.Permanent(err)
+		}
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://127.0.0.1:"+strconv.Itoa(metrics)+"/readyz", nil)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
