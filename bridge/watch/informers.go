@@ -4,8 +4,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
-
-	"github.com/istio-aux/istio-aux/functions/podevent"
 )
 
 // PodFieldSelector lets the API server drop pods istio-aux never acts on:
@@ -14,21 +12,6 @@ import (
 // PodToSelectableFields.) The filter still checks both, so a server or fake
 // that ignores the selector changes nothing but the cache size.
 const PodFieldSelector = "spec.restartPolicy!=Always,status.phase!=Succeeded,status.phase!=Failed"
-
-// SlimPod is the pod informer's cache.TransformFunc: the cache only ever
-// holds podevent.Slim pods. Tombstones are slimmed too.
-func SlimPod(obj any) (any, error) {
-	switch o := obj.(type) {
-	case *corev1.Pod:
-		return podevent.Slim(o), nil
-	case cache.DeletedFinalStateUnknown:
-		if p, ok := o.Obj.(*corev1.Pod); ok {
-			o.Obj = podevent.Slim(p)
-		}
-		return o, nil
-	}
-	return obj, nil
-}
 
 // SlimNamespace is the namespace informer's transform: name and labels are
 // all opt-in reads.

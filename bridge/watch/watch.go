@@ -79,7 +79,7 @@ func New(client kubernetes.Interface, pub Publisher, m *metrics.Bridge, o Option
 	}
 	podFactory := informers.NewSharedInformerFactoryWithOptions(client, o.Resync,
 		informers.WithTweakListOptions(func(lo *metav1.ListOptions) { lo.FieldSelector = PodFieldSelector }),
-		informers.WithTransform(SlimPod))
+		informers.WithTransform(CompactPod))
 	nsFactory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(SlimNamespace))
 	w := &Watcher{
 		o: o, pub: pub, m: m,
@@ -177,8 +177,13 @@ func (w *Watcher) sync(ctx context.Context, key string) error {
 		w.queue.Forget(key)
 		return nil
 	}
-	// A cached object: read only, never modified (podevent.New copies it).
-	pod := obj.(*corev1.Pod)
+	// Pod() unpacks the cached object into a new slim pod: the cache itself
+	// is never handed out, so it cannot be modified.
+	cached, ok := obj.(*CachedPod)
+	if !ok {
+		return fmt.Errorf("cache holds a %T for %s, not a *CachedPod", obj, key)
+	}
+	pod := cached.Pod()
 	var nsLabels map[string]string
 	if nsObj, ok, _ := w.nss.GetIndexer().GetByKey(pod.Namespace); ok {
 		nsLabels = nsObj.(*corev1.Namespace).Labels
@@ -230,14 +235,14 @@ func (w *Watcher) onPodAdd(obj any) {
 }
 
 func (w *Watcher) onPodUpdate(oldObj, newObj any) {
-	oldPod, ok1 := oldObj.(*corev1.Pod)
-	newPod, ok2 := newObj.(*corev1.Pod)
+	oldPod, ok1 := oldObj.(*CachedPod)
+	newPod, ok2 := newObj.(*CachedPod)
 	if ok1 && ok2 && oldPod.ResourceVersion == newPod.ResourceVersion {
 		// A periodic resync. Pods still deciding Quit are published again
 		// (after the dedup window this reaches the function anew); others
 		// are left alone.
 		w.m.WatchEvents.WithLabelValues("pod", "resync").Inc()
-		if decision.Decide(newPod, w.o.Decision).Outcome != decision.Quit {
+		if decision.Decide(newPod.Pod(), w.o.Decision).Outcome != decision.Quit {
 			return
 		}
 		if key, err := cache.MetaNamespaceKeyFunc(newPod); err == nil {

@@ -1,0 +1,102 @@
+package watch
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/istio-aux/istio-aux/functions/podevent"
+)
+
+func TestCompactPodUnpacksToSlim(t *testing.T) {
+	always := corev1.ContainerRestartPolicyAlways
+	at := metav1.Unix(1_700_000_000, 0)
+	cases := map[string]*corev1.Pod{
+		"empty": {},
+		"job pod": {
+			ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "u", ResourceVersion: "7", DeletionTimestamp: &at,
+				Labels: map[string]string{"a": "b"}, Annotations: map[string]string{"istio-aux.dev/sidecars": "x", "noise": "y"},
+				OwnerReferences: []metav1.OwnerReference{{Name: "job"}}},
+			Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyOnFailure, NodeName: "n",
+				InitContainers: []corev1.Container{{Name: "init", Image: "i"}, {Name: "istio-proxy", RestartPolicy: &always}},
+				Containers:     []corev1.Container{{Name: "app", Image: "a", Args: []string{"x"}}, {Name: "x"}}},
+			Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.0.0.1",
+				InitContainerStatuses: []corev1.ContainerStatus{{Name: "init", State: corev1.ContainerState{
+					Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed", FinishedAt: at, Message: "m"}}}},
+				ContainerStatuses: []corev1.ContainerStatus{
+					{Name: "app", Ready: true, RestartCount: 3, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: at}}},
+					{Name: "x", ImageID: "sha", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff", Message: "m"}}},
+					{Name: "gone", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "OOMKilled"}}},
+					{Name: "unknown"},
+				}},
+		},
+	}
+	for name, full := range cases {
+		before := full.DeepCopy()
+		obj, err := CompactPod(full)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := obj.(*CachedPod)
+		if d := cmp.Diff(podevent.Slim(full), c.Pod()); d != "" {
+			t.Errorf("%s: Pod() differs from Slim (-slim +got):\n%s", name, d)
+		}
+		if !cmp.Equal(before, full) {
+			t.Errorf("%s: CompactPod mutated its input", name)
+		}
+		// What Pod() returns is the caller's: changing it leaves the cache alone.
+		p := c.Pod()
+		if p.Labels != nil {
+			p.Labels["a"] = "changed"
+		}
+		if len(p.Spec.InitContainers) > 1 {
+			*p.Spec.InitContainers[1].RestartPolicy = corev1.ContainerRestartPolicy("Never")
+		}
+		if d := cmp.Diff(podevent.Slim(full), c.Pod()); d != "" {
+			t.Errorf("%s: changing Pod()'s result reached the cache:\n%s", name, d)
+		}
+		if d := cmp.Diff(c, c.DeepCopyObject()); d != "" {
+			t.Errorf("%s: DeepCopyObject differs:\n%s", name, d)
+		}
+		if key, err := cache.MetaNamespaceKeyFunc(c); err != nil || key != cache.NewObjectName(full.Namespace, full.Name).String() {
+			t.Errorf("%s: key %q, %v", name, key, err)
+		}
+	}
+}
+
+func TestCompactPodTombstone(t *testing.T) {
+	full := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", Annotations: map[string]string{"big": "x"}}}
+	obj, err := CompactPod(cache.DeletedFinalStateUnknown{Key: "ns/p", Obj: full})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tomb := obj.(cache.DeletedFinalStateUnknown)
+	c, ok := tomb.Obj.(*CachedPod)
+	if !ok || c.Name != "p" || c.Annotations != nil {
+		t.Errorf("tombstone not packed: %#v", tomb.Obj)
+	}
+	if key, _ := cache.DeletionHandlingMetaNamespaceKeyFunc(tomb); key != "ns/p" {
+		t.Errorf("tombstone key %q", key)
+	}
+	if other, _ := CompactPod("not a pod"); other != "not a pod" {
+		t.Error("CompactPod changed an object it does not know")
+	}
+}
+
+func TestSlimNamespace(t *testing.T) {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "jobs", Labels: map[string]string{"istio-aux.dev/enabled": "true"},
+		Annotations: map[string]string{"big": "x"}}, Spec: corev1.NamespaceSpec{Finalizers: []corev1.FinalizerName{"kubernetes"}}}
+	obj, _ := SlimNamespace(ns)
+	got := obj.(*corev1.Namespace)
+	want := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "jobs", Labels: map[string]string{"istio-aux.dev/enabled": "true"}}}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("SlimNamespace (-want +got):\n%s", d)
+	}
+	got.Labels["x"] = "y"
+	if len(ns.Labels) != 1 {
+		t.Error("SlimNamespace shares the labels map")
+	}
+}
