@@ -6,7 +6,6 @@ package stream
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -105,6 +104,3 @@ func EnsureConsumer(ctx context.Context, js jetstream.JetStream, streamName stri
 	}
 	return c, nil
 }
-
-// NamespaceOf returns the namespace part of an event subject.
-func NamespaceOf(subject string) string { return strings.TrimPrefix(subject, SubjectPrefix) }
