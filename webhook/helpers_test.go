@@ -26,9 +26,9 @@ type fixture struct {
 	reader *sdkmetric.ManualReader
 }
 
-// newFixture builds the controller with the given cluster objects (put both
-// in the fake API and, for namespaces, the informer cache unless
-// apiOnly) and watcher.
+// newFixture builds the controller with the given namespaces (in both the
+// fake API and the informer cache) and ConfigMap watcher (nil: a static
+// empty config-istio-aux).
 func newFixture(t testing.TB, cmw configmap.Watcher, namespaces ...*corev1.Namespace) *fixture {
 	t.Helper()
 	ctx, _ := rtesting.SetupFakeContext(t, func(ctx context.Context) context.Context {
