@@ -76,12 +76,15 @@ func Mutate(pod *corev1.Pod, namespaceLabels map[string]string, mode Mode) Mutat
 	return Mutation{Outcome: Mutated, Reason: ReasonHold, Key: AnnotationProxyConfig, Value: merged}
 }
 
-// istioWillInject reads sidecar.istio.io/inject the way Istio's injector
-// does: the label wins over the annotation; y/yes/true/on (any case) or no
-// value at all leave the decision to Istio's policy, anything else turns
-// injection off. Annotating a pod Istio will not inject would be harmless but
+// istioWillInject reads the pod the way Istio's injector (injectRequired)
+// does: never on hostNetwork; for sidecar.istio.io/inject the label wins over
+// the annotation, y/yes/true/on (any case) or no value at all leave the
+// decision to Istio's policy, anything else turns injection off. Annotating a pod Istio will not inject would be harmless but
 // noisy, and counts it as mutated when nothing will change.
 func istioWillInject(pod *corev1.Pod) bool {
+	if pod.Spec.HostNetwork {
+		return false
+	}
 	v, ok := pod.Labels[KeyInject]
 	if !ok {
 		v = pod.Annotations[KeyInject]

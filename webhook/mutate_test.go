@@ -74,6 +74,7 @@ func TestMutate(t *testing.T) {
 		labels      map[string]string
 		annotations map[string]string
 		native      bool // pod already carries a native istio-proxy
+		hostNetwork bool
 		mode        Mode
 		outcome     Outcome
 		reason      string
@@ -165,6 +166,15 @@ func TestMutate(t *testing.T) {
 			outcome: Skipped, reason: ReasonNoInjection,
 			want: map[string]string{KeyInject: "false"},
 		},
+		"inject=off annotation (any non-true value)": {
+			ns: enabledNS, annotations: map[string]string{KeyInject: "Off"},
+			outcome: Skipped, reason: ReasonNoInjection,
+			want: map[string]string{KeyInject: "Off"},
+		},
+		"hostNetwork pod": {
+			ns: enabledNS, hostNetwork: true,
+			outcome: Skipped, reason: ReasonNoInjection,
+		},
 		"inject label true wins over annotation false": {
 			ns: enabledNS, labels: map[string]string{KeyInject: "true"}, annotations: map[string]string{KeyInject: "false"},
 			outcome: Mutated, reason: ReasonHold,
@@ -200,6 +210,7 @@ func TestMutate(t *testing.T) {
 				always := corev1.ContainerRestartPolicyAlways
 				pod.Spec.InitContainers = []corev1.Container{{Name: decision.ProxyContainer, RestartPolicy: &always}}
 			}
+			pod.Spec.HostNetwork = tc.hostNetwork
 			mode := tc.mode
 			if mode == "" {
 				mode = ModeHold
