@@ -236,12 +236,13 @@ func TestWebhooksSelectors(t *testing.T) {
 		nsLabels, podLabels map[string]string
 		want                []string // the webhooks the API server would call
 	}{
-		"enabled namespace":         {ns(enabledNS, "ml"), nil, []string{WebhookEnabled}},
-		"legacy namespace":          {ns(legacyNS, "ml"), nil, []string{WebhookLegacy}},
-		"both labels":               {ns(map[string]string{decision.LabelEnabled: "true", decision.LegacyLabel: "enabled"}, "ml"), nil, []string{WebhookEnabled}},
-		"pod label, plain ns":       {ns(nil, "ml"), map[string]string{decision.LabelEnabled: "true"}, []string{WebhookPods}},
-		"pod label, enabled ns":     {ns(enabledNS, "ml"), map[string]string{decision.LabelEnabled: "true"}, []string{WebhookEnabled}},
-		"pod opted out by label":    {ns(enabledNS, "ml"), map[string]string{decision.LabelEnabled: "false"}, nil},
+		"enabled namespace":     {ns(enabledNS, "ml"), nil, []string{WebhookEnabled}},
+		"legacy namespace":      {ns(legacyNS, "ml"), nil, []string{WebhookLegacy}},
+		"both labels":           {ns(map[string]string{decision.LabelEnabled: "true", decision.LegacyLabel: "enabled"}, "ml"), nil, []string{WebhookEnabled}},
+		"pod label, plain ns":   {ns(nil, "ml"), map[string]string{decision.LabelEnabled: "true"}, []string{WebhookPods}},
+		"pod label, enabled ns": {ns(enabledNS, "ml"), map[string]string{decision.LabelEnabled: "true"}, []string{WebhookEnabled}},
+		// Called, and Admit decides: the pod's annotation may still opt it in.
+		"pod opted out by label":    {ns(enabledNS, "ml"), map[string]string{decision.LabelEnabled: "false"}, []string{WebhookEnabled}},
 		"plain namespace":           {ns(nil, "ml"), nil, nil},
 		"system namespace":          {ns(enabledNS, "istio-aux"), map[string]string{decision.LabelEnabled: "true"}, nil},
 		"ns label false, pod label": {ns(map[string]string{decision.LabelEnabled: "false"}, "ml"), map[string]string{decision.LabelEnabled: "true"}, []string{WebhookPods}},

@@ -27,17 +27,15 @@ func Webhooks(systemNamespace string, clientConfig admissionregistrationv1.Webho
 	notSystem := metav1.LabelSelectorRequirement{
 		Key: corev1.LabelMetadataName, Operator: metav1.LabelSelectorOpNotIn, Values: []string{systemNamespace},
 	}
-	// A pod labelled istio-aux.dev/enabled=false has opted out: no need to call us.
-	notOptedOut := &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
-		Key: decision.LabelEnabled, Operator: metav1.LabelSelectorOpNotIn, Values: []string{"false"},
-	}}}
+	// No objectSelector on the namespace webhooks: a pod labelled
+	// istio-aux.dev/enabled=false may still opt in by annotation (the
+	// annotation wins, see decision.OptedIn), and only Admit can read that.
 	whs := []admissionregistrationv1.MutatingWebhook{{
 		Name: WebhookEnabled,
 		NamespaceSelector: &metav1.LabelSelector{
 			MatchLabels:      map[string]string{decision.LabelEnabled: "true"},
 			MatchExpressions: []metav1.LabelSelectorRequirement{notSystem},
 		},
-		ObjectSelector: notOptedOut,
 	}, {
 		Name: WebhookLegacy,
 		NamespaceSelector: &metav1.LabelSelector{
@@ -49,7 +47,6 @@ func Webhooks(systemNamespace string, clientConfig admissionregistrationv1.Webho
 				Key: decision.LabelEnabled, Operator: metav1.LabelSelectorOpNotIn, Values: []string{"true"},
 			}},
 		},
-		ObjectSelector: notOptedOut,
 	}, {
 		Name: WebhookPods,
 		NamespaceSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/istio-aux/istio-aux/functions/decision"
+	"github.com/istio-aux/istio-aux/webhook"
 )
 
 func webhookConfiguration(t *testing.T) *admissionv1.MutatingWebhookConfiguration {
@@ -138,4 +139,41 @@ func merge(ms ...map[string]string) map[string]string {
 		}
 	}
 	return out
+}
+
+// The e2e harness installs webhook.Webhooks (with a URL); clusters get
+// config/. Both must route exactly the same pods to the webhook.
+func TestWebhookSelectorsMatchWebhookPackage(t *testing.T) {
+	mwc := webhookConfiguration(t)
+	want := webhook.Webhooks("istio-aux", admissionv1.WebhookClientConfig{})
+	if len(mwc.Webhooks) != len(want) {
+		t.Fatalf("config/ has %d webhooks, webhook.Webhooks %d", len(mwc.Webhooks), len(want))
+	}
+	for i, w := range mwc.Webhooks {
+		if w.Name != want[i].Name {
+			t.Errorf("webhook %d: config/ %q, webhook.Webhooks %q", i, w.Name, want[i].Name)
+		}
+		for kind, pair := range map[string][2]*metav1.LabelSelector{
+			"namespaceSelector": {w.NamespaceSelector, want[i].NamespaceSelector},
+			"objectSelector":    {w.ObjectSelector, want[i].ObjectSelector},
+		} {
+			if got, exp := canonical(t, pair[0]), canonical(t, pair[1]); got != exp {
+				t.Errorf("%s: %s\n config/:          %q\n webhook.Webhooks: %q", w.Name, kind, got, exp)
+			}
+		}
+	}
+}
+
+// canonical renders a selector with its requirements sorted, so that two
+// selectors compare equal exactly when they select the same objects.
+func canonical(t *testing.T, sel *metav1.LabelSelector) string {
+	t.Helper()
+	if sel == nil {
+		return "<everything>"
+	}
+	s, err := metav1.LabelSelectorAsSelector(sel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.String()
 }
