@@ -1,0 +1,20 @@
+package cluster
+
+// Accessors for test/bench, which reads the resident memory of processes
+// from /proc/<pid>/status.
+
+// Pid is the process id of a process started by StartProcess.
+func (p *Process) Pid() int { return p.p.cmd.Process.Pid }
+
+// Pids maps the name of every control-plane process the cluster runs
+// ("etcd", "kube-apiserver", "kube-controller-manager", "kwok") to its
+// process id.
+func (c *Cluster) Pids() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make(map[string]int, len(c.procs))
+	for _, p := range c.procs {
+		out[p.name] = p.cmd.Process.Pid
+	}
+	return out
+}
