@@ -267,3 +267,38 @@ func contains(list []string, s string) bool {
 	}
 	return false
 }
+
+// Both the bridge (its change filter) and the function decide whether a
+// pod's apps are done; with different sidecar lists they would disagree and
+// a pod could be filtered out forever. Each must read the same ConfigMap key.
+func TestDecidersShareTheSidecarList(t *testing.T) {
+	deciders := map[string]bool{
+		"ko://github.com/istio-aux/istio-aux/bridge/cmd/bridge":                 false,
+		"ko://github.com/istio-aux/istio-aux/functions/proxyquit/cmd/proxyquit": false,
+	}
+	for _, d := range loadDocs(t, "config", nil) {
+		containers, _, _ := unstructured.NestedSlice(d.obj.Object, "spec", "template", "spec", "containers")
+		for _, c := range containers {
+			c, _ := c.(map[string]any)
+			image, _ := c["image"].(string)
+			if _, ok := deciders[image]; !ok {
+				continue
+			}
+			env, _, _ := unstructured.NestedSlice(c, "env")
+			for _, e := range env {
+				e, _ := e.(map[string]any)
+				name, _, _ := unstructured.NestedString(e, "name")
+				cm, _, _ := unstructured.NestedString(e, "valueFrom", "configMapKeyRef", "name")
+				key, _, _ := unstructured.NestedString(e, "valueFrom", "configMapKeyRef", "key")
+				if name == "ISTIO_AUX_SIDECARS" && cm == "config-istio-aux" && key == "sidecars" {
+					deciders[image] = true
+				}
+			}
+		}
+	}
+	for image, ok := range deciders {
+		if !ok {
+			t.Errorf("%s: no ISTIO_AUX_SIDECARS from config-istio-aux key sidecars", image)
+		}
+	}
+}
