@@ -1,15 +1,21 @@
 # istio-aux: a thin front door. Every target is a script in hack/.
-.PHONY: test e2e bench chaos run build clean
+.PHONY: test e2e bench chaos run record verify-config build clean
 
-test:    ## fast tests: no cluster (embedded NATS is fine)
+test:          ## fast tests: no cluster (embedded NATS is fine)
 	hack/test.sh
-e2e:     ## end-to-end on a real kube-apiserver, Job controller and kwok
+e2e:           ## end to end on a real kube-apiserver, Job controller and kwok; config/ dry-run; ko resolve
 	hack/e2e.sh
-bench:   ## benchmarks, printed as one table
+chaos:         ## faults: processes killed, NATS stopped, webhook down, garbage on the wire
+	hack/chaos.sh
+bench:         ## benchmarks, printed as one table
 	hack/bench.sh
-run:     ## the local demo (or istio-aux alone against $KUBECONFIG)
+run:           ## the local demo (or the bridge alone against $KUBECONFIG)
 	hack/run.sh
-build:   ## every binary, as ko would build it
+record:        ## re-record the CloudEvents in test/testdata from real runs
+	hack/record.sh
+verify-config: ## config/ only: dry-run with Knative CRDs, RBAC, offline ko resolve
+	hack/verify-config.sh
+build:         ## every binary, as ko would build it
 	go build ./...
 clean:
 	rm -rf _output

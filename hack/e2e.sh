@@ -33,3 +33,7 @@ build_ours() {
 timed "istio-aux binaries + stub" build_ours
 timed "harness test" go test -tags e2e -count=1 -timeout 5m ./test/cluster/...
 timed "e2e tests" go test -tags e2e -count=1 -timeout 20m -v ./test/e2e/... "$@"
+# config/ against the real API with the real Knative CRDs, and each component
+# under its own ServiceAccount; then every ko:// image built offline.
+timed "config: dry-run + RBAC" go test -tags e2e -count=1 -timeout 10m ./test/config/...
+timed "ko resolve (offline)" hack/ko-resolve.sh
