@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Benchmarks (make bench): prints ONE table of measured figures.
+#   webhook   in-process Admit latency; pod CREATE latency with/without the webhook
+#   bridge    updates/s through the pipeline into JetStream; RSS vs a full-pod informer
+#   reaction  app exit -> quit exec, vs a floor and the reference's serial approach
+#   scale     N one-pod Jobs at once on the local control plane
+# BENCH_QUICK=1 runs a small version (a few minutes). The table is also
+# written to ${BENCH_OUT:-_output/bench.txt}. Method: docs/bench.md.
+set -o errexit -o nounset -o pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "${root}"
+cache="${ISTIO_AUX_CACHE:-${root}/_output}"
+out="${BENCH_OUT:-${cache}/bench.txt}"
+quick="${BENCH_QUICK:-}"
+rows="$(mktemp)"
+logs="$(mktemp)"
+trap 'rm -f "${rows}" "${logs}"' EXIT
+
+# Machine and load at start: figures mean little without them.
+cpu="$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)"
+load_start="$(cut -d' ' -f1-3 /proc/loadavg)"
+started=${SECONDS}
+
+echo "building (control plane, kwok, istio-aux binaries, stub) ..." >&2
+hack/build-k8s.sh >/dev/null
+hack/build-kwok.sh >/dev/null
+mkdir -p "${cache}/bin" "${cache}/stub/bin"
+go build -o "${cache}/stub/bin/pilot-agent" ./test/cmd/pilot-agent
+go build -o "${cache}/bin/webhook" ./webhook/cmd/webhook
+go build -o "${cache}/bin/bridge" ./bridge/cmd/bridge
+go build -o "${cache}/bin/fullinformer" ./test/bench/cmd/fullinformer
+
+row() { printf '%s\t%s\t%s\t%s\t%s\n' "$@" >>"${rows}"; }
+# metric NAME reads the value before a unit in `go test -bench` output.
+metric() { awk -v unit="$2" '{for (i = 2; i <= NF; i++) if ($i == unit) {print $(i-1); exit}}' <<<"$1"; }
+le() { awk -v a="$1" -v b="$2" 'BEGIN {exit !(a + 0 <= b + 0)}'; }
+ok() { if "$@"; then echo yes; else echo NO; fi; }
+
+echo "webhook: in-process Admit ..." >&2
+admit_n=200000
+[[ -n "${quick}" ]] && admit_n=20000
+admit="$(go test -run XXX -bench 'BenchmarkAdmitLatency$' -benchtime "${admit_n}x" -count 1 ./webhook/ | grep '^BenchmarkAdmitLatency')"
+p50="$(metric "${admit}" p50-µs)"; p99="$(metric "${admit}" p99-µs)"
+row webhook "in-process Admit p50 / p99 (n=${admit_n})" "${p50} / ${p99} µs" "p99 ≤ 200 µs" "$(ok le "${p99}" 200)"
+
+echo "bridge: pipeline into JetStream ..." >&2
+benchtime=5s
+[[ -n "${quick}" ]] && benchtime=1s
+pipe="$(go test -run XXX -bench 'BenchmarkPipeline$' -benchtime "${benchtime}" -count 1 ./bridge/watch/ | grep '^BenchmarkPipeline')"
+ups="$(metric "${pipe}" updates/s)"; cpu_us="$(metric "${pipe}" cpu-µs/update)"
+row bridge "pipeline updates/s, acked by JetStream" "$(printf '%.0f /s (%s CPU-µs/update)' "${ups}" "${cpu_us}")" "≥ 20,000 /s" "$(ok le 20000 "${ups}")"
+
+echo "control plane: admission, memory, reaction, scale (logs: ${TMPDIR:-/tmp}/istio-aux-bench.log) ..." >&2
+timeout=30m
+rc=0
+BENCH_RESULTS="${rows}" go test -tags e2e -count=1 -timeout "${timeout}" -run 'TestBench$' -v ./test/bench/ >"${logs}" 2>&1 || rc=$?
+if ((rc)); then
+  echo "--- control-plane benchmarks FAILED (rc ${rc}); their log: ---" >&2
+  grep -E -- '--- FAIL|_test.go:[0-9]+:' "${logs}" | grep -v '^\s*results_test' | tail -40 >&2 || true
+fi
+
+{
+  echo "istio-aux benchmarks $(date -u +%FT%TZ)$( [[ -n "${quick}" ]] && echo ' (BENCH_QUICK: small sizes)')"
+  echo "machine: $(nproc) CPUs, ${cpu}, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo); load average at start ${load_start}, at end $(cut -d' ' -f1-3 /proc/loadavg); ${SECONDS}s"
+  echo
+  { printf 'AREA\tMEASURE\tVALUE\tTARGET\tMET\n'; cat "${rows}"; } | column -t -s $'\t'
+} | tee "${out}"
+exit "${rc}"

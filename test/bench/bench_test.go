@@ -1,0 +1,132 @@
+//go:build e2e
+
+package bench
+
+import (
+	"context"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/istio-aux/istio-aux/test/cluster"
+	"github.com/istio-aux/istio-aux/test/istioaux"
+)
+
+// params sizes a run; BENCH_QUICK=1 picks the small one for iteration.
+type params struct {
+	creates       int   // sequential pod CREATEs per arm
+	memLevels     []int // watched Running pods
+	reactionPods  int
+	trickleEvery  time.Duration
+	burstWithin   time.Duration
+	jobs          int
+	scaleDeadline time.Duration
+}
+
+func benchParams() params {
+	if os.Getenv("BENCH_QUICK") != "" {
+		return params{creates: 100, memLevels: []int{0, 500, 1000}, reactionPods: 40,
+			trickleEvery: 250 * time.Millisecond, burstWithin: 2 * time.Second, jobs: 100, scaleDeadline: 5 * time.Minute}
+	}
+	return params{creates: 300, memLevels: []int{0, 1000, 5000, 10000}, reactionPods: 200,
+		trickleEvery: 250 * time.Millisecond, burstWithin: 2 * time.Second, jobs: 1000, scaleDeadline: 10 * time.Minute}
+}
+
+func logWriter(t *testing.T) io.Writer {
+	if os.Getenv("BENCH_VERBOSE") != "" {
+		return os.Stderr
+	}
+	f, err := os.Create(filepath.Join(os.TempDir(), "istio-aux-bench.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	t.Logf("process logs: %s", f.Name())
+	return f
+}
+
+// fastClient is an admin client without client-go's default 5 QPS limit:
+// the bench's own requests must not be what is measured.
+func fastClient(t *testing.T, c *cluster.Cluster) kubernetes.Interface {
+	rc := c.RESTConfig()
+	rc.QPS, rc.Burst = 2000, 4000
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs
+}
+
+// startStack starts a control plane and istio-aux on it, stopping both
+// when the test ends, even when it fails.
+func startStack(t *testing.T, opts cluster.Options) (*cluster.Cluster, func() *istioaux.IstioAux) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	c, err := cluster.Start(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var a *istioaux.IstioAux
+	t.Cleanup(func() {
+		if a != nil {
+			if err := a.Stop(); err != nil {
+				t.Log(err)
+			}
+		}
+		if err := c.Stop(); err != nil {
+			t.Log(err)
+		}
+	})
+	// istio-aux starts later in some phases (to measure without it first).
+	return c, func() *istioaux.IstioAux {
+		var err error
+		a, err = istioaux.Start(context.Background(), c, opts.Log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+}
+
+// buildTool builds a test/bench program into the cache's bin directory.
+func buildTool(t *testing.T, pkg, name string) string {
+	out := filepath.Join(istioaux.BinDir(), name)
+	cmd := exec.Command("go", "build", "-o", out, pkg)
+	cmd.Dir = cluster.RepoRoot()
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build %s: %v: %s", pkg, err, b)
+	}
+	return out
+}
+
+// TestBench runs every measurement in one go, in two control planes: one
+// without kwok for admission and memory (its pods are parked on a node that
+// does not exist), one with the Job controller and kwok for reaction and
+// scale.
+func TestBench(t *testing.T) {
+	p := benchParams()
+	res := newResults(t)
+	log := logWriter(t)
+	t.Run("admission+memory", func(t *testing.T) {
+		c, start := startStack(t, cluster.Options{Log: log})
+		cs := fastClient(t, c)
+		a := admission(t, cs, start, p, res)
+		memory(t, c, a, cs, p, res, log)
+	})
+	if t.Failed() && os.Getenv("BENCH_KEEP_GOING") == "" {
+		return
+	}
+	t.Run("reaction+scale", func(t *testing.T) {
+		c, start := startStack(t, cluster.Options{ControllerManager: true, Kwok: true, Log: log})
+		a := start()
+		cs := fastClient(t, c)
+		reaction(t, c, cs, p, res)
+		scale(t, c, a, cs, p, res)
+	})
+}

@@ -1,0 +1,95 @@
+//go:build e2e
+
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/istio-aux/istio-aux/test/cluster"
+	"github.com/istio-aux/istio-aux/test/istioaux"
+)
+
+// memory grows an opted-in namespace of Running pods through p.memLevels
+// and, at each level, starts the real bridge and the full-pod informer
+// afresh, waits until both have listed every pod, and reads their settled
+// VmRSS side by side.
+func memory(t *testing.T, c *cluster.Cluster, a *istioaux.IstioAux, cs kubernetes.Interface, p params, res *results, log io.Writer) {
+	ctx := context.Background()
+	const ns = "bench-memory"
+	if err := createNamespace(ctx, cs, ns, true); err != nil {
+		t.Fatal(err)
+	}
+	full := buildTool(t, "./test/bench/cmd/fullinformer", "fullinformer")
+	created := 0
+	var bridge, informer []int64
+	for _, level := range p.memLevels {
+		if err := createPods(ctx, cs, ns, "mem", created, level, true, nil); err != nil {
+			t.Fatal(err)
+		}
+		created = level
+		if err := a.StopBridge(); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.StartBridge(); err != nil {
+			t.Fatal(err)
+		}
+		_, bpid := a.Pids()
+		b, err := settledRSS(ctx, bpid)
+		if err != nil {
+			t.Fatalf("bridge RSS at %d pods: %v", level, err)
+		}
+		f, err := fullInformerRSS(ctx, c, full, level, log)
+		if err != nil {
+			t.Fatalf("full informer RSS at %d pods: %v", level, err)
+		}
+		bridge, informer = append(bridge, b), append(informer, f)
+		res.add("memory", fmt.Sprintf("RSS, %d Running pods: bridge / full informer", level),
+			mib(b)+" / "+mib(f), "", "")
+	}
+	last := len(p.memLevels) - 1
+	n := p.memLevels[last]
+	if n == 0 {
+		return
+	}
+	perPod := float64(bridge[last]-bridge[0]) / float64(n)
+	perPodFull := float64(informer[last]-informer[0]) / float64(n)
+	res.add("memory", "KiB per additional pod: bridge / full informer",
+		fmt.Sprintf("%.2f / %.2f KiB (%.1fx less)", perPod, perPodFull, perPodFull/perPod), "≤ 2 KiB", verdict(perPod <= 2))
+	res.add("memory", fmt.Sprintf("bridge RSS at %d pods", n), mib(bridge[last]), "≤ 50 MB", verdict(bridge[last]*1024 <= 50e6))
+}
+
+// fullInformerRSS runs cmd/fullinformer until it has cached at least want
+// pods, reads its settled RSS and stops it.
+func fullInformerRSS(ctx context.Context, c *cluster.Cluster, bin string, want int, log io.Writer) (int64, error) {
+	ready := filepath.Join(c.Dir(), "fullinformer.ready")
+	_ = os.Remove(ready)
+	proc, err := cluster.StartProcess("fullinformer", log, []string{"KUBECONFIG=" + c.Kubeconfig(), "READY_FILE=" + ready}, bin)
+	if err != nil {
+		return 0, err
+	}
+	defer proc.Stop()
+	err = cluster.Poll(ctx, 100*time.Millisecond, 2*time.Minute, func(context.Context) (bool, error) {
+		if dead, err := proc.Exited(); dead {
+			return false, cluster.Permanent(err)
+		}
+		b, err := os.ReadFile(ready)
+		if err != nil {
+			return false, err
+		}
+		n, err := strconv.Atoi(string(b))
+		return err == nil && n >= want, err
+	})
+	if err != nil {
+		return 0, err
+	}
+	return settledRSS(ctx, proc.Pid())
+}

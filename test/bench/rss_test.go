@@ -1,0 +1,58 @@
+//go:build e2e
+
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/istio-aux/istio-aux/test/cluster"
+)
+
+// procStatusKiB reads one "Vm...:  1234 kB" field of /proc/<pid>/status.
+func procStatusKiB(pid int, field string) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
+			return strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+		}
+	}
+	return 0, fmt.Errorf("/proc/%d/status has no %s", pid, field)
+}
+
+// settledRSS polls VmRSS until four readings in a row lie within 1% (or
+// 256 KiB) of each other: the process has finished its initial list and
+// the Go runtime's GC and scavenger have settled.
+func settledRSS(ctx context.Context, pid int) (int64, error) {
+	var last []int64
+	var out int64
+	err := cluster.Poll(ctx, 500*time.Millisecond, 60*time.Second, func(context.Context) (bool, error) {
+		v, err := procStatusKiB(pid, "VmRSS")
+		if err != nil {
+			return false, cluster.Permanent(err)
+		}
+		last = append(last, v)
+		if len(last) < 4 {
+			return false, nil
+		}
+		w := last[len(last)-4:]
+		lo, hi := min(w[0], w[1], w[2], w[3]), max(w[0], w[1], w[2], w[3])
+		out = v
+		return hi-lo <= max(256, hi/100), nil
+	})
+	return out, err
+}
+
+// resetPeak resets VmHWM so that it reports the peak from now on.
+func resetPeak(pid int) error {
+	return os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0)
+}
+
+func mib(kib int64) string { return fmt.Sprintf("%.1f MiB", float64(kib)/1024) }
