@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Chaos tests (make chaos): builds or reuses the control-plane binaries,
+# builds istio-aux's binaries, nats-server and the stub pilot-agent, then runs
+# test/chaos against a real kube-apiserver + Job controller + kwok: Jobs run
+# while the bridge, dispatcher and function are SIGKILLed at random and NATS
+# is stopped for 30 s; garbage is sent on the wire; the webhook goes down.
+# Knobs: CHAOS_JOBS (300), CHAOS_SEED (random, printed), CHAOS_VERBOSE=1.
+# Extra arguments go to `go test` (e.g. -run TestGarbage).
+set -o errexit -o nounset -o pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "${root}"
+cache="${ISTIO_AUX_CACHE:-${root}/_output}"
+
+hack/build-k8s.sh >/dev/null
+hack/build-kwok.sh >/dev/null
+mkdir -p "${cache}/bin" "${cache}/stub/bin"
+go build -o "${cache}/stub/bin/pilot-agent" ./test/cmd/pilot-agent
+go build -o "${cache}/bin/webhook" ./webhook/cmd/webhook
+go build -o "${cache}/bin/bridge" ./bridge/cmd/bridge
+go build -o "${cache}/bin/proxyquit" ./functions/proxyquit/cmd/proxyquit
+# nats-server as its own process, so that it can be stopped and restarted.
+go build -o "${cache}/bin/nats-server" github.com/nats-io/nats-server/v2
+start=${SECONDS}
+go test -tags chaos -count=1 -timeout 20m -v ./test/chaos/... "$@"
+echo "chaos tests: $((SECONDS - start))s"

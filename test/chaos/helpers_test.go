@@ -1,0 +1,121 @@
+//go:build chaos
+
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/istio-aux/istio-aux/test/cluster"
+)
+
+func waitTCP(ctx context.Context, addr string, timeout time.Duration) error {
+	return cluster.Poll(ctx, 100*time.Millisecond, timeout, func(ctx context.Context) (bool, error) {
+		conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+		if err != nil {
+			return false, err
+		}
+		conn.Close()
+		return true, nil
+	})
+}
+
+// namespace creates a namespace with Istio injection plus labels; it goes
+// with the cluster.
+func namespace(t *testing.T, name string, labels map[string]string) string {
+	t.Helper()
+	l := map[string]string{"istio-injection": "enabled"}
+	for k, v := range labels {
+		l[k] = v
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: l}}
+	if _, err := env.Client().CoreV1().Namespaces().Create(context.Background(), ns, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return name
+}
+
+func containerStatus(p *corev1.Pod, name string) corev1.ContainerStatus {
+	for _, s := range p.Status.ContainerStatuses {
+		if s.Name == name {
+			return s
+		}
+	}
+	return corev1.ContainerStatus{}
+}
+
+// stuck: the app has terminated for good and istio-proxy still runs — what
+// a pod istio-aux leaves alone looks like.
+func stuck(p *corev1.Pod, app string) bool {
+	return containerStatus(p, app).State.Terminated != nil && containerStatus(p, "istio-proxy").State.Running != nil
+}
+
+// quitsByUID reads the stub pilot-agent's record, grouped by pod UID.
+func quitsByUID(t *testing.T) map[string][]cluster.Quit {
+	t.Helper()
+	all, err := env.Quits()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]cluster.Quit{}
+	for _, q := range all {
+		out[q.UID] = append(out[q.UID], q)
+	}
+	return out
+}
+
+func quitCount(t *testing.T) int {
+	t.Helper()
+	all, err := env.Quits()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(all)
+}
+
+// scrape returns the value of one Prometheus sample (name with its labels
+// exactly as exposed, e.g. `x_total{reason="decode"}`); 0 when absent.
+func scrape(t *testing.T, url, sample string) float64 {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatalf("scraping %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, sample+" "); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err != nil {
+				t.Fatalf("%s: %v", line, err)
+			}
+			return f
+		}
+	}
+	return 0
+}
+
+// table prints rows of two columns, aligned.
+func table(w io.Writer, title string, rows [][2]string) {
+	width := 0
+	for _, r := range rows {
+		width = max(width, len(r[0]))
+	}
+	fmt.Fprintf(w, "--- %s ---\n", title)
+	for _, r := range rows {
+		fmt.Fprintf(w, "%-*s  %s\n", width, r[0], r[1])
+	}
+}
