@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Re-record test/testdata from real runs (make record): builds or reuses the
+# control-plane binaries, kwok, istio-aux's webhook and bridge and the stub
+# pilot-agent, then runs test/cmd/record, which starts the local control
+# plane with kwok, the stand-in Istio injector and istio-aux, runs every
+# scenario and rewrites test/testdata/<scenario>/. Takes about a minute;
+# bounded by RECORD_TIMEOUT (default 3m). Afterwards run
+# `go test ./functions/proxyquit/ -run Replay` and review `git diff --stat test/testdata`.
+set -o errexit -o nounset -o pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "${root}"
+cache="${ISTIO_AUX_CACHE:-${root}/_output}"
+hack/build-k8s.sh >/dev/null
+hack/build-kwok.sh >/dev/null
+mkdir -p "${cache}/bin" "${cache}/stub/bin"
+go build -o "${cache}/stub/bin/pilot-agent" ./test/cmd/pilot-agent
+go build -o "${cache}/bin/webhook" ./webhook/cmd/webhook
+go build -o "${cache}/bin/bridge" ./bridge/cmd/bridge
+go build -o "${cache}/bin/record" ./test/cmd/record
+"${cache}/bin/record" -out "${root}/test/testdata" -timeout "${RECORD_TIMEOUT:-3m}" "$@"

@@ -1,0 +1,35 @@
+// Command record runs istio-aux's scenarios on the local control plane
+// (test/cluster with kwok, the stand-in Istio injector, the real webhook and
+// bridge) and writes what was delivered into test/testdata, one folder per
+// scenario: the bridge's own events (ISTIO_AUX_PUBLISH=changes,
+// ISTIO_AUX_RECORD_DIR) or, where a scenario says so, the events a Knative
+// ApiServerSource would have delivered for the same pods. hack/record.sh
+// (make record) builds what it needs and runs it.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/istio-aux/istio-aux/test/cluster"
+)
+
+func main() {
+	out := flag.String("out", filepath.Join(cluster.RepoRoot(), "test", "testdata"), "testdata directory to (re)write")
+	timeout := flag.Duration("timeout", 3*time.Minute, "bound on the whole run, cluster start included")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	if err := run(ctx, *out, scenarios()); err != nil {
+		fmt.Fprintln(os.Stderr, "record:", err)
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,133 @@
+package main
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/istio-aux/istio-aux/functions/decision"
+	"github.com/istio-aux/istio-aux/test/cluster"
+	"github.com/istio-aux/istio-aux/test/injector"
+)
+
+// format is what a folder holds.
+type format string
+
+const (
+	// bridgeFormat: the events the bridge published (dev.istio-aux.pod.updated).
+	bridgeFormat format = "bridge"
+	// apiServerSourceFormat: every add/update/delete a Knative
+	// ApiServerSource (Resource mode) would have delivered for the pods.
+	apiServerSourceFormat format = "apiserversource"
+)
+
+// annotationStagedStart makes kwok start the pod step by step
+// (test/kwok/pod-staged-start.yaml).
+const annotationStagedStart = "test.istio-aux.dev/staged-start"
+
+// scenario is one namespace of pods run to their end and the folders
+// recorded from it.
+type scenario struct {
+	namespace string
+	what      string // one line for the SOURCE files
+	nsLabels  map[string]string
+	pods      []*corev1.Pod
+	folders   map[string]format
+	// deleteRunning deletes every pod once all its apps run (deleted-mid-run).
+	deleteRunning bool
+}
+
+var optedIn = map[string]string{decision.LabelEnabled: "true"}
+
+func scenarios() []scenario {
+	return []scenario{
+		{
+			namespace: "tfjob-mnist-2-workers",
+			what: "the reference demo: TFJob mnist's 2 workers (pods as the training operator creates them, " +
+				"restartPolicy OnFailure, one tensorflow container running 3s), namespace opted in with the " +
+				"reference's label io.datastrophic/istio-aux=enabled; kwok's staged start (Init, PodInitializing, 1/2, 2/2)",
+			nsLabels: map[string]string{decision.LegacyLabel: decision.LegacyLabelValue},
+			pods:     []*corev1.Pod{mnistWorker(0), mnistWorker(1)},
+			folders: map[string]format{
+				"tfjob-mnist-2-workers": bridgeFormat,
+				"apiserversource":       apiServerSourceFormat,
+			},
+		},
+		{
+			namespace: "onfailure-retry",
+			what:      "restartPolicy OnFailure, the app's first attempt exits 1 (the kubelet restarts it), the second exits 0",
+			nsLabels:  optedIn,
+			pods: []*corev1.Pod{pod("download", corev1.RestartPolicyOnFailure,
+				map[string]string{cluster.AnnotationRunFor: "2s", cluster.AnnotationExitCodes: "1,0"}, "download")},
+			folders: map[string]format{"onfailure-retry": bridgeFormat},
+		},
+		{
+			namespace: "never-failing-app",
+			what:      "restartPolicy Never, the app exits 1",
+			nsLabels:  optedIn,
+			pods: []*corev1.Pod{pod("migrate-db", corev1.RestartPolicyNever,
+				map[string]string{cluster.AnnotationRunFor: "2s", cluster.AnnotationExitCodes: "1"}, "migrate")},
+			folders: map[string]format{"never-failing-app": bridgeFormat},
+		},
+		{
+			namespace: "two-apps",
+			what:      "restartPolicy Never, two apps: trainer exits 0 after 2s, uploader exits 0 after 5s",
+			nsLabels:  optedIn,
+			pods: []*corev1.Pod{pod("report", corev1.RestartPolicyNever,
+				map[string]string{cluster.AnnotationRunFor: "trainer=2s,uploader=5s"}, "trainer", "uploader")},
+			folders: map[string]format{"two-apps": bridgeFormat},
+		},
+		{
+			namespace: "native-sidecar",
+			what: "sidecar.istio.io/nativeSidecar: \"true\": istio-proxy is an init container with restartPolicy " +
+				"Always that the kubelet stops; the bridge publishes nothing for it, so ApiServerSource events",
+			nsLabels: optedIn,
+			pods: []*corev1.Pod{pod("native", corev1.RestartPolicyNever,
+				map[string]string{cluster.AnnotationRunFor: "2s", injector.AnnotationNative: "true"}, "app")},
+			folders: map[string]format{"native-sidecar": apiServerSourceFormat},
+		},
+		{
+			namespace: "deleted-mid-run",
+			what: "restartPolicy Never, the app would run 60s but the pod is deleted once it runs " +
+				"(containers killed with 137, pod Failed, then gone); ApiServerSource events, delete included",
+			nsLabels: optedIn,
+			pods: []*corev1.Pod{pod("sleeper", corev1.RestartPolicyNever,
+				map[string]string{cluster.AnnotationRunFor: "60s"}, "app")},
+			folders:       map[string]format{"deleted-mid-run": apiServerSourceFormat},
+			deleteRunning: true,
+		},
+	}
+}
+
+func pod(name string, policy corev1.RestartPolicy, annotations map[string]string, apps ...string) *corev1.Pod {
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: annotations, Labels: map[string]string{"app": name}},
+		Spec:       corev1.PodSpec{RestartPolicy: policy},
+	}
+	for _, a := range apps {
+		p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: a, Image: "registry.example/" + a + ":1"})
+	}
+	return p
+}
+
+// mnistWorker is a TFJob worker pod the way the Kubeflow training operator
+// creates it. The stand-in injector does not add Istio's istio-init
+// (iptables) init container, which a mesh without the CNI plugin has, so
+// the pod carries it itself: it is what makes kubectl show Init:0/1 first.
+func mnistWorker(i int) *corev1.Pod {
+	idx := string(rune('0' + i))
+	p := pod("mnist-worker-"+idx, corev1.RestartPolicyOnFailure,
+		map[string]string{cluster.AnnotationRunFor: "3s", annotationStagedStart: "true"}, "tensorflow")
+	p.Labels = map[string]string{
+		"training.kubeflow.org/job-name":      "mnist",
+		"training.kubeflow.org/replica-type":  "worker",
+		"training.kubeflow.org/replica-index": idx,
+		"training.kubeflow.org/operator-name": "tfjob-controller",
+	}
+	p.Spec.Containers[0].Image = "kubeflow/tf-mnist-with-summaries:latest"
+	p.Spec.Containers[0].Command = []string{"python", "-u", "mnist.py"}
+	p.Spec.InitContainers = []corev1.Container{{
+		Name: "istio-init", Image: injector.ProxyImage,
+		Args: []string{"istio-iptables", "-p", "15001", "-z", "15006", "-u", "1337", "-m", "REDIRECT", "-i", "*", "-b", "*", "-d", "15090,15021,15020"},
+	}}
+	return p
+}
