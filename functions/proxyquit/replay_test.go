@@ -14,84 +14,132 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/istio-aux/istio-aux/functions/podevent"
+	"github.com/istio-aux/istio-aux/test/record"
 )
 
-// testdata holds recorded events: one folder per scenario, files in order.
+// testdata holds events recorded from real runs by hack/record.sh: one
+// folder per scenario, files NNN-<pod>-<state>.json in delivery order.
 const testdata = "../../test/testdata"
 
-// step is what must happen for one recorded event, keyed by its file name.
-type step struct {
-	file    string
+// expect is what must happen for one event, given the state its pod shows.
+type expect struct {
 	outcome string
-	quit    string // pod the quit command is exec'd in ("" = no exec)
-	gone    bool   // the pod no longer exists when the event arrives
+	quit    bool // the quit command is exec'd in the event's pod
 }
 
-// scenarios are the expectations, written from the decision table, not
-// copied from the function's output. Every file in a scenario folder must
-// have a step, so a new recording cannot slip in unchecked.
-var scenarios = map[string][]step{
+var (
+	wait    = expect{outcome: OutcomeWait}
+	quit    = expect{outcome: OutcomeQuit, quit: true}
+	ignored = expect{outcome: OutcomeIgnored}
+)
+
+// replayScenario is what a recording must contain and what Handle must do
+// with each of its events. Expectations are per event, keyed by the state
+// in the file's name (which the test checks against the pod in the file),
+// because a re-recording may order or repeat events differently.
+type replayScenario struct {
+	apiServerSource bool // ApiServerSource events rather than the bridge's
+	pods            []string
+	// states: every state the recording may hold, and what must happen at
+	// each event in that state. A state missing here fails the test.
+	states map[string]expect
+	// sequence: states every pod must pass through, in this order.
+	sequence []string
+	// quitsPerPod: how many events of each pod must exec the quit.
+	quitsPerPod int
+	// check asserts what the scenario claims about the recorded pods.
+	check func(t *testing.T, evs []recorded)
+}
+
+// scenarios are written from the decision table (DESIGN.md), not copied
+// from the function's output.
+var scenarios = map[string]replayScenario{
 	"tfjob-mnist-2-workers": {
-		{file: "001-worker-0-init.json", outcome: OutcomeWait},
-		{file: "002-worker-1-init.json", outcome: OutcomeWait},
-		{file: "003-worker-0-podinitializing.json", outcome: OutcomeWait},
-		{file: "004-worker-1-podinitializing.json", outcome: OutcomeWait},
-		{file: "005-worker-0-1of2.json", outcome: OutcomeWait},
-		{file: "006-worker-1-1of2.json", outcome: OutcomeWait},
-		{file: "007-worker-0-2of2.json", outcome: OutcomeWait},
-		{file: "008-worker-1-2of2.json", outcome: OutcomeWait},
-		{file: "009-worker-1-app-done.json", outcome: OutcomeQuit, quit: "mnist-worker-1"},
-		{file: "010-worker-0-app-done.json", outcome: OutcomeQuit, quit: "mnist-worker-0"},
-		{file: "011-worker-1-proxy-quit.json", outcome: OutcomeIgnored},
-		{file: "012-worker-0-completed.json", outcome: OutcomeIgnored},
-		{file: "013-worker-1-completed.json", outcome: OutcomeIgnored},
-	},
-	"onfailure-retry": {
-		{file: "001-running.json", outcome: OutcomeWait},
-		// The kubelet will restart the app: quitting now would leave the
-		// retry without a network (the reference implementation's bug).
-		{file: "002-first-attempt-failed.json", outcome: OutcomeWait},
-		{file: "003-back-off.json", outcome: OutcomeWait},
-		{file: "004-second-attempt-running.json", outcome: OutcomeWait},
-		{file: "005-second-attempt-succeeded.json", outcome: OutcomeQuit, quit: "download-7xk2p"},
-		{file: "006-completed.json", outcome: OutcomeIgnored},
-	},
-	"never-failing-app": {
-		{file: "001-running.json", outcome: OutcomeWait},
-		{file: "002-app-failed.json", outcome: OutcomeQuit, quit: "migrate-db-4q9wz"},
-		{file: "003-failed.json", outcome: OutcomeIgnored},
-	},
-	"two-apps": {
-		{file: "001-both-running.json", outcome: OutcomeWait},
-		{file: "002-render-done.json", outcome: OutcomeWait},
-		{file: "003-upload-done.json", outcome: OutcomeQuit, quit: "report-8d7fj"},
-		{file: "004-completed.json", outcome: OutcomeIgnored},
-	},
-	"native-sidecar": {
-		{file: "001-running.json", outcome: OutcomeIgnored},
-		{file: "002-app-done.json", outcome: OutcomeIgnored},
-		{file: "003-completed.json", outcome: OutcomeIgnored},
-	},
-	"deleted-mid-run": {
-		{file: "001-a-running.json", outcome: OutcomeWait},
-		{file: "002-a-deleting.json", outcome: OutcomeIgnored},
-		{file: "003-a-deleting-app-killed.json", outcome: OutcomeIgnored},
-		{file: "004-b-running.json", outcome: OutcomeWait},
-		// The app finished, then the pod was deleted before the event came.
-		{file: "005-b-app-done-then-deleted.json", outcome: OutcomeGone, gone: true},
+		pods: []string{"mnist-worker-0", "mnist-worker-1"},
+		states: map[string]expect{
+			record.StatePending: wait, record.StateInit: wait, record.StatePodInitializing: wait,
+			"1of2": wait, "2of2": wait,
+			// The app exited 0 and the proxy still runs: quit, once per worker.
+			record.StateAppsDone: quit,
+		},
+		sequence:    []string{record.StateInit, record.StatePodInitializing, "1of2", "2of2", record.StateAppsDone},
+		quitsPerPod: 1,
+		check:       checkMnist,
 	},
 	"apiserversource": {
-		{file: "001-add-pending.json", outcome: OutcomeWait},
-		{file: "002-update-running.json", outcome: OutcomeWait},
-		{file: "003-update-app-done.json", outcome: OutcomeQuit, quit: "train-lr-h2j6d"},
-		{file: "004-update-completed.json", outcome: OutcomeIgnored},
-		{file: "005-delete.json", outcome: OutcomeIgnored},
+		apiServerSource: true,
+		pods:            []string{"mnist-worker-0", "mnist-worker-1"},
+		states: map[string]expect{
+			record.StatePending: wait, record.StateInit: wait, record.StatePodInitializing: wait,
+			"1of2": wait, "2of2": wait,
+			// Twice per pod: the state itself, then the stub pilot-agent's
+			// annotation; a quit at each is what a real function does too.
+			record.StateAppsDone:    quit,
+			record.StateProxyExited: ignored, record.StateSucceeded: ignored,
+		},
+		sequence: []string{record.StatePending, record.StateInit, record.StatePodInitializing, "1of2", "2of2",
+			record.StateAppsDone, record.StateProxyExited, record.StateSucceeded},
+		check: checkFullPods,
+	},
+	"onfailure-retry": {
+		pods: []string{"download"},
+		states: map[string]expect{
+			record.StatePending: wait, "2of2": wait,
+			// The kubelet will restart the app: quitting now would leave the
+			// retry without a network (the reference implementation's bug).
+			record.StateAppFailed: wait,
+			"2of2-restart1":       wait,
+			record.StateAppsDone:  quit,
+		},
+		sequence:    []string{"2of2", record.StateAppFailed, "2of2-restart1", record.StateAppsDone},
+		quitsPerPod: 1,
+		check:       checkOnFailure,
+	},
+	"never-failing-app": {
+		pods:        []string{"migrate-db"},
+		states:      map[string]expect{record.StatePending: wait, "2of2": wait, record.StateAppsDone: quit},
+		sequence:    []string{"2of2", record.StateAppsDone},
+		quitsPerPod: 1,
+		check:       checkNeverFailing,
+	},
+	"two-apps": {
+		pods: []string{"report"},
+		states: map[string]expect{
+			record.StatePending: wait, "3of3": wait,
+			"trainer-exited0":    wait, // uploader still runs
+			record.StateAppsDone: quit,
+		},
+		sequence:    []string{"3of3", "trainer-exited0", record.StateAppsDone},
+		quitsPerPod: 1,
+		check:       checkTwoApps,
+	},
+	"native-sidecar": {
+		apiServerSource: true,
+		pods:            []string{"native"},
+		// The kubelet stops a native sidecar itself: never exec.
+		states: map[string]expect{
+			record.StatePending: ignored, "1of1": ignored, record.StateAppsDone: ignored,
+			record.StateProxyExited: ignored, record.StateSucceeded: ignored,
+		},
+		sequence: []string{"1of1", record.StateAppsDone, record.StateProxyExited, record.StateSucceeded},
+		check:    checkNative,
+	},
+	"deleted-mid-run": {
+		apiServerSource: true,
+		pods:            []string{"sleeper"},
+		states: map[string]expect{
+			record.StatePending: wait, "2of2": wait,
+			record.StateDeleting: ignored, record.StateDeleted: ignored,
+		},
+		sequence: []string{"2of2", record.StateDeleting, record.StateDeleted},
+		check:    checkDeletedMidRun,
 	},
 }
 
 // recorded is one event file.
 type recorded struct {
 	file  string
+	state string // from the file name
 	event cloudevents.Event
 	pod   *corev1.Pod
 }
@@ -101,6 +149,9 @@ func loadScenario(t testing.TB, dir string) []recorded {
 	files, err := filepath.Glob(filepath.Join(testdata, dir, "*.json"))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if len(files) == 0 {
+		t.Fatalf("scenario %s has no recorded events (run hack/record.sh)", dir)
 	}
 	slices.Sort(files)
 	var out []recorded
@@ -117,7 +168,16 @@ func loadScenario(t testing.TB, dir string) []recorded {
 		if err != nil {
 			t.Fatalf("%s: %v", f, err)
 		}
-		out = append(out, recorded{file: filepath.Base(f), event: e, pod: pod})
+		name := filepath.Base(f)
+		state, ok := record.StateFromFileName(name, pod.Name)
+		if !ok {
+			t.Fatalf("%s: name is not NNN-%s-<state>.json", f, pod.Name)
+		}
+		// The name must say what the pod shows: expectations key on it.
+		if got := record.State(pod, e.Type()); got != state {
+			t.Fatalf("%s: named %q but its pod is %q", f, state, got)
+		}
+		out = append(out, recorded{file: name, state: state, event: e, pod: pod})
 	}
 	return out
 }
@@ -131,6 +191,9 @@ func TestReplayCoversEveryScenario(t *testing.T) {
 	for _, d := range dirs {
 		if d.IsDir() {
 			found = append(found, d.Name())
+			if _, err := os.Stat(filepath.Join(testdata, d.Name(), "SOURCE")); err != nil {
+				t.Errorf("scenario folder %s has no SOURCE file", d.Name())
+			}
 		}
 	}
 	for _, d := range found {
@@ -145,41 +208,85 @@ func TestReplayCoversEveryScenario(t *testing.T) {
 	}
 }
 
+// TestRecordingsShowTheScenario checks that each recording contains what
+// its scenario claims, before any replay.
+func TestRecordingsShowTheScenario(t *testing.T) {
+	for name, sc := range scenarios {
+		t.Run(name, func(t *testing.T) {
+			evs := loadScenario(t, name)
+			byPod := map[string][]string{}
+			for _, ev := range evs {
+				if !slices.Contains(sc.pods, ev.pod.Name) {
+					t.Errorf("%s: pod %s is not in the scenario", ev.file, ev.pod.Name)
+				}
+				if _, ok := sc.states[ev.state]; !ok {
+					t.Errorf("%s: no expectation for state %q", ev.file, ev.state)
+				}
+				if ev.event.Source() == "" || ev.event.Subject() != podevent.Subject(ev.pod.Namespace, ev.pod.Name) {
+					t.Errorf("%s: source %q subject %q", ev.file, ev.event.Source(), ev.event.Subject())
+				}
+				isAPIServer := strings.HasPrefix(ev.event.Type(), "dev.knative.apiserver.resource.")
+				if isAPIServer != sc.apiServerSource || (!isAPIServer && ev.event.Type() != podevent.TypePodUpdated) {
+					t.Errorf("%s: type %s in a scenario recorded as apiServerSource=%v", ev.file, ev.event.Type(), sc.apiServerSource)
+				}
+				byPod[ev.pod.Name] = append(byPod[ev.pod.Name], ev.state)
+			}
+			for _, p := range sc.pods {
+				if !isSubsequence(sc.sequence, byPod[p]) {
+					t.Errorf("pod %s went through %v, want %v in this order", p, byPod[p], sc.sequence)
+				}
+			}
+			if sc.check != nil {
+				sc.check(t, evs)
+			}
+		})
+	}
+}
+
 // TestReplay feeds each scenario, in order, through Handle against a fake
 // API whose live pod is the event's pod, in an opted-in namespace.
 func TestReplay(t *testing.T) {
-	for name, steps := range scenarios {
+	for name, sc := range scenarios {
 		t.Run(name, func(t *testing.T) {
-			events := loadScenario(t, name)
-			if got, want := fileNames(events), stepFiles(steps); !slices.Equal(got, want) {
-				t.Fatalf("files %v, expectations for %v", got, want)
-			}
+			evs := loadScenario(t, name)
 			h := newHarness(t, DefaultConfig(), optedIn)
-			for i, ev := range events {
-				st := steps[i]
-				h.makeLive(t, ev.pod, st.gone)
+			quits := map[string]int{}
+			for _, ev := range evs {
+				want, ok := sc.states[ev.state]
+				if !ok {
+					t.Fatalf("%s: no expectation for state %q", ev.file, ev.state)
+				}
+				h.makeLive(t, ev.pod, ev.event.Type() == podevent.TypeAPIServerDelete)
 				before := len(h.exec.Calls())
-				counted := h.count(ev.event.Type(), st.outcome)
+				counted := h.count(ev.event.Type(), want.outcome)
 
 				res := h.fn.Handle(context.Background(), ev.event)
 
 				if code := codeOf(t, res); code != 200 {
 					t.Errorf("%s: code %d (%v), want 200", ev.file, code, res)
 				}
-				if got := h.count(ev.event.Type(), st.outcome); got != counted+1 {
-					t.Errorf("%s: outcome %q not counted (%v)", ev.file, st.outcome, res)
+				if got := h.count(ev.event.Type(), want.outcome); got != counted+1 {
+					t.Errorf("%s: outcome %q not counted (%v)", ev.file, want.outcome, res)
 				}
 				calls := h.exec.Calls()[before:]
-				var want []execCall
-				if st.quit != "" {
-					want = []execCall{{ev.pod.Namespace, st.quit, "istio-proxy", defaultArgv}}
+				var wantCalls []execCall
+				if want.quit {
+					wantCalls = []execCall{{ev.pod.Namespace, ev.pod.Name, "istio-proxy", defaultArgv}}
+					quits[ev.pod.Name]++
 				}
-				if !slices.EqualFunc(calls, want, execCallEqual) {
-					t.Errorf("%s: exec calls %v, want %v", ev.file, calls, want)
+				if !slices.EqualFunc(calls, wantCalls, execCallEqual) {
+					t.Errorf("%s: exec calls %v, want %v", ev.file, calls, wantCalls)
 				}
 				kube := h.events()
-				if wantQuit := st.quit != ""; wantQuit != (len(kube) == 1 && strings.Contains(kube[0], "Normal ProxyQuit")) {
-					t.Errorf("%s: Kubernetes Events %q (quit expected: %v)", ev.file, kube, wantQuit)
+				if want.quit != (len(kube) == 1 && strings.Contains(kube[0], "Normal ProxyQuit")) {
+					t.Errorf("%s: Kubernetes Events %q (quit expected: %v)", ev.file, kube, want.quit)
+				}
+			}
+			if sc.quitsPerPod > 0 {
+				for _, p := range sc.pods {
+					if quits[p] != sc.quitsPerPod {
+						t.Errorf("pod %s: %d quits, want %d", p, quits[p], sc.quitsPerPod)
+					}
 				}
 			}
 		})
@@ -193,7 +300,7 @@ func TestReplayNotOptedIn(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			h := newHarness(t, DefaultConfig(), nil)
 			for _, ev := range loadScenario(t, name) {
-				h.makeLive(t, ev.pod, false)
+				h.makeLive(t, ev.pod, ev.event.Type() == podevent.TypeAPIServerDelete)
 				if code := codeOf(t, h.fn.Handle(context.Background(), ev.event)); code != 200 {
 					t.Errorf("%s: code %d, want 200", ev.file, code)
 				}
@@ -227,18 +334,14 @@ func (h *harness) makeLive(t testing.TB, p *corev1.Pod, gone bool) {
 	h.setPod(t, p)
 }
 
-func fileNames(rs []recorded) []string {
-	out := make([]string, len(rs))
-	for i, r := range rs {
-		out[i] = r.file
+// isSubsequence reports whether want appears in got in order (not
+// necessarily adjacent).
+func isSubsequence(want, got []string) bool {
+	i := 0
+	for _, g := range got {
+		if i < len(want) && g == want[i] {
+			i++
+		}
 	}
-	return out
-}
-
-func stepFiles(steps []step) []string {
-	out := make([]string, len(steps))
-	for i, s := range steps {
-		out[i] = s.file
-	}
-	return out
+	return i == len(want)
 }
