@@ -144,7 +144,7 @@ func reactionRun(t *testing.T, c *cluster.Cluster, cs kubernetes.Interface, ex p
 	}
 	wg.Wait()
 	var quits []cluster.Quit
-	err = cluster.Poll(ctx, 200*time.Millisecond, 2*time.Minute, func(context.Context) (bool, error) {
+	err = cluster.Poll(ctx, 200*time.Millisecond, 5*time.Minute, func(context.Context) (bool, error) {
 		all, err := c.Quits()
 		if err != nil {
 			return false, err
