@@ -83,9 +83,9 @@ func quitCount(t *testing.T) int {
 	return len(all)
 }
 
-// scrape returns the value of one Prometheus sample (name with its labels
-// exactly as exposed, e.g. `x_total{reason="decode"}`); 0 when absent.
-func scrape(t *testing.T, url, sample string) float64 {
+// scrape sums the samples of metric name whose labels include every
+// `key="value"` given; 0 when there are none.
+func scrape(t *testing.T, url, name string, labels ...string) float64 {
 	t.Helper()
 	resp, err := http.Get(url)
 	if err != nil {
@@ -96,16 +96,24 @@ func scrape(t *testing.T, url, sample string) float64 {
 	if err != nil {
 		t.Fatal(err)
 	}
+	sum := 0.0
+lines:
 	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, sample+" "); ok {
-			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			if err != nil {
-				t.Fatalf("%s: %v", line, err)
-			}
-			return f
+		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
+			continue
 		}
+		for _, l := range labels {
+			if !strings.Contains(line, l) {
+				continue lines
+			}
+		}
+		f, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+		if err != nil {
+			t.Fatalf("%s: %v", line, err)
+		}
+		sum += f
 	}
-	return 0
+	return sum
 }
 
 // table prints rows of two columns, aligned.
