@@ -3,7 +3,7 @@
 # control-plane binaries, kwok, istio-aux's webhook and bridge and the stub
 # pilot-agent, then runs test/cmd/record, which starts the local control
 # plane with kwok, the stand-in Istio injector and istio-aux, runs every
-# scenario and rewrites test/testdata/<scenario>/. Takes about a minute;
+# scenario and rewrites test/testdata/<scenario>/. Takes about 30 s with cached binaries;
 # bounded by RECORD_TIMEOUT (default 3m). Afterwards run
 # `go test ./functions/proxyquit/ -run Replay` and review `git diff --stat test/testdata`.
 set -o errexit -o nounset -o pipefail
