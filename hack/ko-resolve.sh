@@ -25,8 +25,15 @@ fi
 work="$(mktemp -d)"
 registry_pid=""
 cleanup() {
-  [[ -n "${registry_pid}" ]] && kill "${registry_pid}" 2>/dev/null && wait "${registry_pid}" 2>/dev/null
+  # Keep the script's own status: the registry's (143 after our SIGTERM)
+  # must not become it.
+  local rc=$?
+  if [[ -n "${registry_pid}" ]]; then
+    kill "${registry_pid}" 2>/dev/null || true
+    wait "${registry_pid}" 2>/dev/null || true
+  fi
   rm -rf "${work}"
+  exit "${rc}"
 }
 trap cleanup EXIT
 
