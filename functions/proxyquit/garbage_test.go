@@ -1,0 +1,86 @@
+package proxyquit
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/istio-aux/istio-aux/functions/podevent"
+)
+
+// TestHTTPGarbage posts what a broken or hostile sender might to the HTTP
+// handler, about a pod that one valid event would quit: every request must
+// get a 4xx that Knative delivery and the dispatcher never retry, and none
+// may exec. (test/chaos repeats this against the real binary and NATS.)
+func TestHTTPGarbage(t *testing.T) {
+	done := donePod("job-1", "uid-1")
+	h := newHarness(t, DefaultConfig(), optedIn, done)
+	handler, err := h.fn.HTTPHandler(context.Background(), prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(handler)
+	defer srv.Close()
+	data := string(newEvent(t, done).Data())
+	binary := func(typ, id string) map[string]string {
+		return map[string]string{"ce-specversion": "1.0", "ce-type": typ, "ce-id": id, "ce-source": testSource,
+			"ce-subject": podevent.Subject(done.Namespace, done.Name)}
+	}
+	cases := map[string]struct {
+		contentType, body string
+		headers           map[string]string
+	}{
+		"not a CloudEvent":  {contentType: "text/plain", body: "hello"},
+		"binary without id": {contentType: "application/json", body: data, headers: binary(podevent.TypePodUpdated, "")},
+		"wrong type":        {contentType: "application/json", body: data, headers: binary("com.example.pod.done", "1")},
+		"broken data":       {contentType: "application/json", body: `{"metadata":`, headers: binary(podevent.TypePodUpdated, "1")},
+		"oversized data": {contentType: "application/json", headers: binary(podevent.TypePodUpdated, "1"),
+			body: strings.Replace(data, `"metadata":{`, `"metadata":{"generateName":"`+strings.Repeat("x", podevent.MaxDataBytes)+`",`, 1)},
+		"not JSON": {contentType: "application/xml", body: "<pod/>", headers: binary(podevent.TypePodUpdated, "1")},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			req, err := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader(c.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Content-Type", c.contentType)
+			for k, v := range c.headers {
+				if v != "" {
+					req.Header.Set(k, v)
+				}
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			// Knative retries 404, 408, 409 and 429 (dispatch.Classify too).
+			if c := resp.StatusCode; c < 400 || c >= 500 || c == 404 || c == 408 || c == 409 || c == 429 {
+				t.Errorf("status %d, want a final 4xx", c)
+			}
+		})
+	}
+	if calls := h.exec.Calls(); len(calls) != 0 {
+		t.Fatalf("garbage caused %d execs: %v", len(calls), calls)
+	}
+	// The same pod through the same handler with a valid event is quit, so
+	// the silence above is rejection, not a harness that cannot exec.
+	req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader(data))
+	req.Header.Set("Content-Type", "application/json")
+	for k, v := range binary(podevent.TypePodUpdated, "1") {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 || len(h.exec.Calls()) != 1 {
+		t.Errorf("valid event: status %d, %d execs; want 200 and 1", resp.StatusCode, len(h.exec.Calls()))
+	}
+}
