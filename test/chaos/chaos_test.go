@@ -195,7 +195,7 @@ func TestChaos(t *testing.T) {
 		[2]string{"duplicates (proxy still up)", fmt.Sprint(f.duplicates)},
 		[2]string{"quits after proxy exited", fmt.Sprint(f.lateExec)},
 		[2]string{"untouched outside pods", fmt.Sprintf("%d/%d", f.controlPods-f.touchedControl, f.controlPods)},
-		[2]string{"max app end → quit", f.maxQuitLatency.Round(time.Second).String()},
+		[2]string{"app end → quit", f.latency()},
 		[2]string{"wall: creation / all done", fmt.Sprintf("%s / %s", created.Round(time.Second), converged.Round(time.Second))},
 		[2]string{"load avg before / after", loadBefore + " / " + loadavg()},
 	)

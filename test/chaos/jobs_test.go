@@ -5,6 +5,7 @@ package chaos
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/istio-aux/istio-aux/bridge/stream"
 	"github.com/istio-aux/istio-aux/functions/decision"
 	"github.com/istio-aux/istio-aux/test/cluster"
 )
@@ -122,6 +124,26 @@ func finished(ctx context.Context, jobs []testJob) (int, error) {
 	return n, nil
 }
 
+// latency summarises how long pods waited for their quit: median, 99th
+// percentile, maximum, and how many waited longer than JetStream's
+// duplicate window — those were saved by the bridge's resync, not by
+// redelivery.
+func (f *findings) latency() string {
+	l := slices.Clone(f.latencies)
+	if len(l) == 0 {
+		return "-"
+	}
+	slices.Sort(l)
+	slow := 0
+	for _, d := range l {
+		if d > stream.DuplicateWindow {
+			slow++
+		}
+	}
+	at := func(q float64) time.Duration { return l[int(q*float64(len(l)-1))].Round(time.Second) }
+	return fmt.Sprintf("p50 %s, p99 %s, max %s; %d over %s", at(.5), at(.99), at(1), slow, stream.DuplicateWindow)
+}
+
 func namespaces(jobs []testJob) []string {
 	set := map[string]bool{}
 	for _, j := range jobs {
@@ -141,7 +163,7 @@ type findings struct {
 	quits, duplicates              int
 	early, lateExec, neverQuit     int
 	touchedControl, wrongOutcome   int
-	maxQuitLatency                 time.Duration // app finished → first quit (second precision)
+	latencies                      []time.Duration // app finished → first quit (second precision)
 	problems                       []string
 }
 
@@ -239,7 +261,7 @@ func verifyPod(f *findings, k kind, p *corev1.Pod, quits []cluster.Quit) {
 		f.early++
 		f.problem("%s: quit at %s, app's last attempt %s–%s", id, first.Time.Format(time.StampMilli), done.StartedAt.Format(time.Stamp), done.FinishedAt.Format(time.Stamp))
 	}
-	f.maxQuitLatency = max(f.maxQuitLatency, first.Time.Sub(done.FinishedAt.Time))
+	f.latencies = append(f.latencies, first.Time.Sub(done.FinishedAt.Time))
 	if t := proxy.State.Terminated; t == nil {
 		f.problem("%s: quit but istio-proxy did not exit", id)
 	} else {
