@@ -58,13 +58,13 @@ func reaction(t *testing.T, c *cluster.Cluster, cs kubernetes.Interface, p param
 			runs = append(runs, run{ns, impl.name + ", " + sh.name})
 		}
 		toFloor := ratio(p99["istio-aux"], p99["floor"])
-		res.add("reaction", fmt.Sprintf("%s: istio-aux p99 / floor p99", sh.name), fmt.Sprintf("%.2fx", toFloor), "≤ 1.5x", verdict(toFloor <= 1.5))
+		res.add("reaction", fmt.Sprintf("%s: istio-aux p99 / floor p99", sh.name), fmt.Sprintf("%.3gx", toFloor), "≤ 1.5x", verdict(toFloor <= 1.5))
 		vsSerial := ratio(p99["serial"], p99["istio-aux"])
 		target, met := "", ""
 		if si == 1 {
 			target, met = "≥ 5x", verdict(vsSerial >= 5)
 		}
-		res.add("reaction", fmt.Sprintf("%s: serial p99 / istio-aux p99", sh.name), fmt.Sprintf("%.2fx", vsSerial), target, met)
+		res.add("reaction", fmt.Sprintf("%s: serial p99 / istio-aux p99", sh.name), fmt.Sprintf("%.3gx", vsSerial), target, met)
 	}
 	// Counted after every run, so that late duplicates are counted too.
 	all, err := c.Quits()
