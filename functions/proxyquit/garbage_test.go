@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/istio-aux/istio-aux/functions/podevent"
 )
@@ -41,6 +42,11 @@ func TestHTTPGarbage(t *testing.T) {
 		"oversized data": {contentType: "application/json", headers: binary(podevent.TypePodUpdated, "1"),
 			body: strings.Replace(data, `"metadata":{`, `"metadata":{"generateName":"`+strings.Repeat("x", podevent.MaxDataBytes)+`",`, 1)},
 		"not JSON": {contentType: "application/xml", body: "<pod/>", headers: binary(podevent.TypePodUpdated, "1")},
+		// The SDK's own receiver answered this one 500 (retried forever).
+		"broken structured JSON":    {contentType: "application/cloudevents+json", body: `{"specversion":"1.0","id":`},
+		"structured, not an object": {contentType: "application/cloudevents+json", body: `[1,2]`},
+		"oversized body": {contentType: "application/cloudevents+json",
+			body: `{"specversion":"1.0","id":"1","source":"s","type":"` + podevent.TypePodUpdated + `","data":"` + strings.Repeat("x", 2*podevent.MaxDataBytes) + `"}`},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -64,6 +70,14 @@ func TestHTTPGarbage(t *testing.T) {
 				t.Errorf("status %d, want a final 4xx", c)
 			}
 		})
+	}
+	// Every rejection is counted, whether or not it decoded as an event.
+	var invalid float64
+	for _, typ := range []string{"other", podevent.TypePodUpdated} {
+		invalid += testutil.ToFloat64(h.metrics.events.WithLabelValues(typ, OutcomeInvalid))
+	}
+	if invalid != float64(len(cases)) {
+		t.Errorf("%v invalid events counted, want %d (one per rejected request)", invalid, len(cases))
 	}
 	if calls := h.exec.Calls(); len(calls) != 0 {
 		t.Fatalf("garbage caused %d execs: %v", len(calls), calls)
