@@ -36,6 +36,12 @@ const Component = "istio-aux-proxyquit"
 // delivery and the dispatcher retry) rather than holding a request open.
 const apiTimeout = 5 * time.Second
 
+// The Kubernetes client's rate limit when the caller's rest.Config sets none.
+const (
+	clientQPS   = 50
+	clientBurst = 100
+)
+
 // Function is the proxy-quit CloudEvent function. It holds no state between
 // events; every field is a dependency or configuration.
 type Function struct {
@@ -66,6 +72,15 @@ func New(cfg Config, cluster Cluster, exec Execer, recorder record.EventRecorder
 // metrics registered on reg (nil: not registered). Kubernetes Events are
 // sent until ctx is done.
 func NewFromConfig(ctx context.Context, rc *rest.Config, cfg Config, reg prometheus.Registerer) (*Function, error) {
+	rc = rest.CopyConfig(rc)
+	if rc.QPS == 0 {
+		// client-go's default (5 QPS, burst 10) allows about two quits a
+		// second (each reads the pod and its namespace and writes an Event):
+		// a burst of finishing Jobs then queues behind the rate limiter and
+		// comes back as 503s and redeliveries. These limits fit one replica
+		// at its containerConcurrency (config/600-proxyquit-ksvc.yaml).
+		rc.QPS, rc.Burst = clientQPS, clientBurst
+	}
 	cs, err := kubernetes.NewForConfig(rc)
 	if err != nil {
 		return nil, fmt.Errorf("creating the Kubernetes client: %w", err)
