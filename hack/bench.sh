@@ -36,6 +36,13 @@ row() { printf '%s\t%s\t%s\t%s\t%s\n' "$@" >>"${rows}"; }
 metric() { awk -v unit="$2" '{for (i = 2; i <= NF; i++) if ($i == unit) {print $(i-1); exit}}' <<<"$1"; }
 le() { awk -v a="$1" -v b="$2" 'BEGIN {exit !(a + 0 <= b + 0)}'; }
 ok() { if "$@"; then echo yes; else echo NO; fi; }
+# table aligns tab-separated rows (column(1) is not everywhere).
+table() {
+  if command -v column >/dev/null; then column -t -s $'\t'; else
+    awk -F'\t' '{for (i = 1; i <= NF; i++) {c[NR, i] = $i; if (length($i) > w[i]) w[i] = length($i)}; n = NR; m = (NF > m ? NF : m)}
+      END {for (r = 1; r <= n; r++) {for (i = 1; i <= m; i++) printf "%-*s  ", w[i], c[r, i]; print ""}}'
+  fi
+}
 
 echo "webhook: in-process Admit ..." >&2
 admit_n=200000
@@ -64,6 +71,6 @@ fi
   echo "istio-aux benchmarks $(date -u +%FT%TZ)$( [[ -n "${quick}" ]] && echo ' (BENCH_QUICK: small sizes)')"
   echo "machine: $(nproc) CPUs, ${cpu}, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo); load average at start ${load_start}, at end $(cut -d' ' -f1-3 /proc/loadavg); ${SECONDS}s"
   echo
-  { printf 'AREA\tMEASURE\tVALUE\tTARGET\tMET\n'; cat "${rows}"; } | column -t -s $'\t'
+  { printf 'AREA\tMEASURE\tVALUE\tTARGET\tMET\n'; cat "${rows}"; } | table
 } | tee "${out}"
 exit "${rc}"
