@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -26,13 +25,9 @@ var (
 func TestMain(m *testing.M) { os.Exit(run(m)) }
 
 func run(m *testing.M) int {
-	if os.Getenv("E2E_VERBOSE") != "" {
-		logOut = os.Stderr
-	} else if f, err := os.Create(filepath.Join(os.TempDir(), "istio-aux-e2e.log")); err == nil {
-		defer f.Close()
-		logOut = f
-		fmt.Fprintf(os.Stderr, "process logs: %s\n", f.Name())
-	}
+	var closeLog func()
+	logOut, closeLog = cluster.ProcessLog("istio-aux-e2e.log", "E2E_VERBOSE")
+	defer closeLog()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	start := time.Now()
@@ -48,12 +43,7 @@ func run(m *testing.M) int {
 			fmt.Fprintln(os.Stderr, "stopping cluster:", err)
 		}
 	}()
-	cert, key, err := c.CA().Serving()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	stopInjector, err := injector.Serve(ctx, c.Client(), c.CA().CertPEM, cert, key)
+	stopInjector, err := injector.ServeCluster(ctx, c)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

@@ -41,11 +41,7 @@ func demo(ctx context.Context) error {
 			fmt.Fprintln(os.Stderr, err)
 		}
 	}()
-	cert, key, err := c.CA().Serving()
-	if err != nil {
-		return err
-	}
-	stopInjector, err := injector.Serve(ctx, c.Client(), c.CA().CertPEM, cert, key)
+	stopInjector, err := injector.ServeCluster(ctx, c)
 	if err != nil {
 		return err
 	}

@@ -68,11 +68,7 @@ func runScenarios(ctx context.Context, log io.Writer, bridgeDir string, scs []sc
 		return nil, err
 	}
 	defer func() { err = errors.Join(err, c.Stop()) }()
-	cert, key, err := c.CA().Serving()
-	if err != nil {
-		return nil, err
-	}
-	stopInjector, err := injector.Serve(ctx, c.Client(), c.CA().CertPEM, cert, key)
+	stopInjector, err := injector.ServeCluster(ctx, c)
 	if err != nil {
 		return nil, err
 	}
