@@ -123,7 +123,9 @@ func (d *Dispatcher) handle(ctx context.Context, msg jetstream.Msg) {
 	log = log.With(zap.String("id", e.ID()))
 
 	start := time.Now()
+	stop := keepInProgress(msg, d.o.Consumer.AckWait/3)
 	res := d.sink.Send(ctx, *e)
+	stop()
 	d.m.Duration.Observe(time.Since(start).Seconds())
 	action, class := Classify(res)
 	d.m.Delivered.WithLabelValues(class).Inc()
@@ -164,6 +166,33 @@ func (d *Dispatcher) settle(log *zap.Logger, msg jetstream.Msg, a Action, reason
 		// The server redelivers after AckWait; nothing is lost.
 		log.Warn("Settling message", zap.Stringer("action", a), zap.Error(err))
 	}
+}
+
+// keepInProgress tells JetStream, every period until stop is called, that
+// msg is still being worked on. A delivery slower than AckWait (an exec
+// waiting on a busy API server) would otherwise be redelivered to another
+// worker while still in flight, and the proxy quit twice.
+func keepInProgress(msg jetstream.Msg, period time.Duration) (stop func()) {
+	if period <= 0 {
+		return func() {}
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(period)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				_ = msg.InProgress() // a lost one only risks the redelivery it prevents
+			}
+		}
+	}()
+	return func() { close(done); wg.Wait() }
 }
 
 // delay is BaseDelay doubled per previous delivery, capped at MaxDelay.

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -71,6 +72,11 @@ type env struct {
 
 func start(t *testing.T, sink dispatch.Sink) *env {
 	t.Helper()
+	return startWith(t, sink, stream.ConsumerOptions{MaxAckPending: 8, MaxDeliver: 5, AckWait: 5 * time.Second})
+}
+
+func startWith(t *testing.T, sink dispatch.Sink, consumer stream.ConsumerOptions) *env {
+	t.Helper()
 	srv := testenv.StartServer(t)
 	ctx, cancel := context.WithCancel(testenv.Context(t))
 	nc := testenv.Connect(t, srv.URL())
@@ -93,7 +99,7 @@ func start(t *testing.T, sink dispatch.Sink) *env {
 		return info.State.Msgs
 	}
 	d := dispatch.New(js, sink, e.dm, dispatch.Options{
-		Consumer:  stream.ConsumerOptions{MaxAckPending: 8, MaxDeliver: 5, AckWait: 5 * time.Second},
+		Consumer:  consumer,
 		BaseDelay: 10 * time.Millisecond, MaxDelay: 50 * time.Millisecond,
 	})
 	done := make(chan struct{})
@@ -234,5 +240,29 @@ func TestHTTPSinkUnreachable(t *testing.T) {
 	ev, _ := podevent.New("test", pod("x", "1"))
 	if a, class := dispatch.Classify(sink.Send(context.Background(), ev)); a != dispatch.Nak || class != "error" {
 		t.Errorf("connection refused classified %v/%s, want nak/error", a, class)
+	}
+}
+
+// A delivery that outlasts AckWait is not handed to anyone else while it is
+// still in flight (the dispatcher reports progress), so it runs once.
+func TestSlowDeliveryIsNotRedelivered(t *testing.T) {
+	const ackWait = 300 * time.Millisecond
+	var calls atomic.Int32
+	sink := dispatch.SinkFunc(func(ctx context.Context, _ cloudevents.Event) cloudevents.Result {
+		calls.Add(1)
+		select { // several AckWaits
+		case <-time.After(4 * ackWait):
+		case <-ctx.Done():
+		}
+		return nil
+	})
+	e := startWith(t, sink, stream.ConsumerOptions{MaxAckPending: 8, MaxDeliver: 5, AckWait: ackWait})
+	e.publish(t, pod("slow", "1"))
+	testenv.Eventually(t, 10*time.Second, "the slow delivery to be acked", func() bool { return e.stats() == 0 })
+	if n := calls.Load(); n != 1 {
+		t.Errorf("sink called %d times, want 1", n)
+	}
+	if n := testutil.ToFloat64(e.dm.Redeliveries); n != 0 {
+		t.Errorf("%v redeliveries, want 0", n)
 	}
 }
