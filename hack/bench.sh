@@ -25,11 +25,7 @@ started=${SECONDS}
 echo "building (control plane, kwok, istio-aux binaries, stub) ..." >&2
 hack/build-k8s.sh >/dev/null
 hack/build-kwok.sh >/dev/null
-mkdir -p "${cache}/bin" "${cache}/stub/bin"
-go build -o "${cache}/stub/bin/pilot-agent" ./test/cmd/pilot-agent
-go build -o "${cache}/bin/webhook" ./webhook/cmd/webhook
-go build -o "${cache}/bin/bridge" ./bridge/cmd/bridge
-go build -o "${cache}/bin/fullinformer" ./test/bench/cmd/fullinformer
+hack/build-ours.sh ./test/bench/cmd/fullinformer
 
 row() { printf '%s\t%s\t%s\t%s\t%s\n' "$@" >>"${rows}"; }
 # metric NAME reads the value before a unit in `go test -bench` output.

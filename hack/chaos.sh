@@ -10,17 +10,12 @@ set -o errexit -o nounset -o pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "${root}"
-cache="${ISTIO_AUX_CACHE:-${root}/_output}"
 
 hack/build-k8s.sh >/dev/null
 hack/build-kwok.sh >/dev/null
-mkdir -p "${cache}/bin" "${cache}/stub/bin"
-go build -o "${cache}/stub/bin/pilot-agent" ./test/cmd/pilot-agent
-go build -o "${cache}/bin/webhook" ./webhook/cmd/webhook
-go build -o "${cache}/bin/bridge" ./bridge/cmd/bridge
-go build -o "${cache}/bin/proxyquit" ./functions/proxyquit/cmd/proxyquit
-# nats-server as its own process, so that it can be stopped and restarted.
-go build -o "${cache}/bin/nats-server" github.com/nats-io/nats-server/v2
+# The function and nats-server as processes of their own, so that each can be
+# killed and restarted.
+hack/build-ours.sh ./functions/proxyquit/cmd/proxyquit github.com/nats-io/nats-server/v2
 start=${SECONDS}
 go test -tags chaos -count=1 -timeout 20m -v ./test/chaos/... "$@"
 echo "chaos tests: $((SECONDS - start))s"

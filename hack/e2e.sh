@@ -7,7 +7,6 @@ set -o errexit -o nounset -o pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "${root}"
-cache="${ISTIO_AUX_CACHE:-${root}/_output}"
 stages=()
 timed() {
   local name="$1"; shift
@@ -24,13 +23,7 @@ trap report EXIT
 
 timed "kubernetes binaries" hack/build-k8s.sh >/dev/null
 timed "kwok" hack/build-kwok.sh >/dev/null
-build_ours() {
-  mkdir -p "${cache}/bin" "${cache}/stub/bin"
-  go build -o "${cache}/stub/bin/pilot-agent" ./test/cmd/pilot-agent
-  go build -o "${cache}/bin/webhook" ./webhook/cmd/webhook
-  go build -o "${cache}/bin/bridge" ./bridge/cmd/bridge
-}
-timed "istio-aux binaries + stub" build_ours
+timed "istio-aux binaries + stub" hack/build-ours.sh
 timed "harness test" go test -tags e2e -count=1 -timeout 5m ./test/cluster/...
 timed "e2e tests" go test -tags e2e -count=1 -timeout 20m -v ./test/e2e/... "$@"
 # config/ against the real API with the real Knative CRDs, and each component

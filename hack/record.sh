@@ -13,9 +13,5 @@ cd "${root}"
 cache="${ISTIO_AUX_CACHE:-${root}/_output}"
 hack/build-k8s.sh >/dev/null
 hack/build-kwok.sh >/dev/null
-mkdir -p "${cache}/bin" "${cache}/stub/bin"
-go build -o "${cache}/stub/bin/pilot-agent" ./test/cmd/pilot-agent
-go build -o "${cache}/bin/webhook" ./webhook/cmd/webhook
-go build -o "${cache}/bin/bridge" ./bridge/cmd/bridge
-go build -o "${cache}/bin/record" ./test/cmd/record
+hack/build-ours.sh ./test/cmd/record
 "${cache}/bin/record" -out "${root}/test/testdata" -timeout "${RECORD_TIMEOUT:-3m}" "$@"
