@@ -143,7 +143,10 @@ func TestKwokOnFailureRestart(t *testing.T) {
 	newPod := func(name string) *corev1.Pod {
 		return &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", Annotations: map[string]string{
-				cluster.AnnotationRunFor: "1s", cluster.AnnotationExitCodes: "1,0",
+				// 3s, not 1s: hasty's early quit (an exec, a patch, a Stage)
+				// must land while its second attempt still runs, even on a
+				// loaded machine, for that attempt to fail for want of a proxy.
+				cluster.AnnotationRunFor: "3s", cluster.AnnotationExitCodes: "1,0",
 			}},
 			Spec: corev1.PodSpec{
 				RestartPolicy: corev1.RestartPolicyOnFailure,
