@@ -15,14 +15,13 @@ import (
 	"github.com/istio-aux/istio-aux/test/cluster"
 )
 
-// TestKwokPodLifecycle checks the harness itself: a classic-sidecar pod's
-// app terminates while istio-proxy runs on, `kubectl exec ... pilot-agent
-// request POST quitquitquit` through the real apiserver (WebSocket, then
-// SPDY) reaches the stub for the right pod, and the pod then ends Succeeded.
-func TestKwokPodLifecycle(t *testing.T) {
+// startKwok starts a control plane with kwok for one test, stopped (and its
+// Stop checked) when the test ends. ctx bounds the test's own calls.
+func startKwok(t *testing.T, log io.Writer) (context.Context, *cluster.Cluster) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	c, err := cluster.Start(ctx, cluster.Options{Kwok: true, Log: os.Stderr})
+	t.Cleanup(cancel)
+	c, err := cluster.Start(ctx, cluster.Options{Kwok: true, Log: log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,6 +30,15 @@ func TestKwokPodLifecycle(t *testing.T) {
 			t.Error(err)
 		}
 	})
+	return ctx, c
+}
+
+// TestKwokPodLifecycle checks the harness itself: a classic-sidecar pod's
+// app terminates while istio-proxy runs on, `kubectl exec ... pilot-agent
+// request POST quitquitquit` through the real apiserver (WebSocket, then
+// SPDY) reaches the stub for the right pod, and the pod then ends Succeeded.
+func TestKwokPodLifecycle(t *testing.T) {
+	ctx, c := startKwok(t, os.Stderr)
 	for i, transport := range []string{"true", "false"} {
 		name := []string{"websocket", "spdy"}[i]
 		pod := &corev1.Pod{
@@ -100,13 +108,7 @@ func waitPod(t *testing.T, c *cluster.Cluster, name string, cond func(*corev1.Po
 // Always) is stopped by the fake kubelet after the app, and the pod
 // succeeds with no quit at all.
 func TestKwokNativeSidecar(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	c, err := cluster.Start(ctx, cluster.Options{Kwok: true, Log: io.Discard})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Stop() })
+	ctx, c := startKwok(t, io.Discard)
 	always := corev1.ContainerRestartPolicyAlways
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "native", Namespace: "default", Annotations: map[string]string{cluster.AnnotationRunFor: "1s"}},
@@ -133,13 +135,7 @@ func TestKwokNativeSidecar(t *testing.T) {
 // then exits 0 while istio-proxy runs on; a pod quit too early instead
 // restarts an app without network, which fails (exit 1) for ever.
 func TestKwokOnFailureRestart(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	c, err := cluster.Start(ctx, cluster.Options{Kwok: true, Log: io.Discard})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Stop() })
+	ctx, c := startKwok(t, io.Discard)
 	newPod := func(name string) *corev1.Pod {
 		return &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", Annotations: map[string]string{
