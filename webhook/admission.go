@@ -32,7 +32,7 @@ func (r *reconciler) Admit(ctx context.Context, req *admissionv1.AdmissionReques
 	case Mutated:
 		pt := admissionv1.PatchTypeJSONPatch
 		resp.Patch, resp.PatchType = patch, &pt
-		logger.Infow("Mutated pod", zap.String("annotation", m.Key))
+		logger.Debugw("Mutated pod", zap.String("annotation", m.Key))
 	case Warned:
 		resp.Warnings = []string{m.Warning}
 		logger.Warnw("Let the request through unchanged", zap.String("warning", m.Warning))

@@ -100,8 +100,10 @@ func TestAdmit(t *testing.T) {
 			req:     pods(func(r *admissionv1.AdmissionRequest) { r.Object.Raw = []byte(`{"metadata":`) }),
 			outcome: Warned, warning: "not a JSON object",
 		},
-		"wrongly typed pod": {
-			req:     pods(func(r *admissionv1.AdmissionRequest) { r.Object.Raw = []byte(`{"spec":{"containers":"app"}}`) }),
+		// The webhook decodes only the fields it reads; the API server has
+		// validated the others before it calls.
+		"wrongly typed field the webhook reads": {
+			req:     pods(func(r *admissionv1.AdmissionRequest) { r.Object.Raw = []byte(`{"spec":{"initContainers":"app"}}`) }),
 			outcome: Warned, warning: "not a Pod",
 		},
 		"empty object": {

@@ -1,7 +1,6 @@
 package webhook
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,42 +11,66 @@ import (
 	kjson "sigs.k8s.io/json"
 )
 
-// decodePod decodes an admission object the way the API server reads JSON:
-// case-sensitive field names. (encoding/json would also accept "Metadata",
-// and a patch built from that pod would not apply to the raw object.)
-// It also reports which parents of the annotations map exist in the raw
-// JSON, because a JSON patch can only add a key to an object that is there.
+// decodePod decodes what the mutation reads of an admission object, the
+// way the API server reads JSON: case-sensitive field names. (encoding/json
+// would also accept "Metadata", and a patch built from that pod would not
+// apply to the raw object.) It decodes into a view of those fields only:
+// the API server has validated the rest, and decoding a whole Pod (its
+// containers, env, volumes) was most of the webhook's CPU per request. It
+// also reports which parents of the annotations map exist in the raw JSON,
+// because a JSON patch can only add a key to an object that is there.
 func decodePod(raw []byte) (*corev1.Pod, shape, error) {
-	var top map[string]json.RawMessage
-	if err := kjson.UnmarshalCaseSensitivePreserveInts(raw, &top); err != nil {
+	var v *podView
+	if err := kjson.UnmarshalCaseSensitivePreserveInts(raw, &v); err != nil {
+		var typeErr *json.UnmarshalTypeError
+		if errors.As(err, &typeErr) && typeErr.Field != "" {
+			return nil, shape{}, fmt.Errorf("object is not a Pod: %w", err)
+		}
 		return nil, shape{}, fmt.Errorf("object is not a JSON object: %w", err)
 	}
-	if top == nil {
+	if v == nil {
 		return nil, shape{}, errors.New("object is null")
 	}
-	pod := &corev1.Pod{}
-	if err := kjson.UnmarshalCaseSensitivePreserveInts(raw, pod); err != nil {
-		return nil, shape{}, fmt.Errorf("object is not a Pod: %w", err)
-	}
+	pod := &corev1.Pod{Spec: corev1.PodSpec{HostNetwork: v.Spec.HostNetwork}}
 	var s shape
-	if m, ok := top["metadata"]; ok && !isNull(m) {
+	if m := v.Metadata; m != nil {
 		s.metadata = true
-		var meta map[string]json.RawMessage
-		if err := kjson.UnmarshalCaseSensitivePreserveInts(m, &meta); err != nil {
-			return nil, shape{}, fmt.Errorf("metadata is not a JSON object: %w", err)
-		}
-		if a, ok := meta["annotations"]; ok && !isNull(a) {
+		pod.Name, pod.GenerateName, pod.Namespace, pod.Labels = m.Name, m.GenerateName, m.Namespace, m.Labels
+		if m.Annotations != nil {
 			s.annotations = true
+			pod.Annotations = *m.Annotations
+		}
+	}
+	if n := len(v.Spec.InitContainers); n > 0 {
+		pod.Spec.InitContainers = make([]corev1.Container, n)
+		for i, c := range v.Spec.InitContainers {
+			pod.Spec.InitContainers[i] = corev1.Container{Name: c.Name, RestartPolicy: c.RestartPolicy}
 		}
 	}
 	return pod, s, nil
 }
 
+// podView is every field of a Pod that Mutate reads (see decodePod).
+type podView struct {
+	Metadata *struct {
+		Name         string             `json:"name"`
+		GenerateName string             `json:"generateName"`
+		Namespace    string             `json:"namespace"`
+		Labels       map[string]string  `json:"labels"`
+		Annotations  *map[string]string `json:"annotations"`
+	} `json:"metadata"`
+	Spec struct {
+		HostNetwork    bool `json:"hostNetwork"`
+		InitContainers []struct {
+			Name          string                         `json:"name"`
+			RestartPolicy *corev1.ContainerRestartPolicy `json:"restartPolicy"`
+		} `json:"initContainers"`
+	} `json:"spec"`
+}
+
 // shape says which of /metadata and /metadata/annotations exist (non-null)
 // in the raw object.
 type shape struct{ metadata, annotations bool }
-
-func isNull(m json.RawMessage) bool { return bytes.Equal(bytes.TrimSpace(m), []byte("null")) }
 
 // annotationPatch is the minimal JSON patch (RFC 6902) that sets one
 // annotation and touches nothing else. "add" on an existing member replaces
