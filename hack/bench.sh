@@ -4,7 +4,8 @@
 #   bridge    updates/s through the pipeline into JetStream; RSS vs a full-pod informer
 #   reaction  app exit -> quit exec, vs a floor and the reference's serial approach
 #   scale     N one-pod Jobs at once on the local control plane
-# BENCH_QUICK=1 runs a small version (a few minutes). The table is also
+# BENCH_QUICK=1 runs a small version (a few minutes); BENCH_ONLY=admit,
+# pipeline,admission,memory,reaction,scale runs only those parts. The table is also
 # written to ${BENCH_OUT:-_output/bench.txt}. Method: docs/bench.md.
 set -o errexit -o nounset -o pipefail
 
@@ -27,6 +28,8 @@ hack/build-k8s.sh >/dev/null
 hack/build-kwok.sh >/dev/null
 hack/build-ours.sh ./test/bench/cmd/fullinformer
 
+# want PART: BENCH_ONLY (comma-separated) selects PART, or is empty.
+want() { [[ -z "${BENCH_ONLY:-}" || ",${BENCH_ONLY// /}," == *",$1,"* ]]; }
 row() { printf '%s\t%s\t%s\t%s\t%s\n' "$@" >>"${rows}"; }
 # metric NAME reads the value before a unit in `go test -bench` output.
 metric() { awk -v unit="$2" '{for (i = 2; i <= NF; i++) if ($i == unit) {print $(i-1); exit}}' <<<"$1"; }
@@ -40,27 +43,33 @@ table() {
   fi
 }
 
-echo "webhook: in-process Admit ..." >&2
-admit_n=200000
-[[ -n "${quick}" ]] && admit_n=20000
-admit="$(go test -run XXX -bench 'BenchmarkAdmitLatency$' -benchtime "${admit_n}x" -count 1 ./webhook/ | grep '^BenchmarkAdmitLatency')"
-p50="$(metric "${admit}" p50-µs)"; p99="$(metric "${admit}" p99-µs)"
-row webhook "in-process Admit p50 / p99 (n=${admit_n})" "${p50} / ${p99} µs" "p99 ≤ 200 µs" "$(ok le "${p99}" 200)"
+if want admit; then
+  echo "webhook: in-process Admit ..." >&2
+  admit_n=200000
+  [[ -n "${quick}" ]] && admit_n=20000
+  admit="$(go test -run XXX -bench 'BenchmarkAdmitLatency$' -benchtime "${admit_n}x" -count 1 ./webhook/ | grep '^BenchmarkAdmitLatency')"
+  p50="$(metric "${admit}" p50-µs)"; p99="$(metric "${admit}" p99-µs)"
+  row webhook "in-process Admit p50 / p99 (n=${admit_n})" "${p50} / ${p99} µs" "p99 ≤ 200 µs" "$(ok le "${p99}" 200)"
+fi
 
-echo "bridge: pipeline into JetStream ..." >&2
-benchtime=5s
-[[ -n "${quick}" ]] && benchtime=1s
-pipe="$(go test -run XXX -bench 'BenchmarkPipeline$' -benchtime "${benchtime}" -count 1 ./bridge/watch/ | grep '^BenchmarkPipeline')"
-ups="$(metric "${pipe}" updates/s)"; cpu_us="$(metric "${pipe}" cpu-µs/update)"
-row bridge "pipeline updates/s, acked by JetStream" "$(printf '%.0f /s (%s CPU-µs/update)' "${ups}" "${cpu_us}")" "≥ 20,000 /s" "$(ok le 20000 "${ups}")"
+if want pipeline; then
+  echo "bridge: pipeline into JetStream ..." >&2
+  benchtime=5s
+  [[ -n "${quick}" ]] && benchtime=1s
+  pipe="$(go test -run XXX -bench 'BenchmarkPipeline$' -benchtime "${benchtime}" -count 1 ./bridge/watch/ | grep '^BenchmarkPipeline')"
+  ups="$(metric "${pipe}" updates/s)"; cpu_us="$(metric "${pipe}" cpu-µs/update)"
+  row bridge "pipeline updates/s, acked by JetStream" "$(printf '%.0f /s (%s CPU-µs/update)' "${ups}" "${cpu_us}")" "≥ 20,000 /s" "$(ok le 20000 "${ups}")"
+fi
 
+rc=0
+if want admission || want memory || want reaction || want scale; then
 echo "control plane: admission, memory, reaction, scale (logs: ${TMPDIR:-/tmp}/istio-aux-bench.log) ..." >&2
 timeout=30m
-rc=0
 BENCH_RESULTS="${rows}" go test -tags e2e -count=1 -timeout "${timeout}" -run 'TestBench$' -v ./test/bench/ >"${logs}" 2>&1 || rc=$?
 if ((rc)); then
   echo "--- control-plane benchmarks FAILED (rc ${rc}); their log: ---" >&2
   grep -E -- '--- FAIL|_test.go:[0-9]+:' "${logs}" | grep -v '^\s*results_test' | tail -40 >&2 || true
+fi
 fi
 
 {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -105,6 +106,22 @@ func buildTool(t *testing.T, pkg, name string) string {
 	return out
 }
 
+// only reports whether BENCH_ONLY (a comma-separated list of admission,
+// memory, reaction, scale; empty: all) selects a part, for iterating on
+// one measurement.
+func only(part string) bool {
+	sel := os.Getenv("BENCH_ONLY")
+	if sel == "" {
+		return true
+	}
+	for _, p := range strings.Split(sel, ",") {
+		if strings.TrimSpace(p) == part {
+			return true
+		}
+	}
+	return false
+}
+
 // TestBench runs every measurement in one go, in two control planes: one
 // without kwok for admission and memory (its pods are parked on a node that
 // does not exist), one with the Job controller and kwok for reaction and
@@ -113,20 +130,35 @@ func TestBench(t *testing.T) {
 	p := benchParams()
 	res := newResults(t)
 	log := logWriter(t)
-	t.Run("admission+memory", func(t *testing.T) {
-		c, start := startStack(t, cluster.Options{Log: log})
-		cs := fastClient(t, c)
-		a := admission(t, cs, start, p, res)
-		memory(t, c, a, cs, p, res, log)
-	})
+	if only("admission") || only("memory") {
+		t.Run("admission+memory", func(t *testing.T) {
+			c, start := startStack(t, cluster.Options{Log: log})
+			cs := fastClient(t, c)
+			var a *istioaux.IstioAux
+			if only("admission") {
+				a = admission(t, cs, start, p, res)
+			} else {
+				a = start()
+			}
+			if only("memory") {
+				memory(t, c, a, cs, p, res, log)
+			}
+		})
+	}
 	if t.Failed() && os.Getenv("BENCH_KEEP_GOING") == "" {
 		return
 	}
-	t.Run("reaction+scale", func(t *testing.T) {
-		c, start := startStack(t, cluster.Options{ControllerManager: true, Kwok: true, Log: log})
-		a := start()
-		cs := fastClient(t, c)
-		reaction(t, c, cs, p, res)
-		scale(t, c, a, cs, p, res)
-	})
+	if only("reaction") || only("scale") {
+		t.Run("reaction+scale", func(t *testing.T) {
+			c, start := startStack(t, cluster.Options{ControllerManager: true, Kwok: true, Log: log})
+			a := start()
+			cs := fastClient(t, c)
+			if only("reaction") {
+				reaction(t, c, cs, p, res)
+			}
+			if only("scale") {
+				scale(t, c, a, cs, p, res)
+			}
+		})
+	}
 }
