@@ -16,6 +16,14 @@ func TestCompactPodUnpacksToSlim(t *testing.T) {
 	at := metav1.Unix(1_700_000_000, 0)
 	cases := map[string]*corev1.Pod{
 		"empty": {},
+		"empty maps, zero times": {
+			ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", Labels: map[string]string{}},
+			Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{
+				{Name: "a", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}},
+				{Name: "b", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1}}},
+				{Name: "c", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{FinishedAt: metav1.Unix(0, 0)}}},
+			}},
+		},
 		"job pod": {
 			ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "u", ResourceVersion: "7", DeletionTimestamp: &at,
 				Labels: map[string]string{"a": "b"}, Annotations: map[string]string{"istio-aux.dev/sidecars": "x", "noise": "y"},
@@ -58,11 +66,21 @@ func TestCompactPodUnpacksToSlim(t *testing.T) {
 		if d := cmp.Diff(podevent.Slim(full), c.Pod()); d != "" {
 			t.Errorf("%s: changing Pod()'s result reached the cache:\n%s", name, d)
 		}
-		if d := cmp.Diff(c, c.DeepCopyObject()); d != "" {
+		cp := c.DeepCopyObject().(*CachedPod)
+		if d := cmp.Diff(c.Pod(), cp.Pod()); d != "" {
 			t.Errorf("%s: DeepCopyObject differs:\n%s", name, d)
+		}
+		if len(cp.statuses) > 0 {
+			cp.statuses[0].exitCode = 99
+			if c.statuses[0].exitCode == 99 {
+				t.Errorf("%s: DeepCopyObject shares statuses", name)
+			}
 		}
 		if key, err := cache.MetaNamespaceKeyFunc(c); err != nil || key != cache.NewObjectName(full.Namespace, full.Name).String() {
 			t.Errorf("%s: key %q, %v", name, key, err)
+		}
+		if ns, err := cache.MetaNamespaceIndexFunc(c); err != nil || len(ns) != 1 || ns[0] != full.Namespace {
+			t.Errorf("%s: namespace index %q, %v", name, ns, err)
 		}
 	}
 }
@@ -75,7 +93,7 @@ func TestCompactPodTombstone(t *testing.T) {
 	}
 	tomb := obj.(cache.DeletedFinalStateUnknown)
 	c, ok := tomb.Obj.(*CachedPod)
-	if !ok || c.Name != "p" || c.Annotations != nil {
+	if !ok || c.Name() != "p" || c.Namespace() != "ns" || c.Pod().Annotations != nil {
 		t.Errorf("tombstone not packed: %#v", tomb.Obj)
 	}
 	if key, _ := cache.DeletionHandlingMetaNamespaceKeyFunc(tomb); key != "ns/p" {

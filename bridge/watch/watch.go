@@ -237,7 +237,7 @@ func (w *Watcher) onPodAdd(obj any) {
 func (w *Watcher) onPodUpdate(oldObj, newObj any) {
 	oldPod, ok1 := oldObj.(*CachedPod)
 	newPod, ok2 := newObj.(*CachedPod)
-	if ok1 && ok2 && oldPod.ResourceVersion == newPod.ResourceVersion {
+	if ok1 && ok2 && oldPod.ResourceVersion() == newPod.ResourceVersion() {
 		// A periodic resync. Pods still deciding Quit are published again
 		// (after the dedup window this reaches the function anew); others
 		// are left alone.
