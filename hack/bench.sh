@@ -26,7 +26,7 @@ started=${SECONDS}
 echo "building (control plane, kwok, istio-aux binaries, stub) ..." >&2
 hack/build-k8s.sh >/dev/null
 hack/build-kwok.sh >/dev/null
-hack/build-ours.sh ./test/bench/cmd/fullinformer
+hack/build-ours.sh ./test/bench/cmd/fullinformer ./functions/proxyquit/cmd/proxyquit github.com/nats-io/nats-server/v2
 
 # want PART: BENCH_ONLY (comma-separated) selects PART, or is empty.
 want() { [[ -z "${BENCH_ONLY:-}" || ",${BENCH_ONLY// /}," == *",$1,"* ]]; }
@@ -56,9 +56,10 @@ if want pipeline; then
   echo "bridge: pipeline into JetStream ..." >&2
   benchtime=5s
   [[ -n "${quick}" ]] && benchtime=1s
-  pipe="$(go test -run XXX -bench 'BenchmarkPipeline$' -benchtime "${benchtime}" -count 1 ./bridge/watch/ | grep '^BenchmarkPipeline')"
+  # At the GOGC the bridge binary runs with (bridge/cmd/bridge).
+  pipe="$(GOGC=50 go test -run XXX -bench 'BenchmarkPipeline$' -benchtime "${benchtime}" -count 1 ./bridge/watch/ | grep '^BenchmarkPipeline')"
   ups="$(metric "${pipe}" updates/s)"; cpu_us="$(metric "${pipe}" cpu-µs/update)"
-  row bridge "pipeline updates/s, acked by JetStream" "$(printf '%.0f /s (%s CPU-µs/update)' "${ups}" "${cpu_us}")" "≥ 20,000 /s" "$(ok le 20000 "${ups}")"
+  row bridge "pipeline updates/s, acked by JetStream (GOGC=50, as the bridge runs)" "$(printf '%.0f /s (%s CPU-µs/update)' "${ups}" "${cpu_us}")" "≥ 20,000 /s" "$(ok le 20000 "${ups}")"
 fi
 
 rc=0
