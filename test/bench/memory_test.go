@@ -19,9 +19,12 @@ import (
 )
 
 // memory grows an opted-in namespace of Running pods through p.memLevels
-// and, at each level, starts the real bridge and the full-pod informer
-// afresh, waits until both have listed every pod, and reads their settled
-// VmRSS side by side.
+// and, at each level, starts afresh the real bridge in both shapes and the
+// full-pod informer, waits until each has listed every pod, and reads their
+// settled VmRSS side by side. The deployed shape (config/500-bridge.yaml:
+// NATS and the function are processes of their own) carries the targets;
+// the all-in-one shape (embedded nats-server, function in-process) is what
+// `make run` starts.
 func memory(t *testing.T, c *cluster.Cluster, a *istioaux.IstioAux, cs kubernetes.Interface, p params, res *results, log io.Writer) {
 	ctx := context.Background()
 	const ns = "bench-memory"
@@ -30,30 +33,43 @@ func memory(t *testing.T, c *cluster.Cluster, a *istioaux.IstioAux, cs kubernete
 	}
 	full := buildTool(t, "./test/bench/cmd/fullinformer", "fullinformer")
 	created := 0
-	var bridge, informer []int64
+	var deployed, allInOne, informer []int64
+	bridgeRSS := func(shape istioaux.Shape, level int) int64 {
+		if err := a.StopBridge(); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.StartBridgeAs(shape); err != nil {
+			t.Fatal(err)
+		}
+		_, bpid := a.Pids()
+		rss, err := settledRSS(ctx, bpid)
+		if err != nil {
+			t.Fatalf("bridge RSS at %d pods: %v", level, err)
+		}
+		return rss
+	}
 	for _, level := range p.memLevels {
 		if err := createPods(ctx, cs, ns, "mem", created, level, true, nil); err != nil {
 			t.Fatal(err)
 		}
 		created = level
-		if err := a.StopBridge(); err != nil {
-			t.Fatal(err)
-		}
-		if err := a.StartBridge(); err != nil {
-			t.Fatal(err)
-		}
-		_, bpid := a.Pids()
-		b, err := settledRSS(ctx, bpid)
-		if err != nil {
-			t.Fatalf("bridge RSS at %d pods: %v", level, err)
-		}
+		d, o := bridgeRSS(istioaux.Deployed, level), bridgeRSS(istioaux.AllInOne, level)
 		f, err := fullInformerRSS(ctx, c, full, level, log)
 		if err != nil {
 			t.Fatalf("full informer RSS at %d pods: %v", level, err)
 		}
-		bridge, informer = append(bridge, b), append(informer, f)
-		res.add("memory", fmt.Sprintf("RSS, %d Running pods: bridge / full informer", level),
-			mib(b)+" / "+mib(f), "", "")
+		deployed, allInOne, informer = append(deployed, d), append(allInOne, o), append(informer, f)
+		res.add("memory", fmt.Sprintf("RSS, %d Running pods: bridge / bridge all-in-one / full informer", level),
+			mib(d)+" / "+mib(o)+" / "+mib(f), "", "")
+	}
+	natsPid, fnPid := a.PeerPids()
+	for _, peer := range []struct {
+		name string
+		pid  int
+	}{{"nats-server", natsPid}, {"proxy-quit function", fnPid}} {
+		if rss, err := settledRSS(ctx, peer.pid); err == nil {
+			res.add("memory", fmt.Sprintf("RSS of the deployed shape's %s at %d pods (holds no pods)", peer.name, created), mib(rss), "", "")
+		}
 	}
 	last := len(p.memLevels) - 1
 	n := p.memLevels[last]
@@ -66,12 +82,12 @@ func memory(t *testing.T, c *cluster.Cluster, a *istioaux.IstioAux, cs kubernete
 		return float64(rss[last]-rss[from]) / float64(n-p.memLevels[from])
 	}
 	from := max(0, last-1)
-	perPod, perPodFull := slope(bridge, from), slope(informer, from)
-	res.add("memory", fmt.Sprintf("KiB per additional pod, %d→%d: bridge / full", p.memLevels[from], n),
-		fmt.Sprintf("%.2f / %.2f KiB (%.1fx less)", perPod, perPodFull, perPodFull/perPod), "≤ 2 KiB", verdict(perPod <= 2))
-	res.add("memory", fmt.Sprintf("KiB per pod, 0→%d: bridge / full", n),
-		fmt.Sprintf("%.2f / %.2f KiB", slope(bridge, 0), slope(informer, 0)), "", "")
-	res.add("memory", fmt.Sprintf("bridge RSS at %d pods", n), mib(bridge[last]), "≤ 50 MB", verdict(bridge[last]*1024 <= 50e6))
+	perPod, perPodOne, perPodFull := slope(deployed, from), slope(allInOne, from), slope(informer, from)
+	res.add("memory", fmt.Sprintf("KiB per additional pod, %d→%d: bridge / all-in-one / full", p.memLevels[from], n),
+		fmt.Sprintf("%.2f / %.2f / %.2f KiB (%.1fx less than full)", perPod, perPodOne, perPodFull, perPodFull/perPod), "≤ 2 KiB", verdict(perPod <= 2))
+	res.add("memory", fmt.Sprintf("KiB per pod, 0→%d: bridge / all-in-one / full", n),
+		fmt.Sprintf("%.2f / %.2f / %.2f KiB", slope(deployed, 0), slope(allInOne, 0), slope(informer, 0)), "", "")
+	res.add("memory", fmt.Sprintf("bridge RSS at %d pods", n), mib(deployed[last]), "≤ 50 MB", verdict(deployed[last]*1024 <= 50e6))
 }
 
 // fullInformerRSS runs cmd/fullinformer until it has cached at least want

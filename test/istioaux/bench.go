@@ -11,3 +11,15 @@ func (a *IstioAux) Pids() (webhook, bridge int) {
 	}
 	return webhook, bridge
 }
+
+// PeerPids are the process ids of the deployed shape's nats-server and
+// proxy-quit function (0 when not running).
+func (a *IstioAux) PeerPids() (nats, function int) {
+	if a.nats != nil {
+		nats = a.nats.Pid()
+	}
+	if a.function != nil {
+		function = a.function.Pid()
+	}
+	return nats, function
+}

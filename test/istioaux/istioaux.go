@@ -39,6 +39,9 @@ type IstioAux struct {
 	webhook *cluster.Process
 	bridge  *cluster.Process
 	dataDir string
+	// The deployed shape's own processes (StartBridgeAs(Deployed)).
+	nats, function       *cluster.Process
+	natsURL, functionURL string
 }
 
 // BinDir is where hack/e2e.sh and hack/run.sh put istio-aux's binaries;
@@ -58,11 +61,14 @@ func build(pkg, name string) (string, error) {
 	return out, nil
 }
 
-// Stop stops the bridge, then the webhook.
+// Stop stops the bridge (and the function and nats-server of the deployed
+// shape), then the webhook.
 func (a *IstioAux) Stop() error {
 	var errs []error
-	if a.bridge != nil {
-		errs = append(errs, a.bridge.Stop())
+	for _, p := range []*cluster.Process{a.bridge, a.function, a.nats} {
+		if p != nil {
+			errs = append(errs, p.Stop())
+		}
 	}
 	if a.webhook != nil {
 		errs = append(errs, a.webhook.Stop())
@@ -162,8 +168,14 @@ func Start(ctx context.Context, c *cluster.Cluster, log io.Writer) (*IstioAux, e
 	return a, a.StartBridge()
 }
 
-// StartBridge (re)starts the bridge and waits until it is ready.
-func (a *IstioAux) StartBridge() error {
+// StartBridge (re)starts the bridge in the AllInOne shape and waits until
+// it is ready.
+func (a *IstioAux) StartBridge() error { return a.StartBridgeAs(AllInOne) }
+
+// StartBridgeAs (re)starts the bridge in the given shape and waits until it
+// is ready. The deployed shape's nats-server and function are started on
+// first use and kept across bridge restarts.
+func (a *IstioAux) StartBridgeAs(shape Shape) error {
 	env := a.env
 	bbin, err := build("./bridge/cmd/bridge", "bridge")
 	if err != nil {
@@ -173,13 +185,20 @@ func (a *IstioAux) StartBridge() error {
 	if err != nil {
 		return err
 	}
-	a.bridge, err = cluster.StartProcess("bridge", a.log, []string{
+	vars := []string{
 		"KUBECONFIG=" + env.Kubeconfig(),
 		"ISTIO_AUX_DATA_DIR=" + a.dataDir,
 		"METRICS_ADDR=127.0.0.1:" + strconv.Itoa(metrics),
 		"POD_NAMESPACE=" + systemNamespace,
 		"SYSTEM_NAMESPACE=" + systemNamespace,
-	}, bbin)
+	}
+	if shape == Deployed {
+		if err := a.startDeployedPeers(); err != nil {
+			return err
+		}
+		vars = append(vars, "ISTIO_AUX_ROLE=all", "NATS_URL="+a.natsURL, "K_SINK="+a.functionURL)
+	}
+	a.bridge, err = cluster.StartProcess("bridge", a.log, vars, bbin)
 	if err != nil {
 		return err
 	}
