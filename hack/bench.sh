@@ -15,8 +15,9 @@ cache="${ISTIO_AUX_CACHE:-${root}/_output}"
 out="${BENCH_OUT:-${cache}/bench.txt}"
 quick="${BENCH_QUICK:-}"
 rows="$(mktemp)"
-logs="$(mktemp)"
-trap 'rm -f "${rows}" "${logs}"' EXIT
+logs="${cache}/bench-test.log" # go test's own output, kept for reading a red row
+mkdir -p "${cache}"
+trap 'rm -f "${rows}"' EXIT
 
 # Machine and load at start: figures mean little without them.
 cpu="$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)"

@@ -5,6 +5,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -49,6 +50,10 @@ func reaction(t *testing.T, c *cluster.Cluster, cs kubernetes.Interface, p param
 	type run struct{ ns, what string }
 	var runs []run
 	for si, sh := range shapes {
+		// BENCH_SHAPES=trickle or burst runs one shape (iterating on it).
+		if sel := os.Getenv("BENCH_SHAPES"); sel != "" && !strings.Contains(sel, []string{"trickle", "burst"}[si]) {
+			continue
+		}
 		p99 := map[string]time.Duration{}
 		for _, impl := range impls {
 			ns := fmt.Sprintf("bench-%s-%d", impl.name, si)

@@ -11,9 +11,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/istio-aux/istio-aux/functions/decision"
@@ -26,11 +28,12 @@ import (
 
 // floor is the least any watcher can do: a bare pod watch that, the first
 // time it sees "app terminated, proxy running", starts the exec at once in
-// its own goroutine. No cache, no queue, no decision, no re-read.
+// its own goroutine (retrying a failed or timed-out one). No cache, no
+// queue, no decision, no re-read.
 func floor(ctx context.Context, cs kubernetes.Interface, ex proxyquit.Execer, ns string) (stop func(), errs *atomic.Int64, err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	errs = &atomic.Int64{}
-	w, err := cs.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{})
+	w, err := podWatch(ctx, cs, ns)
 	if err != nil {
 		cancel()
 		return nil, nil, err
@@ -52,8 +55,18 @@ func floor(ctx context.Context, cs kubernetes.Interface, ex proxyquit.Execer, ns
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				if _, err := ex.Exec(ctx, pod.Namespace, pod.Name, decision.ProxyContainer, quitArgv); err != nil && ctx.Err() == nil {
-					errs.Add(1)
+				// Like every implementation, it gives an exec a deadline
+				// and tries again until one succeeds.
+				for ctx.Err() == nil {
+					ectx, ecancel := context.WithTimeout(ctx, 10*time.Second)
+					_, err := ex.Exec(ectx, pod.Namespace, pod.Name, decision.ProxyContainer, quitArgv)
+					ecancel()
+					if err == nil {
+						return
+					}
+					if ctx.Err() == nil {
+						errs.Add(1)
+					}
 				}
 			}()
 		}
@@ -117,7 +130,7 @@ func seen(ctx context.Context, cs kubernetes.Interface, ns string) (stop func(),
 	ctx, cancel := context.WithCancel(ctx)
 	var mu sync.Mutex
 	times := map[types.UID]time.Time{}
-	w, err := cs.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{})
+	w, err := podWatch(ctx, cs, ns)
 	if err != nil {
 		cancel()
 		return nil, nil, err
@@ -146,4 +159,19 @@ func seen(ctx context.Context, cs kubernetes.Interface, ns string) (stop func(),
 		}
 		return out
 	}, nil
+}
+
+// podWatch watches the pods of ns from now on, resuming from the last event
+// it delivered whenever the API server ends the watch: the API server closes
+// watchers that fall behind, which a 200-pod burst on 2 cores makes happen,
+// and a bare watch would then silently stop seeing pods.
+func podWatch(ctx context.Context, cs kubernetes.Interface, ns string) (watch.Interface, error) {
+	list, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{Limit: 1})
+	if err != nil {
+		return nil, err
+	}
+	lw := &cache.ListWatch{WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+		return cs.CoreV1().Pods(ns).Watch(ctx, o)
+	}}
+	return watchtools.NewRetryWatcherWithContext(ctx, list.ResourceVersion, lw)
 }
