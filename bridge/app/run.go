@@ -15,8 +15,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"knative.dev/pkg/logging"
@@ -28,6 +26,7 @@ import (
 	"github.com/istio-aux/istio-aux/bridge/watch"
 	"github.com/istio-aux/istio-aux/functions/decision"
 	"github.com/istio-aux/istio-aux/functions/proxyquit"
+	"github.com/istio-aux/istio-aux/internal/kube"
 )
 
 // maxPending bounds unacknowledged publishes per bridge.
@@ -97,13 +96,10 @@ func Run(ctx context.Context, cfg Config, listening chan<- net.Addr) error {
 }
 
 func newWatcher(cfg Config, rc *rest.Config, nc *nats.Conn, js jetstream.JetStream, reg prometheus.Registerer) (*watch.Watcher, *publish.Publisher, error) {
-	// Pods and namespaces come as protobuf: every pod update is decoded in
-	// full before the transform slims it, and protobuf decodes in a
-	// fraction of JSON's CPU and garbage.
-	rc = rest.CopyConfig(rc)
-	rc.ContentType = runtime.ContentTypeProtobuf
-	rc.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
-	client, err := kubernetes.NewForConfig(rc)
+	// Pods and namespaces come as protobuf (internal/kube): every pod
+	// update is decoded in full before the transform slims it, and protobuf
+	// decodes in a fraction of JSON's CPU and garbage.
+	client, err := kube.NewForConfig(rc)
 	if err != nil {
 		return nil, nil, fmt.Errorf("kubernetes client: %w", err)
 	}
@@ -119,7 +115,8 @@ func newWatcher(cfg Config, rc *rest.Config, nc *nats.Conn, js jetstream.JetStre
 	}
 	m := metrics.NewBridge(reg)
 	pub := publish.New(nc, js, m, rec, maxPending)
-	w := watch.New(client, pub, m, watch.Options{
+	lists := watch.Lists{Pods: client.PodListWatch(watch.PodFieldSelector), Namespaces: client.NamespaceListWatch()}
+	w := watch.New(lists, pub, m, watch.Options{
 		Source: source, Mode: cfg.Publish, Resync: cfg.Resync,
 		Decision: decision.Options{ExtraSidecars: cfg.Function.Sidecars},
 	})

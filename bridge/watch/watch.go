@@ -14,10 +14,7 @@ import (
 	"github.com/cloudevents/sdk-go/v2/event"
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"knative.dev/pkg/logging"
@@ -33,6 +30,13 @@ import (
 // outcome of the ack.
 type Publisher interface {
 	Publish(ctx context.Context, e *event.Event, dedupID string, done func(error)) error
+}
+
+// Lists are where a Watcher lists and watches. Pods should apply
+// PodFieldSelector where the server can (the filter checks anyway).
+// Production passes internal/kube's; tests, a fake clientset's.
+type Lists struct {
+	Pods, Namespaces cache.ListerWatcher
 }
 
 // Options configure a Watcher.
@@ -58,7 +62,6 @@ type Watcher struct {
 	o         Options
 	pub       Publisher
 	m         *metrics.Bridge
-	factories []informers.SharedInformerFactory
 	pods      cache.SharedIndexInformer
 	nss       cache.SharedIndexInformer
 	queue     workqueue.TypedRateLimitingInterface[string]
@@ -67,7 +70,7 @@ type Watcher struct {
 }
 
 // New builds the informers and registers the handlers; Run starts them.
-func New(client kubernetes.Interface, pub Publisher, m *metrics.Bridge, o Options) *Watcher {
+func New(lists Lists, pub Publisher, m *metrics.Bridge, o Options) *Watcher {
 	if o.Workers <= 0 {
 		o.Workers = 2
 	}
@@ -77,15 +80,18 @@ func New(client kubernetes.Interface, pub Publisher, m *metrics.Bridge, o Option
 	if o.RateLimiter == nil {
 		o.RateLimiter = workqueue.NewTypedItemExponentialFailureRateLimiter[string](10*time.Millisecond, 30*time.Second)
 	}
-	podFactory := informers.NewSharedInformerFactoryWithOptions(client, o.Resync,
-		informers.WithTweakListOptions(func(lo *metav1.ListOptions) { lo.FieldSelector = PodFieldSelector }),
-		informers.WithTransform(CompactPod))
-	nsFactory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(SlimNamespace))
+	pods := cache.NewSharedIndexInformerWithOptions(lists.Pods, &corev1.Pod{}, cache.SharedIndexInformerOptions{
+		ResyncPeriod: o.Resync,
+		Indexers:     cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
+	})
+	nss := cache.NewSharedIndexInformerWithOptions(lists.Namespaces, &corev1.Namespace{}, cache.SharedIndexInformerOptions{})
+	// Only fails on a started informer; these are new.
+	_ = pods.SetTransform(CompactPod)
+	_ = nss.SetTransform(SlimNamespace)
 	w := &Watcher{
 		o: o, pub: pub, m: m,
-		factories: []informers.SharedInformerFactory{podFactory, nsFactory},
-		pods:      podFactory.Core().V1().Pods().Informer(),
-		nss:       nsFactory.Core().V1().Namespaces().Informer(),
+		pods: pods,
+		nss:  nss,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(o.RateLimiter,
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "istio-aux-pods"}),
 		published: newPublished(),
@@ -108,14 +114,12 @@ func (w *Watcher) Synced() bool { return w.synced.Load() }
 func (w *Watcher) Run(ctx context.Context) error {
 	logger := logging.FromContext(ctx)
 	defer w.queue.ShutDown()
-	for _, f := range w.factories {
-		f.Start(ctx.Done())
-	}
-	defer func() {
-		for _, f := range w.factories {
-			f.Shutdown()
-		}
-	}()
+	var informers sync.WaitGroup
+	defer informers.Wait()
+	ictx, stop := context.WithCancel(ctx)
+	defer stop()
+	informers.Go(func() { w.pods.RunWithContext(ictx) })
+	informers.Go(func() { w.nss.RunWithContext(ictx) })
 	if !cache.WaitForCacheSync(ctx.Done(), w.pods.HasSynced, w.nss.HasSynced) {
 		if ctx.Err() != nil {
 			return nil

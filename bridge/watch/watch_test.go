@@ -163,7 +163,7 @@ func startBridge(t *testing.T, ctx context.Context, client kubernetes.Interface,
 	if o.RateLimiter == nil {
 		o.RateLimiter = workqueue.NewTypedItemExponentialFailureRateLimiter[string](5*time.Millisecond, 100*time.Millisecond)
 	}
-	b.w = watch.New(client, pub, b.m, o)
+	b.w = watch.New(testenv.Lists(client, watch.PodFieldSelector), pub, b.m, o)
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = pub.Run(ctx) })
 	wg.Go(func() { _ = b.w.Run(ctx) })

@@ -8,10 +8,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/httpstream"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/remotecommand"
+
+	"github.com/istio-aux/istio-aux/internal/kube"
 )
 
 // Execer runs a command in a container of a pod and returns its output.
@@ -39,11 +39,11 @@ type RemoteExecer struct {
 
 // NewRemoteExecer builds an Execer for the cluster rc points at.
 func NewRemoteExecer(rc *rest.Config) (*RemoteExecer, error) {
-	cs, err := kubernetes.NewForConfig(rc)
+	kc, err := kube.NewForConfig(rc)
 	if err != nil {
 		return nil, fmt.Errorf("creating the exec client: %w", err)
 	}
-	return &RemoteExecer{config: rc, client: cs.CoreV1().RESTClient()}, nil
+	return &RemoteExecer{config: rc, client: kc.RESTClient()}, nil
 }
 
 // Exec implements Execer. ctx bounds the whole exec, connection included.
@@ -54,7 +54,7 @@ func (r *RemoteExecer) Exec(ctx context.Context, namespace, pod, container strin
 			Command:   argv,
 			Stdout:    true,
 			Stderr:    true,
-		}, scheme.ParameterCodec).URL()
+		}, kube.ParameterCodec).URL()
 	spdy, err := remotecommand.NewSPDYExecutor(r.config, "POST", u)
 	if err != nil {
 		return ExecOutput{}, fmt.Errorf("creating the SPDY executor: %w", err)

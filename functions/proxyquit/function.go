@@ -12,16 +12,13 @@ import (
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
 	"knative.dev/pkg/logging"
 
 	"github.com/istio-aux/istio-aux/functions/decision"
 	"github.com/istio-aux/istio-aux/functions/podevent"
+	"github.com/istio-aux/istio-aux/internal/kube"
 )
 
 // Kubernetes Event reasons recorded on pods.
@@ -82,13 +79,9 @@ func NewFromConfig(ctx context.Context, rc *rest.Config, cfg Config, reg prometh
 		// at its containerConcurrency (config/600-proxyquit-ksvc.yaml).
 		rc.QPS, rc.Burst = clientQPS, clientBurst
 	}
-	// The pod and namespace reads come as protobuf: less CPU on both ends
-	// of every quit than JSON. (The execer keeps rc: its streams are not
-	// encoded objects.)
-	crc := rest.CopyConfig(rc)
-	crc.ContentType = runtime.ContentTypeProtobuf
-	crc.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
-	cs, err := kubernetes.NewForConfig(crc)
+	// internal/kube: core/v1 only, protobuf (less CPU on both ends of
+	// every quit than JSON).
+	kc, err := kube.NewForConfig(rc)
 	if err != nil {
 		return nil, fmt.Errorf("creating the Kubernetes client: %w", err)
 	}
@@ -101,13 +94,13 @@ func NewFromConfig(ctx context.Context, rc *rest.Config, cfg Config, reg prometh
 		return nil, err
 	}
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
-	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cs.CoreV1().Events("")})
+	broadcaster.StartRecordingToSink(kc.EventSink())
 	go func() {
 		<-ctx.Done()
 		broadcaster.Shutdown()
 	}()
-	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: Component})
-	return New(cfg, NewNamespaceCache(ClientCluster{Client: cs}), ex, recorder, m)
+	recorder := broadcaster.NewRecorder(kube.Scheme, corev1.EventSource{Component: Component})
+	return New(cfg, NewNamespaceCache(kc), ex, recorder, m)
 }
 
 // result is what handle decided, before it becomes a CloudEvents result.

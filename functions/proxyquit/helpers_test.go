@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/record"
 
@@ -201,3 +202,19 @@ func donePod(name, uid string) *corev1.Pod {
 }
 
 var errBoom = errors.New("boom")
+
+// ClientCluster is a Cluster over a clientset (a fake one in these tests);
+// the function itself reads through internal/kube.
+type ClientCluster struct {
+	Client kubernetes.Interface
+}
+
+// Pod implements Cluster.
+func (c ClientCluster) Pod(ctx context.Context, namespace, name string) (*corev1.Pod, error) {
+	return c.Client.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
+}
+
+// Namespace implements Cluster.
+func (c ClientCluster) Namespace(ctx context.Context, name string) (*corev1.Namespace, error) {
+	return c.Client.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{})
+}

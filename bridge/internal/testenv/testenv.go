@@ -12,9 +12,15 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"go.uber.org/zap/zaptest"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	apiwatch "k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
 	"knative.dev/pkg/logging"
 
 	"github.com/istio-aux/istio-aux/bridge/stream"
+	"github.com/istio-aux/istio-aux/bridge/watch"
 )
 
 // Server is a restartable embedded nats-server.
@@ -80,5 +86,33 @@ func Eventually(t testing.TB, within time.Duration, what string, cond func() boo
 			t.Fatalf("timed out after %v waiting for %s", within, what)
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// Lists are a clientset's (usually a fake's) pod and namespace list-watches,
+// as production builds them from internal/kube: pods with the watcher's
+// field selector. They carry the clientset's word on whether it can stream
+// the initial list (a fake cannot), as informer factories do.
+func Lists(cs kubernetes.Interface, podFieldSelector string) watch.Lists {
+	tweak := func(o *metav1.ListOptions) { o.FieldSelector = podFieldSelector }
+	return watch.Lists{
+		Pods: cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
+			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+				tweak(&o)
+				return cs.CoreV1().Pods("").List(ctx, o)
+			},
+			WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (apiwatch.Interface, error) {
+				tweak(&o)
+				return cs.CoreV1().Pods("").Watch(ctx, o)
+			},
+		}, cs),
+		Namespaces: cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
+			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+				return cs.CoreV1().Namespaces().List(ctx, o)
+			},
+			WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (apiwatch.Interface, error) {
+				return cs.CoreV1().Namespaces().Watch(ctx, o)
+			},
+		}, cs),
 	}
 }

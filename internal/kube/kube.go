@@ -1,0 +1,136 @@
+// Package kube is the Kubernetes client of the bridge and the proxy-quit
+// function: the core/v1 API and nothing else. client-go's clientset (and
+// its scheme) registers the types of every API group when the binary
+// starts; a process that only reads pods and namespaces, execs and writes
+// Events pays for that on every start and in every MiB of its RSS (a
+// program holding a clientset measured 19.8 MiB RSS idle, one holding this
+// client 11.2 MiB). Requests are protobuf, falling back to JSON.
+package kube
+
+import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/types"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+)
+
+// Scheme knows core/v1 (and the meta/v1 options it embeds) only.
+var Scheme = runtime.NewScheme()
+
+// ParameterCodec encodes request options (list, watch, exec) as query
+// parameters.
+var ParameterCodec = runtime.NewParameterCodec(Scheme)
+
+func init() {
+	utilruntime.Must(corev1.AddToScheme(Scheme))
+}
+
+// Client is a REST client for /api/v1.
+type Client struct {
+	rest rest.Interface
+}
+
+// NewForConfig returns a core/v1 client for the cluster rc points at, with
+// rc's rate limits. Unless rc names a content type, requests and responses
+// are protobuf.
+func NewForConfig(rc *rest.Config) (*Client, error) {
+	c := rest.CopyConfig(rc)
+	c.APIPath = "/api"
+	c.GroupVersion = &corev1.SchemeGroupVersion
+	c.NegotiatedSerializer = serializer.NewCodecFactory(Scheme).WithoutConversion()
+	if c.ContentType == "" {
+		c.ContentType = runtime.ContentTypeProtobuf
+		c.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
+	}
+	if c.UserAgent == "" {
+		c.UserAgent = rest.DefaultKubernetesUserAgent()
+	}
+	r, err := rest.RESTClientFor(c)
+	if err != nil {
+		return nil, err
+	}
+	return &Client{rest: r}, nil
+}
+
+// RESTClient is the underlying client (building exec URLs).
+func (c *Client) RESTClient() rest.Interface { return c.rest }
+
+// Pod reads a pod.
+func (c *Client) Pod(ctx context.Context, namespace, name string) (*corev1.Pod, error) {
+	out := &corev1.Pod{}
+	err := c.rest.Get().Namespace(namespace).Resource("pods").Name(name).
+		VersionedParams(&metav1.GetOptions{}, ParameterCodec).Do(ctx).Into(out)
+	return out, err
+}
+
+// Namespace reads a namespace.
+func (c *Client) Namespace(ctx context.Context, name string) (*corev1.Namespace, error) {
+	out := &corev1.Namespace{}
+	err := c.rest.Get().Resource("namespaces").Name(name).
+		VersionedParams(&metav1.GetOptions{}, ParameterCodec).Do(ctx).Into(out)
+	return out, err
+}
+
+// PodListWatch lists and watches pods in every namespace, with a field
+// selector (empty: all pods).
+func (c *Client) PodListWatch(fieldSelector string) *cache.ListWatch {
+	return c.listWatch("pods", fieldSelector, func() runtime.Object { return &corev1.PodList{} })
+}
+
+// NamespaceListWatch lists and watches namespaces.
+func (c *Client) NamespaceListWatch() *cache.ListWatch {
+	return c.listWatch("namespaces", "", func() runtime.Object { return &corev1.NamespaceList{} })
+}
+
+func (c *Client) listWatch(resource, fieldSelector string, list func() runtime.Object) *cache.ListWatch {
+	tweak := func(o *metav1.ListOptions) {
+		if fieldSelector != "" {
+			o.FieldSelector = fieldSelector
+		}
+	}
+	return &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			tweak(&o)
+			out := list()
+			err := c.rest.Get().Resource(resource).VersionedParams(&o, ParameterCodec).Do(ctx).Into(out)
+			return out, err
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			tweak(&o)
+			o.Watch = true
+			return c.rest.Get().Resource(resource).VersionedParams(&o, ParameterCodec).Watch(ctx)
+		},
+	}
+}
+
+// EventSink writes Kubernetes Events (core/v1) for a record.EventBroadcaster.
+func (c *Client) EventSink() record.EventSink { return eventSink{c.rest} }
+
+type eventSink struct{ rest rest.Interface }
+
+func (s eventSink) Create(e *corev1.Event) (*corev1.Event, error) {
+	out := &corev1.Event{}
+	err := s.rest.Post().Namespace(e.Namespace).Resource("events").Body(e).Do(context.Background()).Into(out)
+	return out, err
+}
+
+func (s eventSink) Update(e *corev1.Event) (*corev1.Event, error) {
+	out := &corev1.Event{}
+	err := s.rest.Put().Namespace(e.Namespace).Resource("events").Name(e.Name).Body(e).Do(context.Background()).Into(out)
+	return out, err
+}
+
+func (s eventSink) Patch(e *corev1.Event, data []byte) (*corev1.Event, error) {
+	out := &corev1.Event{}
+	err := s.rest.Patch(types.StrategicMergePatchType).Namespace(e.Namespace).Resource("events").Name(e.Name).
+		Body(data).Do(context.Background()).Into(out)
+	return out, err
+}
