@@ -14,7 +14,10 @@ import (
 // is one, reading straight from the API server: the function is stateless
 // and scales to zero, and a quit must never act on a stale pod.
 type Cluster interface {
-	Pod(ctx context.Context, namespace, name string) (*corev1.Pod, error)
+	// Pod reads a pod at least as new as the resourceVersion notOlderThan,
+	// which lets the API server answer from its watch cache instead of a
+	// quorum read of etcd; empty asks for the most recent (etcd).
+	Pod(ctx context.Context, namespace, name, notOlderThan string) (*corev1.Pod, error)
 	Namespace(ctx context.Context, name string) (*corev1.Namespace, error)
 }
 

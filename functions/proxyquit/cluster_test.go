@@ -3,6 +3,7 @@ package proxyquit
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -10,7 +11,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/record"
 )
 
 // countingCluster serves namespaces from a map, counting reads; a read
@@ -126,5 +129,57 @@ func TestNamespaceCacheIsBounded(t *testing.T) {
 	}
 	if n := len(c.entries); n > maxNamespaceEntries {
 		t.Fatalf("%d entries, bound %d", n, maxNamespaceEntries)
+	}
+}
+
+// versionCluster records the resourceVersion of every pod read and can
+// refuse cached reads or report the pod gone.
+type versionCluster struct {
+	countingCluster
+	pod        *corev1.Pod
+	reads      []string
+	failCached bool
+	gone       bool
+}
+
+func (c *versionCluster) Pod(_ context.Context, namespace, name, notOlderThan string) (*corev1.Pod, error) {
+	c.reads = append(c.reads, notOlderThan)
+	switch {
+	case c.gone:
+		return nil, apierrors.NewNotFound(corev1.Resource("pods"), name)
+	case c.failCached && notOlderThan != "":
+		return nil, apierrors.NewTimeoutError("Too large resource version", 1)
+	}
+	return c.pod.DeepCopy(), nil
+}
+
+func TestLivePodReadsNotOlderThanTheEvent(t *testing.T) {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "w", UID: "u", ResourceVersion: "42"}}
+	cases := map[string]struct {
+		eventRV          string
+		failCached, gone bool
+		want             []string
+	}{
+		"served at the event's version":         {eventRV: "42", want: []string{"42"}},
+		"cache cannot answer: read from etcd":   {eventRV: "42", failCached: true, want: []string{"42", ""}},
+		"gone at that version: no second read":  {eventRV: "42", gone: true, want: []string{"42"}},
+		"0 would accept any state: most recent": {eventRV: "0", want: []string{""}},
+		"no version: most recent":               {eventRV: "", want: []string{""}},
+		"not a version: most recent":            {eventRV: "abc", want: []string{""}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			c := &versionCluster{pod: pod, failCached: tc.failCached, gone: tc.gone}
+			f, err := New(DefaultConfig(), c, &fakeExecer{}, record.NewFakeRecorder(10), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := pod.DeepCopy()
+			want.ResourceVersion = tc.eventRV
+			f.livePod(context.Background(), want)
+			if !slices.Equal(c.reads, tc.want) {
+				t.Errorf("reads at %q, want %q", c.reads, tc.want)
+			}
+		})
 	}
 }

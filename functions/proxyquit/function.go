@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
@@ -175,7 +176,18 @@ func (f *Function) handle(ctx context.Context, e cloudevents.Event) result {
 func (f *Function) livePod(ctx context.Context, want *corev1.Pod) (*corev1.Pod, result, bool) {
 	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()
-	live, err := f.cluster.Pod(ctx, want.Namespace, want.Name)
+	// At least as new as the event: a read the API server serves from its
+	// watch cache. A quorum read of etcd waits for every write in flight
+	// (the kubelet's and the Job controller's, around a finishing pod), and
+	// it reads nothing newer that matters: the pod can change after either
+	// read and before the exec alike. If the cache cannot answer at that
+	// version (a version it does not know, a cache lagging too long), the
+	// pod is read from etcd.
+	rv := cacheableVersion(want.ResourceVersion)
+	live, err := f.cluster.Pod(ctx, want.Namespace, want.Name, rv)
+	if err != nil && rv != "" && !apierrors.IsNotFound(err) {
+		live, err = f.cluster.Pod(ctx, want.Namespace, want.Name, "")
+	}
 	if err != nil {
 		return nil, apiFailure("pod "+want.Namespace+"/"+want.Name, err), false
 	}
@@ -221,11 +233,21 @@ func (f *Function) quit(ctx context.Context, pod *corev1.Pod, d decision.Decisio
 	return result{code: 500, outcome: OutcomeFailed, detail: "quit command failed", err: err}
 }
 
+// cacheableVersion is rv if it names a version (a positive integer: "0"
+// would accept any cached state, however old), else "" (most recent).
+func cacheableVersion(rv string) string {
+	if n, err := strconv.ParseUint(rv, 10, 64); err == nil && n > 0 {
+		return rv
+	}
+	return ""
+}
+
 // proxyGone re-reads the pod after a failed exec.
 func (f *Function) proxyGone(ctx context.Context, pod *corev1.Pod) (bool, string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), apiTimeout)
 	defer cancel()
-	live, err := f.cluster.Pod(ctx, pod.Namespace, pod.Name)
+	// The most recent state (etcd): whether the proxy has stopped since.
+	live, err := f.cluster.Pod(ctx, pod.Namespace, pod.Name, "")
 	switch {
 	case apierrors.IsNotFound(err):
 		return true, "the pod is gone"

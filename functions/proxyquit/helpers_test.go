@@ -210,7 +210,8 @@ type ClientCluster struct {
 }
 
 // Pod implements Cluster.
-func (c ClientCluster) Pod(ctx context.Context, namespace, name string) (*corev1.Pod, error) {
+// A fake clientset has no watch cache: every read is the most recent.
+func (c ClientCluster) Pod(ctx context.Context, namespace, name, _ string) (*corev1.Pod, error) {
 	return c.Client.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
 }
 

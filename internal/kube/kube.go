@@ -63,11 +63,12 @@ func NewForConfig(rc *rest.Config) (*Client, error) {
 // RESTClient is the underlying client (building exec URLs).
 func (c *Client) RESTClient() rest.Interface { return c.rest }
 
-// Pod reads a pod.
-func (c *Client) Pod(ctx context.Context, namespace, name string) (*corev1.Pod, error) {
+// Pod reads a pod at least as new as resourceVersion notOlderThan (empty:
+// the most recent, a quorum read).
+func (c *Client) Pod(ctx context.Context, namespace, name, notOlderThan string) (*corev1.Pod, error) {
 	out := &corev1.Pod{}
 	err := c.rest.Get().Namespace(namespace).Resource("pods").Name(name).
-		VersionedParams(&metav1.GetOptions{}, ParameterCodec).Do(ctx).Into(out)
+		VersionedParams(&metav1.GetOptions{ResourceVersion: notOlderThan}, ParameterCodec).Do(ctx).Into(out)
 	return out, err
 }
 
