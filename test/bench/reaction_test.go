@@ -184,6 +184,8 @@ func reactionRun(t *testing.T, c *cluster.Cluster, cs kubernetes.Interface, ex p
 		}
 	}
 	lat := make([]time.Duration, 0, n)
+	type sample struct{ d, at time.Duration }
+	var slow []sample
 	for uid, q := range first {
 		s, ok := at[uid]
 		if !ok {
@@ -191,6 +193,13 @@ func reactionRun(t *testing.T, c *cluster.Cluster, cs kubernetes.Interface, ex p
 			continue
 		}
 		lat = append(lat, q.Sub(s))
+		slow = append(slow, sample{q.Sub(s), s.Sub(start)})
+	}
+	// The slowest few, with when they happened, go to the test log: a p99
+	// is two or three pods, and when they fell says much about why.
+	sort.Slice(slow, func(i, j int) bool { return slow[i].d > slow[j].d })
+	for _, x := range slow[:min(5, len(slow))] {
+		t.Logf("%s: slow quit %v, app ended %v into the run", ns, x.d.Round(time.Millisecond), x.at.Round(time.Millisecond))
 	}
 	return lat, errs.Load()
 }
