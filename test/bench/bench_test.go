@@ -34,7 +34,7 @@ func benchParams() params {
 		return params{creates: 100, memLevels: []int{0, 500, 1000}, reactionPods: 40,
 			trickleEvery: 250 * time.Millisecond, burstWithin: 2 * time.Second, jobs: 100, scaleDeadline: 5 * time.Minute}
 	}
-	return params{creates: 1000, memLevels: []int{0, 1000, 5000, 10000}, reactionPods: 200,
+	return params{creates: 3000, memLevels: []int{0, 1000, 5000, 10000}, reactionPods: 200,
 		trickleEvery: 250 * time.Millisecond, burstWithin: 2 * time.Second, jobs: 1000, scaleDeadline: 10 * time.Minute}
 }
 
