@@ -67,6 +67,10 @@ func floor(ctx context.Context, cs kubernetes.Interface, ex proxyquit.Execer, ns
 					if ctx.Err() == nil {
 						errs.Add(1)
 					}
+					select { // spacing retries, as any controller would
+					case <-ctx.Done():
+					case <-time.After(100 * time.Millisecond):
+					}
 				}
 			}()
 		}
