@@ -1,7 +1,6 @@
 package watch
 
 import (
-	"sort"
 	"unique"
 
 	corev1 "k8s.io/api/core/v1"
@@ -31,7 +30,7 @@ type CachedPod struct {
 	name, uid, resourceVersion string // unique per pod: not interned
 	namespace                  handle
 	deletion                   *metav1.Time
-	labels, annotations        []handle // key, value, key, value, ... sorted by key
+	labels, annotations        []handle // key, value, key, value, ...
 	restartPolicy, phase       handle
 	initContainers, containers []cachedContainer
 	initStatuses, statuses     []cachedStatus
@@ -98,20 +97,16 @@ func compact(slim *corev1.Pod) *CachedPod {
 	}
 }
 
-// compactMap flattens m into key, value pairs sorted by key; nil stays nil
-// and an empty map stays empty (Slim keeps that difference for labels).
+// compactMap flattens m into key, value pairs (in map order: nothing
+// compares them, Pod() rebuilds the map); nil stays nil and an empty map
+// stays empty (Slim keeps that difference for labels).
 func compactMap(m map[string]string) []handle {
 	if m == nil {
 		return nil
 	}
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
 	out := make([]handle, 0, 2*len(m))
-	for _, k := range keys {
-		out = append(out, intern(k), intern(m[k]))
+	for k, v := range m {
+		out = append(out, intern(k), intern(v))
 	}
 	return out
 }
