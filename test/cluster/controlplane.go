@@ -146,6 +146,10 @@ func (c *Cluster) startControllerManager(ctx context.Context) error {
 	})
 }
 
+// GetOK GETs url (plain HTTP or any TLS the default client trusts) and
+// fails unless the answer is 200.
+func GetOK(ctx context.Context, url string) error { return httpOK(ctx, http.DefaultClient, url) }
+
 func httpOK(ctx context.Context, client *http.Client, url string) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {

@@ -207,6 +207,11 @@ func Poll(ctx context.Context, interval, timeout time.Duration, cond func(contex
 	}
 }
 
+// WaitUp polls ready until it succeeds, failing fast if the process dies.
+func (p *Process) WaitUp(ctx context.Context, timeout time.Duration, ready func(context.Context) error) error {
+	return waitUp(ctx, p.p, timeout, ready)
+}
+
 // waitUp polls until ready succeeds, failing fast if p dies.
 func waitUp(ctx context.Context, p *process, timeout time.Duration, ready func(context.Context) error) error {
 	err := Poll(ctx, 100*time.Millisecond, timeout, func(ctx context.Context) (bool, error) {

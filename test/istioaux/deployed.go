@@ -3,7 +3,6 @@ package istioaux
 import (
 	"context"
 	"net"
-	"net/http"
 	"path/filepath"
 	"strconv"
 	"time"
@@ -44,7 +43,7 @@ func (a *IstioAux) startDeployedPeers() error {
 			return err
 		}
 		a.natsURL = "nats://" + addr
-		if err := a.waitUp(a.nats, func(ctx context.Context) error {
+		if err := a.nats.WaitUp(context.Background(), 30*time.Second, func(ctx context.Context) error {
 			c, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
 			if err == nil {
 				c.Close()
@@ -69,32 +68,11 @@ func (a *IstioAux) startDeployedPeers() error {
 		if err != nil {
 			return err
 		}
-		if err := a.waitUp(a.function, func(ctx context.Context) error {
-			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, a.functionURL+"/healthz", nil)
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				return err
-			}
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusOK {
-				return &net.AddrError{Err: resp.Status, Addr: a.functionURL}
-			}
-			return nil
+		if err := a.function.WaitUp(context.Background(), 30*time.Second, func(ctx context.Context) error {
+			return cluster.GetOK(ctx, a.functionURL+"/healthz")
 		}); err != nil {
 			return err
 		}
 	}
 	return nil
-}
-
-func (a *IstioAux) waitUp(p *cluster.Process, check func(context.Context) error) error {
-	return cluster.Poll(context.Background(), 100*time.Millisecond, 30*time.Second, func(ctx context.Context) (bool, error) {
-		if dead, err := p.Exited(); dead {
-			return false, cluster.Permanent(err)
-		}
-		if err := check(ctx); err != nil {
-			return false, err
-		}
-		return true, nil
-	})
 }

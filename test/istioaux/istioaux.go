@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -202,16 +201,8 @@ func (a *IstioAux) StartBridgeAs(shape Shape) error {
 	if err != nil {
 		return err
 	}
-	return cluster.Poll(context.Background(), 100*time.Millisecond, 30*time.Second, func(ctx context.Context) (bool, error) {
-		if dead, err := a.bridge.Exited(); dead {
-			return false, cluster.Permanent(err)
-		}
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://127.0.0.1:"+strconv.Itoa(metrics)+"/readyz", nil)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return false, err
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK, nil
+	readyz := "http://127.0.0.1:" + strconv.Itoa(metrics) + "/readyz"
+	return a.bridge.WaitUp(context.Background(), 30*time.Second, func(ctx context.Context) error {
+		return cluster.GetOK(ctx, readyz)
 	})
 }
