@@ -136,7 +136,7 @@ func TestBench(t *testing.T) {
 			cs := fastClient(t, c)
 			var a *istioaux.IstioAux
 			if only("admission") {
-				a = admission(t, cs, start, p, res)
+				a = admission(t, c, cs, start, p, res, log)
 			} else {
 				a = start()
 			}
