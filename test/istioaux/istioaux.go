@@ -20,6 +20,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
 
 	"github.com/istio-aux/istio-aux/functions/decision"
 	"github.com/istio-aux/istio-aux/test/cluster"
@@ -94,6 +95,19 @@ func Start(ctx context.Context, c *cluster.Cluster, log io.Writer) (*IstioAux, e
 		ObjectMeta: metav1.ObjectMeta{Name: "config-istio-aux"},
 		Data:       map[string]string{"mode": "hold"},
 	}, metav1.CreateOptions{}); err != nil {
+		return nil, err
+	}
+	// The webhook's logging, as config/ ships it.
+	raw, err := os.ReadFile(filepath.Join(cluster.RepoRoot(), "config", "300-config-logging.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	var logging corev1.ConfigMap
+	if err := yaml.UnmarshalStrict(raw, &logging); err != nil {
+		return nil, fmt.Errorf("config/300-config-logging.yaml: %w", err)
+	}
+	logging.Namespace = systemNamespace
+	if _, err := cs.CoreV1().ConfigMaps(systemNamespace).Create(ctx, &logging, metav1.CreateOptions{}); err != nil {
 		return nil, err
 	}
 	// knative's certificate has DNS SANs only, and the API server reaches
