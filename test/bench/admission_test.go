@@ -4,13 +4,13 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -20,7 +20,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
-	"github.com/istio-aux/istio-aux/functions/decision"
 	"github.com/istio-aux/istio-aux/test/cluster"
 	"github.com/istio-aux/istio-aux/test/istioaux"
 	"github.com/istio-aux/istio-aux/webhook"
@@ -35,6 +34,7 @@ const (
 	admissionOff   = "bench-admission-off"
 	admissionFloor = "bench-admission-floor"
 	floorLabel     = "bench.istio-aux.dev/floor"
+	floorWebhook   = "floor.bench.istio-aux.dev"
 )
 
 // arm is one namespace pods are created in, and whether a webhook must have
@@ -52,14 +52,15 @@ type arm struct {
 // returns the running istio-aux.
 func admission(t *testing.T, c *cluster.Cluster, cs kubernetes.Interface, start func() *istioaux.IstioAux, p params, res *results, log io.Writer) *istioaux.IstioAux {
 	ctx := context.Background()
-	for _, ns := range []*corev1.Namespace{
-		{ObjectMeta: metav1.ObjectMeta{Name: admissionOn, Labels: map[string]string{decision.LabelEnabled: "true"}}},
-		{ObjectMeta: metav1.ObjectMeta{Name: admissionOff}},
-		{ObjectMeta: metav1.ObjectMeta{Name: admissionFloor, Labels: map[string]string{floorLabel: "true"}}},
-	} {
-		if _, err := cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+	if err := createNamespace(ctx, cs, admissionOn, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := createNamespace(ctx, cs, admissionOff, false); err != nil {
+		t.Fatal(err)
+	}
+	floorNS := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: admissionFloor, Labels: map[string]string{floorLabel: "true"}}}
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, floorNS, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
 	}
 	unregistered := timeCreates(t, cs, "unregistered", p.creates,
 		arm{admissionOff, false}, arm{admissionOn, false}, arm{admissionFloor, false})
@@ -68,7 +69,15 @@ func admission(t *testing.T, c *cluster.Cluster, cs kubernetes.Interface, start 
 	registered := timeCreates(t, cs, "registered", p.creates,
 		arm{admissionOff, false}, arm{admissionOn, true}, arm{admissionFloor, true})
 	without, with, floor := registered[0], registered[1], registered[2]
-	calls, err := webhookCallMeans(ctx, cs)
+	metrics, err := cs.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		t.Fatalf("reading the API server's metrics: %v", err)
+	}
+	floorCall, err := webhookCallMean(metrics, floorWebhook)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ourCall, err := webhookCallMean(metrics, webhook.WebhookEnabled)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +100,7 @@ func admission(t *testing.T, c *cluster.Cluster, cs kubernetes.Interface, start 
 	res.add("webhook", "added CREATE latency p50 / p99, floor webhook (any mutating webhook, this machine)",
 		ms(added(floor, 0.5))+" / "+ms(floorP99), "", "")
 	res.add("webhook", "the API server's own timing of the webhook call, mean: floor / istio-aux",
-		ms(calls["floor.bench.istio-aux.dev"])+" / "+ms(calls[webhook.WebhookEnabled]), "", "")
+		ms(floorCall)+" / "+ms(ourCall), "", "")
 	res.add("webhook", "added CREATE latency p50 / p99, istio-aux (mutating - not called)",
 		ms(added(with, 0.5))+" / "+ms(ours)+fmt.Sprintf(" (%.2f× floor)", ratio(ours, floorP99)), "p99 ≤ 5 ms", verdict(ours <= 5*time.Millisecond))
 	return a
@@ -131,7 +140,7 @@ func startFloorWebhook(t *testing.T, c *cluster.Cluster, cs kubernetes.Interface
 	if _, err := cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, &admissionregistrationv1.MutatingWebhookConfiguration{
 		ObjectMeta: metav1.ObjectMeta{Name: "bench-floor"},
 		Webhooks: []admissionregistrationv1.MutatingWebhook{{
-			Name:                    "floor.bench.istio-aux.dev",
+			Name:                    floorWebhook,
 			ClientConfig:            admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: c.CA().CertPEM},
 			NamespaceSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{floorLabel: "true"}},
 			FailurePolicy:           ptr.To(admissionregistrationv1.Fail),
@@ -150,15 +159,15 @@ func startFloorWebhook(t *testing.T, c *cluster.Cluster, cs kubernetes.Interface
 		t.Fatal(err)
 	}
 	probe := benchPod("floor-probe", nil)
-	err = cluster.Poll(ctx, 100*time.Millisecond, time.Minute, func(ctx context.Context) (bool, error) {
-		if dead, err := proc.Exited(); dead {
-			return false, cluster.Permanent(err)
-		}
+	err = proc.WaitUp(ctx, time.Minute, func(ctx context.Context) error {
 		got, err := cs.CoreV1().Pods(admissionFloor).Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		if err != nil {
-			return false, err
+			return err
 		}
-		return got.Annotations[webhook.AnnotationProxyConfig] != "", nil
+		if got.Annotations[webhook.AnnotationProxyConfig] == "" {
+			return errors.New("a dry-run pod came back unmutated")
+		}
+		return nil
 	})
 	if err != nil {
 		t.Fatalf("the floor webhook never mutated a pod: %v", err)
@@ -198,40 +207,20 @@ func timeCreates(t *testing.T, cs kubernetes.Interface, prefix string, n int, ar
 	return lat
 }
 
-// webhookCallMeans reads the API server's metrics and returns, per webhook
-// name, the mean of its own timing of the calls it made
-// (apiserver_admission_webhook_admission_duration_seconds).
-func webhookCallMeans(ctx context.Context, cs kubernetes.Interface) (map[string]time.Duration, error) {
-	raw, err := cs.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("reading the API server's metrics: %w", err)
-	}
+// webhookCallMean is the mean of the API server's own timing of its calls
+// to the webhook named webhookName
+// (apiserver_admission_webhook_admission_duration_seconds), from its
+// metrics raw; 0 when it made none.
+func webhookCallMean(raw []byte, webhookName string) (time.Duration, error) {
 	const family = "apiserver_admission_webhook_admission_duration_seconds"
-	sum, count := map[string]float64{}, map[string]float64{}
-	for line := range strings.Lines(string(raw)) {
-		var into map[string]float64
-		switch {
-		case strings.HasPrefix(line, family+"_sum{"):
-			into = sum
-		case strings.HasPrefix(line, family+"_count{"):
-			into = count
-		default:
-			continue
-		}
-		_, rest, _ := strings.Cut(line, `name="`)
-		name, _, _ := strings.Cut(rest, `"`)
-		fields := strings.Fields(line)
-		v, err := strconv.ParseFloat(fields[len(fields)-1], 64)
-		if err != nil {
-			return nil, fmt.Errorf("metric line %q: %w", line, err)
-		}
-		into[name] += v
+	label := `name="` + webhookName + `"`
+	sum, err := cluster.SumSamples(raw, family+"_sum", label)
+	if err != nil {
+		return 0, err
 	}
-	means := map[string]time.Duration{}
-	for name, n := range count {
-		if n > 0 {
-			means[name] = time.Duration(sum[name] / n * float64(time.Second))
-		}
+	count, err := cluster.SumSamples(raw, family+"_count", label)
+	if err != nil || count == 0 {
+		return 0, err
 	}
-	return means, nil
+	return time.Duration(sum / count * float64(time.Second)), nil
 }

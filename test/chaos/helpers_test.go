@@ -96,22 +96,9 @@ func scrape(t *testing.T, url, name string, labels ...string) float64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sum := 0.0
-lines:
-	for _, line := range strings.Split(string(b), "\n") {
-		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
-			continue
-		}
-		for _, l := range labels {
-			if !strings.Contains(line, l) {
-				continue lines
-			}
-		}
-		f, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
-		if err != nil {
-			t.Fatalf("%s: %v", line, err)
-		}
-		sum += f
+	sum, err := cluster.SumSamples(b, name, labels...)
+	if err != nil {
+		t.Fatalf("scraping %s: %v", url, err)
 	}
 	return sum
 }

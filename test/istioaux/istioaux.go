@@ -165,15 +165,15 @@ func Start(ctx context.Context, c *cluster.Cluster, log io.Writer) (*IstioAux, e
 		ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: "default", Labels: map[string]string{decision.LabelEnabled: "true"}},
 		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "app"}}},
 	}
-	err = cluster.Poll(ctx, 200*time.Millisecond, 90*time.Second, func(ctx context.Context) (bool, error) {
-		if dead, err := a.webhook.Exited(); dead {
-			return false, cluster.Permanent(err)
-		}
+	err = a.webhook.WaitUp(ctx, 90*time.Second, func(ctx context.Context) error {
 		p, err := cs.CoreV1().Pods("default").Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		if err != nil {
-			return false, err
+			return err
 		}
-		return p.Annotations["proxy.istio.io/config"] != "", nil
+		if p.Annotations[webhook.AnnotationProxyConfig] == "" {
+			return errors.New("a dry-run pod came back unmutated")
+		}
+		return nil
 	})
 	if err != nil {
 		return a, fmt.Errorf("webhook never mutated a pod: %w", err)
