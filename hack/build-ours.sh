@@ -12,4 +12,4 @@ cd "${root}"
 cache="${ISTIO_AUX_CACHE:-${root}/_output}"
 mkdir -p "${cache}/bin" "${cache}/stub/bin"
 go build -o "${cache}/stub/bin/pilot-agent" ./test/cmd/pilot-agent
-go build -o "${cache}/bin/" ./webhook/cmd/webhook ./bridge/cmd/bridge "$@"
+go build -o "${cache}/bin/" ./webhook/cmd/webhook ./bridge/cmd/bridge ./bridge/cmd/allinone "$@"

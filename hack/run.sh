@@ -9,8 +9,8 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "${root}"
 cache="${ISTIO_AUX_CACHE:-${root}/_output}"
 mkdir -p "${cache}/bin" "${cache}/stub/bin"
-go build -o "${cache}/bin/bridge" ./bridge/cmd/bridge
-export ISTIO_AUX_BRIDGE="${cache}/bin/bridge"
+go build -o "${cache}/bin/allinone" ./bridge/cmd/allinone
+export ISTIO_AUX_BRIDGE="${cache}/bin/allinone"
 if [[ -z "${KUBECONFIG:-}" && ! -f "${HOME}/.kube/config" ]]; then
   hack/build-k8s.sh >/dev/null
   hack/build-kwok.sh >/dev/null

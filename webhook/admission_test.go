@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"testing"
 
+	"github.com/istio-aux/istio-aux/pkg/keys"
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -16,8 +17,6 @@ import (
 	fakekube "knative.dev/pkg/client/injection/kube/client/fake"
 	knwebhook "knative.dev/pkg/webhook"
 	. "knative.dev/pkg/webhook/testing"
-
-	"github.com/istio-aux/istio-aux/functions/decision"
 )
 
 func podRequest(t testing.TB, ns string, labels, annotations map[string]string) *admissionv1.AdmissionRequest {
@@ -39,7 +38,7 @@ func podRequest(t testing.TB, ns string, labels, annotations map[string]string) 
 }
 
 func TestAdmit(t *testing.T) {
-	hold := map[string]string{AnnotationProxyConfig: "holdApplicationUntilProxyStarts: true"}
+	hold := map[string]string{keys.AnnotationProxyConfig: "holdApplicationUntilProxyStarts: true"}
 	pods := func(mod func(*admissionv1.AdmissionRequest)) func(testing.TB) *admissionv1.AdmissionRequest {
 		return func(t testing.TB) *admissionv1.AdmissionRequest {
 			r := podRequest(t, "ml", nil, nil)
@@ -69,7 +68,7 @@ func TestAdmit(t *testing.T) {
 		},
 		"pod label in an unknown namespace": {
 			req: func(t testing.TB) *admissionv1.AdmissionRequest {
-				return podRequest(t, "elsewhere", map[string]string{decision.LabelEnabled: "true"}, nil)
+				return podRequest(t, "elsewhere", map[string]string{keys.LabelEnabled: "true"}, nil)
 			},
 			outcome: Mutated, want: hold,
 		},
@@ -116,14 +115,14 @@ func TestAdmit(t *testing.T) {
 		},
 		"malformed proxy config": {
 			req: func(t testing.TB) *admissionv1.AdmissionRequest {
-				return podRequest(t, "ml", nil, map[string]string{AnnotationProxyConfig: "a: [1"})
+				return podRequest(t, "ml", nil, map[string]string{keys.AnnotationProxyConfig: "a: [1"})
 			},
 			outcome: Warned, warning: "not valid YAML",
 		},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			ml := namespace("ml", map[string]string{decision.LabelEnabled: "true"})
+			ml := namespace("ml", map[string]string{keys.LabelEnabled: "true"})
 			plain := namespace("plain", nil)
 			f := newFixture(t, nil, plain)
 			if _, err := fakekube.Get(f.ctx).CoreV1().Namespaces().Create(f.ctx, ml, metav1.CreateOptions{}); err != nil {
@@ -163,7 +162,7 @@ func TestAdmit(t *testing.T) {
 // Admit behind knative's own HTTP handler: the AdmissionReview the API
 // server sends in, the review it reads back.
 func TestAdmitThroughKnativeHandler(t *testing.T) {
-	f := newFixture(t, nil, namespace("ml", map[string]string{decision.LabelEnabled: "true"}))
+	f := newFixture(t, nil, namespace("ml", map[string]string{keys.LabelEnabled: "true"}))
 	// No SecretName: ServeHTTP is the plain handler, TLS is Run's business.
 	wh, err := knwebhook.New(knwebhook.WithOptions(f.ctx, knwebhook.Options{}), []any{f.r})
 	if err != nil {
@@ -225,12 +224,12 @@ func TestAdmitNamespaceUnreadable(t *testing.T) {
 }
 
 func TestAdmitFollowsMode(t *testing.T) {
-	f := newFixture(t, nil, namespace("ml", map[string]string{decision.LabelEnabled: "true"}))
+	f := newFixture(t, nil, namespace("ml", map[string]string{keys.LabelEnabled: "true"}))
 	f.r.config.Store(&Config{Mode: ModeNative})
 	req := podRequest(t, "ml", nil, nil)
 	resp := f.r.Admit(f.ctx, req)
 	got := annotationsAfter(t, req.Object.Raw, resp.Patch)
-	if want := map[string]string{AnnotationNativeSidecar: "true"}; !maps.Equal(got, want) {
+	if want := map[string]string{keys.AnnotationNativeSidecar: "true"}; !maps.Equal(got, want) {
 		t.Errorf("annotations = %v, want %v", got, want)
 	}
 }

@@ -6,10 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/istio-aux/istio-aux/pkg/keys"
 	"go.uber.org/zap"
 	"knative.dev/pkg/logging"
-
-	"github.com/istio-aux/istio-aux/functions/decision"
 )
 
 // BenchmarkAdmitLatency times every in-process Admit of a mutated TFJob
@@ -17,7 +16,7 @@ import (
 // tail that the API server's webhook timeout cares about). hack/bench.sh
 // reads p50-µs and p99-µs.
 func BenchmarkAdmitLatency(b *testing.B) {
-	fx := newFixture(b, nil, namespace("ml", map[string]string{decision.LabelEnabled: "true"}))
+	fx := newFixture(b, nil, namespace("ml", map[string]string{keys.LabelEnabled: "true"}))
 	ctx := logging.WithLogger(context.Background(), zap.NewNop().Sugar())
 	req := benchRequest(b, "ml", nil)
 	// Warm up caches and the allocator so the percentiles describe the

@@ -5,20 +5,19 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/istio-aux/istio-aux/pkg/keys"
 	"go.uber.org/zap"
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"knative.dev/pkg/logging"
-
-	"github.com/istio-aux/istio-aux/functions/decision"
 )
 
 // BenchmarkAdmit measures in-process Admit latency (decode, namespace
 // lookup, mutation, patch) for a TFJob-like worker pod. `make bench`.
 func BenchmarkAdmit(b *testing.B) {
 	fx := newFixture(b, nil,
-		namespace("ml", map[string]string{decision.LabelEnabled: "true"}),
+		namespace("ml", map[string]string{keys.LabelEnabled: "true"}),
 		namespace("plain", nil))
 	ctx := logging.WithLogger(context.Background(), zap.NewNop().Sugar())
 	cases := map[string]struct {
@@ -26,9 +25,9 @@ func BenchmarkAdmit(b *testing.B) {
 		annotations map[string]string
 	}{
 		"hold/new-annotation": {ns: "ml"},
-		"hold/merge-config":   {ns: "ml", annotations: map[string]string{AnnotationProxyConfig: "concurrency: 2\ntracing:\n  sampling: 10\n"}},
+		"hold/merge-config":   {ns: "ml", annotations: map[string]string{keys.AnnotationProxyConfig: "concurrency: 2\ntracing:\n  sampling: 10\n"}},
 		"skip/not-opted-in":   {ns: "plain"},
-		"skip/user-set-hold":  {ns: "ml", annotations: map[string]string{AnnotationProxyConfig: "holdApplicationUntilProxyStarts: false"}},
+		"skip/user-set-hold":  {ns: "ml", annotations: map[string]string{keys.AnnotationProxyConfig: "holdApplicationUntilProxyStarts: false"}},
 	}
 	for name, tc := range cases {
 		b.Run(name, func(b *testing.B) {

@@ -7,14 +7,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/istio-aux/istio-aux/pkg/keys"
 	"go.uber.org/zap"
 	yaml "go.yaml.in/yaml/v3"
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"knative.dev/pkg/logging"
-
-	"github.com/istio-aux/istio-aux/functions/decision"
 )
 
 // FuzzAdmit feeds Admit random objects and random proxy.istio.io/config
@@ -47,7 +46,7 @@ func FuzzAdmit(f *testing.F) {
 	for _, s := range seeds {
 		f.Add([]byte(s.raw), s.config, s.native)
 	}
-	fx := newFixture(f, nil, namespace("ml", map[string]string{decision.LabelEnabled: "true"}))
+	fx := newFixture(f, nil, namespace("ml", map[string]string{keys.LabelEnabled: "true"}))
 	// *F's logger must not be used from the fuzz target.
 	ctx := logging.WithLogger(context.Background(), zap.NewNop().Sugar())
 
@@ -70,7 +69,7 @@ func FuzzAdmit(f *testing.F) {
 		if pod.Annotations == nil {
 			pod.Annotations = map[string]string{}
 		}
-		pod.Annotations[AnnotationProxyConfig] = config
+		pod.Annotations[keys.AnnotationProxyConfig] = config
 		podRaw, err := json.Marshal(pod)
 		if err != nil {
 			t.Skip("not marshallable:", err)
@@ -84,7 +83,7 @@ func FuzzAdmit(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		config = sent.Annotations[AnnotationProxyConfig]
+		config = sent.Annotations[keys.AnnotationProxyConfig]
 		var orig map[string]any
 		if strings.TrimSpace(config) == "" {
 			// Whitespace only: replaced by the key alone.
@@ -92,15 +91,15 @@ func FuzzAdmit(f *testing.F) {
 			t.Fatalf("merged a config that does not parse (%v): %q", err, config)
 		}
 		var merged map[string]any
-		if err := yaml.Unmarshal([]byte(after[AnnotationProxyConfig]), &merged); err != nil {
-			t.Fatalf("merged config is not valid YAML: %v\n%q", err, after[AnnotationProxyConfig])
+		if err := yaml.Unmarshal([]byte(after[keys.AnnotationProxyConfig]), &merged); err != nil {
+			t.Fatalf("merged config is not valid YAML: %v\n%q", err, after[keys.AnnotationProxyConfig])
 		}
 		if merged[KeyHold] != true {
-			t.Fatalf("merged config lacks %s: true: %q", KeyHold, after[AnnotationProxyConfig])
+			t.Fatalf("merged config lacks %s: true: %q", KeyHold, after[keys.AnnotationProxyConfig])
 		}
 		for k, v := range orig {
 			if !sameYAML(t, merged[k], v) {
-				t.Fatalf("key %q changed from %#v to %#v\nbefore %q\nafter %q", k, v, merged[k], config, after[AnnotationProxyConfig])
+				t.Fatalf("key %q changed from %#v to %#v\nbefore %q\nafter %q", k, v, merged[k], config, after[keys.AnnotationProxyConfig])
 			}
 		}
 	})
@@ -131,7 +130,7 @@ func checkAdmit(ctx context.Context, t *testing.T, r *reconciler, raw []byte) (m
 	for k, v := range after {
 		if old, ok := before.Annotations[k]; !ok || old != v {
 			changed++
-			if k != AnnotationProxyConfig && k != AnnotationNativeSidecar {
+			if k != keys.AnnotationProxyConfig && k != keys.AnnotationNativeSidecar {
 				t.Fatalf("patch changed annotation %q", k)
 			}
 		}

@@ -5,7 +5,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/istio-aux/istio-aux/functions/decision"
+	"github.com/istio-aux/istio-aux/pkg/decision"
+	"github.com/istio-aux/istio-aux/pkg/keys"
 )
 
 // Outcome is what one admission did; it is also the metric label, so the set
@@ -29,10 +30,10 @@ const (
 	ReasonNoInjection    = "Istio will not inject this pod"
 	ReasonNativeSidecar  = "pod already has a native istio-proxy sidecar"
 	ReasonUserHold       = "user already set " + KeyHold
-	ReasonUserNative     = "user already set " + AnnotationNativeSidecar
+	ReasonUserNative     = "user already set " + keys.AnnotationNativeSidecar
 	ReasonHold           = "hold application until proxy starts"
 	ReasonNative         = "native sidecar requested"
-	ReasonBadProxyConfig = "malformed " + AnnotationProxyConfig
+	ReasonBadProxyConfig = "malformed " + keys.AnnotationProxyConfig
 )
 
 // Mutation is the decision for one pod: at most one annotation to set.
@@ -54,16 +55,18 @@ func Mutate(pod *corev1.Pod, namespaceLabels map[string]string, mode Mode) Mutat
 	if !istioWillInject(pod) {
 		return Mutation{Outcome: Skipped, Reason: ReasonNoInjection}
 	}
-	if decision.HasNativeProxy(pod) {
-		return Mutation{Outcome: Skipped, Reason: ReasonNativeSidecar}
+	for _, c := range pod.Spec.InitContainers {
+		if decision.IsNativeProxy(c.Name, c.RestartPolicy) {
+			return Mutation{Outcome: Skipped, Reason: ReasonNativeSidecar}
+		}
 	}
 	if mode == ModeNative {
-		if _, ok := pod.Annotations[AnnotationNativeSidecar]; ok {
+		if _, ok := pod.Annotations[keys.AnnotationNativeSidecar]; ok {
 			return Mutation{Outcome: Skipped, Reason: ReasonUserNative}
 		}
-		return Mutation{Outcome: Mutated, Reason: ReasonNative, Key: AnnotationNativeSidecar, Value: "true"}
+		return Mutation{Outcome: Mutated, Reason: ReasonNative, Key: keys.AnnotationNativeSidecar, Value: "true"}
 	}
-	merged, changed, err := mergeHold(pod.Annotations[AnnotationProxyConfig])
+	merged, changed, err := mergeHold(pod.Annotations[keys.AnnotationProxyConfig])
 	switch {
 	case err != nil:
 		return Mutation{
@@ -73,7 +76,7 @@ func Mutate(pod *corev1.Pod, namespaceLabels map[string]string, mode Mode) Mutat
 	case !changed:
 		return Mutation{Outcome: Skipped, Reason: ReasonUserHold}
 	}
-	return Mutation{Outcome: Mutated, Reason: ReasonHold, Key: AnnotationProxyConfig, Value: merged}
+	return Mutation{Outcome: Mutated, Reason: ReasonHold, Key: keys.AnnotationProxyConfig, Value: merged}
 }
 
 // istioWillInject reads the pod the way Istio's injector (injectRequired)
@@ -85,9 +88,9 @@ func istioWillInject(pod *corev1.Pod) bool {
 	if pod.Spec.HostNetwork {
 		return false
 	}
-	v, ok := pod.Labels[KeyInject]
+	v, ok := pod.Labels[keys.KeyInject]
 	if !ok {
-		v = pod.Annotations[KeyInject]
+		v = pod.Annotations[keys.KeyInject]
 	}
 	switch strings.ToLower(v) {
 	case "", "y", "yes", "true", "on":

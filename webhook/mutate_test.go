@@ -7,16 +7,15 @@ import (
 	"testing"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
+	"github.com/istio-aux/istio-aux/pkg/keys"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kjson "sigs.k8s.io/json"
-
-	"github.com/istio-aux/istio-aux/functions/decision"
 )
 
 var (
-	enabledNS = map[string]string{decision.LabelEnabled: "true"}
-	legacyNS  = map[string]string{decision.LegacyLabel: decision.LegacyLabelValue}
+	enabledNS = map[string]string{keys.LabelEnabled: "true"}
+	legacyNS  = map[string]string{keys.LegacyLabel: keys.LegacyLabelValue}
 )
 
 func testPod(labels, annotations map[string]string) *corev1.Pod {
@@ -67,7 +66,7 @@ func annotationsAfter(t testing.TB, raw, patch []byte) map[string]string {
 }
 
 func TestMutate(t *testing.T) {
-	const hold = AnnotationProxyConfig
+	const hold = keys.AnnotationProxyConfig
 	other := map[string]string{"team": "ml"}
 	tests := map[string]struct {
 		ns          map[string]string
@@ -144,12 +143,12 @@ func TestMutate(t *testing.T) {
 			want: map[string]string{hold: "concurrency: 2\n---\nconcurrency: 3\n"},
 		},
 		"opted out by annotation in an enabled namespace": {
-			ns: enabledNS, annotations: map[string]string{decision.AnnotationEnabled: "false"},
+			ns: enabledNS, annotations: map[string]string{keys.AnnotationEnabled: "false"},
 			outcome: Skipped, reason: ReasonNotOptedIn,
-			want: map[string]string{decision.AnnotationEnabled: "false"},
+			want: map[string]string{keys.AnnotationEnabled: "false"},
 		},
 		"opted in by pod label in an unlabelled namespace": {
-			labels:  map[string]string{decision.LabelEnabled: "true"},
+			labels:  map[string]string{keys.LabelEnabled: "true"},
 			outcome: Mutated, reason: ReasonHold,
 			want: map[string]string{hold: "holdApplicationUntilProxyStarts: true"},
 		},
@@ -158,27 +157,27 @@ func TestMutate(t *testing.T) {
 			outcome: Skipped, reason: ReasonNotOptedIn, want: other,
 		},
 		"inject=false label": {
-			ns: enabledNS, labels: map[string]string{KeyInject: "false"},
+			ns: enabledNS, labels: map[string]string{keys.KeyInject: "false"},
 			outcome: Skipped, reason: ReasonNoInjection,
 		},
 		"inject=false annotation": {
-			ns: enabledNS, annotations: map[string]string{KeyInject: "false"},
+			ns: enabledNS, annotations: map[string]string{keys.KeyInject: "false"},
 			outcome: Skipped, reason: ReasonNoInjection,
-			want: map[string]string{KeyInject: "false"},
+			want: map[string]string{keys.KeyInject: "false"},
 		},
 		"inject=off annotation (any non-true value)": {
-			ns: enabledNS, annotations: map[string]string{KeyInject: "Off"},
+			ns: enabledNS, annotations: map[string]string{keys.KeyInject: "Off"},
 			outcome: Skipped, reason: ReasonNoInjection,
-			want: map[string]string{KeyInject: "Off"},
+			want: map[string]string{keys.KeyInject: "Off"},
 		},
 		"hostNetwork pod": {
 			ns: enabledNS, hostNetwork: true,
 			outcome: Skipped, reason: ReasonNoInjection,
 		},
 		"inject label true wins over annotation false": {
-			ns: enabledNS, labels: map[string]string{KeyInject: "true"}, annotations: map[string]string{KeyInject: "false"},
+			ns: enabledNS, labels: map[string]string{keys.KeyInject: "true"}, annotations: map[string]string{keys.KeyInject: "false"},
 			outcome: Mutated, reason: ReasonHold,
-			want: map[string]string{KeyInject: "false", hold: "holdApplicationUntilProxyStarts: true"},
+			want: map[string]string{keys.KeyInject: "false", hold: "holdApplicationUntilProxyStarts: true"},
 		},
 		"pod already has a native istio-proxy": {
 			ns: enabledNS, native: true,
@@ -187,17 +186,17 @@ func TestMutate(t *testing.T) {
 		"native mode sets the annotation": {
 			ns: enabledNS, mode: ModeNative, annotations: other,
 			outcome: Mutated, reason: ReasonNative,
-			want: map[string]string{"team": "ml", AnnotationNativeSidecar: "true"},
+			want: map[string]string{"team": "ml", keys.AnnotationNativeSidecar: "true"},
 		},
 		"native mode keeps the user's value": {
-			ns: enabledNS, mode: ModeNative, annotations: map[string]string{AnnotationNativeSidecar: "false"},
+			ns: enabledNS, mode: ModeNative, annotations: map[string]string{keys.AnnotationNativeSidecar: "false"},
 			outcome: Skipped, reason: ReasonUserNative,
-			want: map[string]string{AnnotationNativeSidecar: "false"},
+			want: map[string]string{keys.AnnotationNativeSidecar: "false"},
 		},
 		"native mode leaves proxy config alone": {
 			ns: enabledNS, mode: ModeNative, annotations: map[string]string{hold: "concurrency: 2"},
 			outcome: Mutated, reason: ReasonNative,
-			want: map[string]string{hold: "concurrency: 2", AnnotationNativeSidecar: "true"},
+			want: map[string]string{hold: "concurrency: 2", keys.AnnotationNativeSidecar: "true"},
 		},
 		"native mode, not opted in": {
 			mode: ModeNative, outcome: Skipped, reason: ReasonNotOptedIn,
@@ -208,7 +207,7 @@ func TestMutate(t *testing.T) {
 			pod := testPod(tc.labels, tc.annotations)
 			if tc.native {
 				always := corev1.ContainerRestartPolicyAlways
-				pod.Spec.InitContainers = []corev1.Container{{Name: decision.ProxyContainer, RestartPolicy: &always}}
+				pod.Spec.InitContainers = []corev1.Container{{Name: keys.ProxyContainer, RestartPolicy: &always}}
 			}
 			pod.Spec.HostNetwork = tc.hostNetwork
 			mode := tc.mode
@@ -253,7 +252,7 @@ func TestAnnotationPatchShapes(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			m, got := applyMutation(t, []byte(tc.raw), enabledNS, ModeHold)
-			if m.Outcome != Mutated || !strings.Contains(got[AnnotationProxyConfig], "holdApplicationUntilProxyStarts: true") {
+			if m.Outcome != Mutated || !strings.Contains(got[keys.AnnotationProxyConfig], "holdApplicationUntilProxyStarts: true") {
 				t.Fatalf("outcome %s, annotations %#v", m.Outcome, got)
 			}
 			_, s, _ := decodePod([]byte(tc.raw))

@@ -34,16 +34,7 @@ const (
 	DefaultTimeout = 5 * time.Second
 )
 
-// Names istio-aux writes or reads on pods, owned by Istio.
-const (
-	// AnnotationProxyConfig is Istio's per-pod ProxyConfig, a YAML document.
-	AnnotationProxyConfig = "proxy.istio.io/config"
-	// KeyHold is the ProxyConfig field that makes the injector start
-	// istio-proxy first and hold the apps until it is ready.
-	KeyHold = "holdApplicationUntilProxyStarts"
-	// AnnotationNativeSidecar asks Istio (>= 1.24) for a native sidecar.
-	AnnotationNativeSidecar = "sidecar.istio.io/nativeSidecar"
-	// KeyInject is Istio's per-pod injection switch, read as a label first
-	// and an annotation second.
-	KeyInject = "sidecar.istio.io/inject"
-)
+// KeyHold is the ProxyConfig field (in the YAML of keys.AnnotationProxyConfig)
+// that makes the injector start istio-proxy first and hold the apps until it
+// is ready.
+const KeyHold = "holdApplicationUntilProxyStarts"

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/istio-aux/istio-aux/pkg/keys"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -23,8 +24,6 @@ import (
 	pkgreconciler "knative.dev/pkg/reconciler"
 	"knative.dev/pkg/system"
 	certresources "knative.dev/pkg/webhook/certificates/resources"
-
-	"github.com/istio-aux/istio-aux/functions/decision"
 )
 
 var caCert = []byte("-----BEGIN CERTIFICATE-----\nfake\n-----END CERTIFICATE-----\n")
@@ -238,14 +237,14 @@ func TestWebhooksSelectors(t *testing.T) {
 	}{
 		"enabled namespace":     {ns(enabledNS, "ml"), nil, []string{WebhookEnabled}},
 		"legacy namespace":      {ns(legacyNS, "ml"), nil, []string{WebhookLegacy}},
-		"both labels":           {ns(map[string]string{decision.LabelEnabled: "true", decision.LegacyLabel: "enabled"}, "ml"), nil, []string{WebhookEnabled}},
-		"pod label, plain ns":   {ns(nil, "ml"), map[string]string{decision.LabelEnabled: "true"}, []string{WebhookPods}},
-		"pod label, enabled ns": {ns(enabledNS, "ml"), map[string]string{decision.LabelEnabled: "true"}, []string{WebhookEnabled}},
+		"both labels":           {ns(map[string]string{keys.LabelEnabled: "true", keys.LegacyLabel: "enabled"}, "ml"), nil, []string{WebhookEnabled}},
+		"pod label, plain ns":   {ns(nil, "ml"), map[string]string{keys.LabelEnabled: "true"}, []string{WebhookPods}},
+		"pod label, enabled ns": {ns(enabledNS, "ml"), map[string]string{keys.LabelEnabled: "true"}, []string{WebhookEnabled}},
 		// Called, and Admit decides: the pod's annotation may still opt it in.
-		"pod opted out by label":    {ns(enabledNS, "ml"), map[string]string{decision.LabelEnabled: "false"}, []string{WebhookEnabled}},
+		"pod opted out by label":    {ns(enabledNS, "ml"), map[string]string{keys.LabelEnabled: "false"}, []string{WebhookEnabled}},
 		"plain namespace":           {ns(nil, "ml"), nil, nil},
-		"system namespace":          {ns(enabledNS, "istio-aux"), map[string]string{decision.LabelEnabled: "true"}, nil},
-		"ns label false, pod label": {ns(map[string]string{decision.LabelEnabled: "false"}, "ml"), map[string]string{decision.LabelEnabled: "true"}, []string{WebhookPods}},
+		"system namespace":          {ns(enabledNS, "istio-aux"), map[string]string{keys.LabelEnabled: "true"}, nil},
+		"ns label false, pod label": {ns(map[string]string{keys.LabelEnabled: "false"}, "ml"), map[string]string{keys.LabelEnabled: "true"}, []string{WebhookPods}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -1,12 +1,11 @@
 package webhook
 
 import (
+	"github.com/istio-aux/istio-aux/pkg/keys"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-
-	"github.com/istio-aux/istio-aux/functions/decision"
 )
 
 // Names of the three webhooks of ConfigurationName. There are three because
@@ -33,7 +32,7 @@ func Webhooks(systemNamespace string, clientConfig admissionregistrationv1.Webho
 	whs := []admissionregistrationv1.MutatingWebhook{{
 		Name: WebhookEnabled,
 		NamespaceSelector: &metav1.LabelSelector{
-			MatchLabels:      map[string]string{decision.LabelEnabled: "true"},
+			MatchLabels:      map[string]string{keys.LabelEnabled: "true"},
 			MatchExpressions: []metav1.LabelSelectorRequirement{notSystem},
 		},
 	}, {
@@ -42,19 +41,19 @@ func Webhooks(systemNamespace string, clientConfig admissionregistrationv1.Webho
 			// Exclude namespaces that also carry the new label: the first
 			// webhook already handles them, and the API server would call
 			// both.
-			MatchLabels: map[string]string{decision.LegacyLabel: decision.LegacyLabelValue},
+			MatchLabels: map[string]string{keys.LegacyLabel: keys.LegacyLabelValue},
 			MatchExpressions: []metav1.LabelSelectorRequirement{notSystem, {
-				Key: decision.LabelEnabled, Operator: metav1.LabelSelectorOpNotIn, Values: []string{"true"},
+				Key: keys.LabelEnabled, Operator: metav1.LabelSelectorOpNotIn, Values: []string{"true"},
 			}},
 		},
 	}, {
 		Name: WebhookPods,
 		NamespaceSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
 			notSystem,
-			{Key: decision.LabelEnabled, Operator: metav1.LabelSelectorOpNotIn, Values: []string{"true"}},
-			{Key: decision.LegacyLabel, Operator: metav1.LabelSelectorOpNotIn, Values: []string{decision.LegacyLabelValue}},
+			{Key: keys.LabelEnabled, Operator: metav1.LabelSelectorOpNotIn, Values: []string{"true"}},
+			{Key: keys.LegacyLabel, Operator: metav1.LabelSelectorOpNotIn, Values: []string{keys.LegacyLabelValue}},
 		}},
-		ObjectSelector: &metav1.LabelSelector{MatchLabels: map[string]string{decision.LabelEnabled: "true"}},
+		ObjectSelector: &metav1.LabelSelector{MatchLabels: map[string]string{keys.LabelEnabled: "true"}},
 	}}
 	for i := range whs {
 		whs[i].ClientConfig = *clientConfig.DeepCopy()

@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/istio-aux/istio-aux/pkg/keys"
 	yaml "go.yaml.in/yaml/v3"
 )
 
@@ -27,21 +28,21 @@ func mergeHold(config string) (merged string, changed bool, err error) {
 		// Only comments: keep them and add the key below.
 		return strings.TrimRight(config, "\n") + "\n" + KeyHold + ": true\n", true, nil
 	case err != nil:
-		return "", false, fmt.Errorf("%s is not valid YAML: %w", AnnotationProxyConfig, err)
+		return "", false, fmt.Errorf("%s is not valid YAML: %w", keys.AnnotationProxyConfig, err)
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
 		// Istio reads one document; rewriting would silently drop the rest.
-		return "", false, fmt.Errorf("%s holds more than one YAML document", AnnotationProxyConfig)
+		return "", false, fmt.Errorf("%s holds more than one YAML document", keys.AnnotationProxyConfig)
 	}
 	if doc.Kind != yaml.DocumentNode || len(doc.Content) != 1 || doc.Content[0].Kind != yaml.MappingNode {
-		return "", false, fmt.Errorf("%s is not a YAML mapping", AnnotationProxyConfig)
+		return "", false, fmt.Errorf("%s is not a YAML mapping", keys.AnnotationProxyConfig)
 	}
 	// Decoding into a map also rejects duplicate keys and resolves merge
 	// keys ("<<"), so "already set" means what Istio would see.
 	var fields map[string]any
 	if err := doc.Decode(&fields); err != nil {
-		return "", false, fmt.Errorf("%s is not a valid mapping: %w", AnnotationProxyConfig, err)
+		return "", false, fmt.Errorf("%s is not a valid mapping: %w", keys.AnnotationProxyConfig, err)
 	}
 	if _, ok := fields[KeyHold]; ok {
 		return config, false, nil
@@ -56,20 +57,20 @@ func mergeHold(config string) (merged string, changed bool, err error) {
 	enc := yaml.NewEncoder(&buf)
 	enc.SetIndent(2)
 	if err := enc.Encode(&doc); err != nil {
-		return "", false, fmt.Errorf("re-encoding %s: %w", AnnotationProxyConfig, err)
+		return "", false, fmt.Errorf("re-encoding %s: %w", keys.AnnotationProxyConfig, err)
 	}
 	if err := enc.Close(); err != nil {
-		return "", false, fmt.Errorf("re-encoding %s: %w", AnnotationProxyConfig, err)
+		return "", false, fmt.Errorf("re-encoding %s: %w", keys.AnnotationProxyConfig, err)
 	}
 	// Never hand Istio a document that does not read back as the user's
 	// fields plus ours: better a warning than a silently changed setting.
 	var check map[string]any
 	if err := yaml.Unmarshal(buf.Bytes(), &check); err != nil || check[KeyHold] != true {
-		return "", false, fmt.Errorf("%s could not be rewritten safely (%v)", AnnotationProxyConfig, err)
+		return "", false, fmt.Errorf("%s could not be rewritten safely (%v)", keys.AnnotationProxyConfig, err)
 	}
 	delete(check, KeyHold)
 	if !sameYAMLValue(check, fields) {
-		return "", false, fmt.Errorf("%s could not be rewritten without changing it", AnnotationProxyConfig)
+		return "", false, fmt.Errorf("%s could not be rewritten without changing it", keys.AnnotationProxyConfig)
 	}
 	return buf.String(), true, nil
 }

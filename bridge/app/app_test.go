@@ -11,13 +11,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/istio-aux/istio-aux/bridge/filter"
 	"github.com/istio-aux/istio-aux/bridge/internal/testenv"
 	"github.com/istio-aux/istio-aux/bridge/metrics"
 	"github.com/istio-aux/istio-aux/bridge/publish"
-	"github.com/istio-aux/istio-aux/functions/podevent"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"github.com/istio-aux/istio-aux/pkg/podevent"
+	"github.com/istio-aux/istio-aux/pkg/slim"
 )
 
 func TestConfigFromLookup(t *testing.T) {
@@ -28,19 +26,19 @@ func TestConfigFromLookup(t *testing.T) {
 	}{
 		"defaults": {env: nil, check: func(c Config) bool {
 			return c.Role == RoleAll && c.Stream == "ISTIO_AUX" && c.Resync == 5*time.Minute &&
-				c.MetricsAddr == ":9090" && c.Publish == filter.ModeQuit && c.NATSURL == "" && c.Sink == ""
+				c.MetricsAddr == ":9090" && c.NATSURL == "" && c.Sink == "" && c.Decision.ExtraSidecars == nil
 		}},
 		"dispatch role with a sink": {env: map[string]string{"ISTIO_AUX_ROLE": "dispatch", "K_SINK": "http://f"}, check: func(c Config) bool {
 			return c.Role == RoleDispatch && !c.Role.Watches() && c.Role.Dispatches() && c.Sink == "http://f"
 		}},
-		"changes mode and resync": {env: map[string]string{"ISTIO_AUX_PUBLISH": "changes", "ISTIO_AUX_RESYNC": "10m"}, check: func(c Config) bool {
-			return c.Publish == filter.ModeChanges && c.Resync == 10*time.Minute
+		"resync and sidecars": {env: map[string]string{"ISTIO_AUX_RESYNC": "10m", "ISTIO_AUX_SIDECARS": "vault-agent, fluent-bit"}, check: func(c Config) bool {
+			return c.Resync == 10*time.Minute && len(c.Decision.ExtraSidecars) == 2 && c.Decision.ExtraSidecars[1] == "fluent-bit"
 		}},
 		"resync off":                     {env: map[string]string{"ISTIO_AUX_RESYNC": "0s"}, check: func(c Config) bool { return c.Resync == 0 }},
 		"unknown role":                   {env: map[string]string{"ISTIO_AUX_ROLE": "both"}, wantErr: true},
 		"bad resync":                     {env: map[string]string{"ISTIO_AUX_RESYNC": "often"}, wantErr: true},
 		"resync inside the dedup window": {env: map[string]string{"ISTIO_AUX_RESYNC": "1m"}, wantErr: true},
-		"bad publish mode":               {env: map[string]string{"ISTIO_AUX_PUBLISH": "all"}, wantErr: true},
+		"bad sidecar name":               {env: map[string]string{"ISTIO_AUX_SIDECARS": "vault agent"}, wantErr: true},
 	}
 	for name, tc := range cases {
 		c, err := configFromLookup(func(k string) (string, bool) { v, ok := tc.env[k]; return v, ok })
@@ -72,7 +70,7 @@ func TestRunDispatchRole(t *testing.T) {
 		MetricsAddr: "127.0.0.1:0", SinkTimeout: time.Second}
 	addrs := make(chan net.Addr, 1)
 	done := make(chan error, 1)
-	go func() { done <- Run(ctx, cfg, addrs) }()
+	go func() { done <- Run(ctx, cfg, HTTPSink(cfg), addrs) }()
 	defer func() {
 		cancel()
 		if err := <-done; err != nil {
@@ -93,9 +91,9 @@ func TestRunDispatchRole(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pub := publish.New(nc, js, metrics.NewBridge(nil), nil, 8)
+	pub := publish.New(nc, js, metrics.NewBridge(nil), 8)
 	go func() { _ = pub.Run(ctx) }()
-	ev, err := podevent.New("test", &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "u", ResourceVersion: "1"}})
+	ev, err := podevent.New("test", &slim.Pod{Meta: slim.Meta{Name: "p", Namespace: "ns", UID: "u", ResourceVersion: "1"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,16 +1,17 @@
-// Package app wires the bridge binary: configuration from the environment
-// and the components run for a role, with metrics and health endpoints.
+// Package app wires the bridge binary: configuration from the environment,
+// the components run for a role, and the metrics and health endpoints. It
+// never builds the function: whoever calls Run hands it the sink.
 package app
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"time"
 
-	"github.com/istio-aux/istio-aux/bridge/filter"
-	"github.com/istio-aux/istio-aux/bridge/stream"
-	"github.com/istio-aux/istio-aux/functions/proxyquit"
+	"github.com/istio-aux/istio-aux/bridge/transport"
+	"github.com/istio-aux/istio-aux/pkg/decision"
 )
 
 // Role says which halves of the pipeline a process runs.
@@ -29,21 +30,19 @@ func (r Role) Watches() bool { return r == RoleAll || r == RoleBridge }
 // Dispatches reports whether the role runs the dispatcher.
 func (r Role) Dispatches() bool { return r == RoleAll || r == RoleDispatch }
 
-// Config is everything the binary reads from its environment, once.
+// Config is everything the bridge reads from its environment, once.
 type Config struct {
-	Kubeconfig  string        // KUBECONFIG; empty: in-cluster
-	NATSURL     string        // NATS_URL; empty: embedded server
-	DataDir     string        // ISTIO_AUX_DATA_DIR, the embedded JetStream store
-	Stream      string        // NATS_STREAM
-	Sink        string        // K_SINK; empty: the function in-process
-	Role        Role          // ISTIO_AUX_ROLE
-	ClusterName string        // ISTIO_AUX_CLUSTER_NAME; empty: the API server URL
-	Resync      time.Duration // ISTIO_AUX_RESYNC
-	RecordDir   string        // ISTIO_AUX_RECORD_DIR; empty: no recording
-	MetricsAddr string        // METRICS_ADDR
-	Publish     filter.Mode   // ISTIO_AUX_PUBLISH
-	SinkTimeout time.Duration // ISTIO_AUX_SINK_TIMEOUT, per HTTP delivery
-	Function    proxyquit.Config
+	Kubeconfig  string           // KUBECONFIG; empty: in-cluster
+	NATSURL     string           // NATS_URL; empty: embedded server
+	DataDir     string           // ISTIO_AUX_DATA_DIR, the embedded JetStream store
+	Stream      string           // NATS_STREAM
+	Sink        string           // K_SINK, where the dispatcher POSTs events
+	Role        Role             // ISTIO_AUX_ROLE
+	ClusterName string           // ISTIO_AUX_CLUSTER_NAME; empty: the API server URL
+	Resync      time.Duration    // ISTIO_AUX_RESYNC
+	MetricsAddr string           // METRICS_ADDR
+	SinkTimeout time.Duration    // ISTIO_AUX_SINK_TIMEOUT, per HTTP delivery
+	Decision    decision.Options // ISTIO_AUX_SIDECARS
 }
 
 // ConfigFromEnv reads the environment; a set but invalid value is an error.
@@ -62,11 +61,10 @@ func configFromLookup(lookup func(string) (string, bool)) (Config, error) {
 		Kubeconfig:  get("KUBECONFIG", ""),
 		NATSURL:     get("NATS_URL", ""),
 		DataDir:     get("ISTIO_AUX_DATA_DIR", filepath.Join(os.TempDir(), "istio-aux-jetstream")),
-		Stream:      get("NATS_STREAM", stream.DefaultName),
+		Stream:      get("NATS_STREAM", transport.DefaultName),
 		Sink:        get("K_SINK", ""),
 		Role:        Role(get("ISTIO_AUX_ROLE", string(RoleAll))),
 		ClusterName: get("ISTIO_AUX_CLUSTER_NAME", ""),
-		RecordDir:   get("ISTIO_AUX_RECORD_DIR", ""),
 		MetricsAddr: get("METRICS_ADDR", ":9090"),
 	}
 	switch c.Role {
@@ -81,19 +79,21 @@ func configFromLookup(lookup func(string) (string, bool)) (Config, error) {
 	if c.SinkTimeout, err = duration(get("ISTIO_AUX_SINK_TIMEOUT", "30s"), "ISTIO_AUX_SINK_TIMEOUT"); err != nil {
 		return c, err
 	}
-	if c.Resync > 0 && c.Resync <= stream.DuplicateWindow {
+	if c.Resync > 0 && c.Resync <= transport.DuplicateWindow {
 		// A resync inside the dedup window is always dropped as a
 		// duplicate, so it could never retry a lost quit.
-		return c, fmt.Errorf("ISTIO_AUX_RESYNC=%v must exceed the %v duplicate window", c.Resync, stream.DuplicateWindow)
+		return c, fmt.Errorf("ISTIO_AUX_RESYNC=%v must exceed the %v duplicate window", c.Resync, transport.DuplicateWindow)
 	}
-	if c.Publish, err = filter.ParseMode(get("ISTIO_AUX_PUBLISH", "")); err != nil {
-		return c, fmt.Errorf("ISTIO_AUX_PUBLISH: %w", err)
-	}
-	if c.Function, err = proxyquit.ConfigFromEnv(); err != nil {
+	if c.Decision, err = decision.OptionsFromEnv(lookup); err != nil {
 		return c, err
 	}
 	return c, nil
 }
+
+// ErrNoSink is returned when a dispatcher has nowhere to deliver: the
+// bridge binary needs K_SINK (the all-in-one command calls the function
+// in-process instead).
+var ErrNoSink = errors.New("K_SINK is not set: the dispatcher needs the proxy-quit function's address")
 
 func duration(s, name string) (time.Duration, error) {
 	d, err := time.ParseDuration(s)

@@ -22,26 +22,41 @@ import (
 	"github.com/istio-aux/istio-aux/bridge/dispatch"
 	"github.com/istio-aux/istio-aux/bridge/metrics"
 	"github.com/istio-aux/istio-aux/bridge/publish"
-	"github.com/istio-aux/istio-aux/bridge/stream"
+	"github.com/istio-aux/istio-aux/bridge/transport"
 	"github.com/istio-aux/istio-aux/bridge/watch"
-	"github.com/istio-aux/istio-aux/functions/decision"
-	"github.com/istio-aux/istio-aux/functions/proxyquit"
 	"github.com/istio-aux/istio-aux/internal/kube"
 )
 
 // maxPending bounds unacknowledged publishes per bridge.
 const maxPending = 256
 
-// Run runs the components of cfg.Role until ctx is done. If listening is
-// not nil it receives the metrics/health address once it listens (tests).
-func Run(ctx context.Context, cfg Config, listening chan<- net.Addr) error {
+// NewSink builds the dispatcher's sink once the process has its Kubernetes
+// client configuration (nil when the role needs none) and its metrics
+// registry.
+type NewSink func(ctx context.Context, rc *rest.Config, reg prometheus.Registerer) (dispatch.Sink, error)
+
+// HTTPSink is the bridge binary's sink: events POSTed in binary mode to
+// cfg.Sink (K_SINK), each within cfg.SinkTimeout.
+func HTTPSink(cfg Config) NewSink {
+	return func(context.Context, *rest.Config, prometheus.Registerer) (dispatch.Sink, error) {
+		if cfg.Sink == "" {
+			return nil, ErrNoSink
+		}
+		return dispatch.NewHTTPSink(cfg.Sink, cfg.SinkTimeout)
+	}
+}
+
+// Run runs the components of cfg.Role until ctx is done, delivering events
+// to the sink newSink builds (when the role dispatches). If listening is not
+// nil it receives the metrics/health address once it listens (tests).
+func Run(ctx context.Context, cfg Config, newSink NewSink, listening chan<- net.Addr) error {
 	logger := logging.FromContext(ctx)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
 	url := cfg.NATSURL
 	if url == "" {
-		srv, err := stream.StartEmbedded(stream.EmbeddedOptions{StoreDir: cfg.DataDir})
+		srv, err := transport.StartEmbedded(transport.EmbeddedOptions{StoreDir: cfg.DataDir})
 		if err != nil {
 			return err
 		}
@@ -59,15 +74,16 @@ func Run(ctx context.Context, cfg Config, listening chan<- net.Addr) error {
 	if err != nil {
 		return err
 	}
-	if _, err := stream.Ensure(ctx, js, cfg.Stream); err != nil {
+	if _, err := transport.Ensure(ctx, js, cfg.Stream); err != nil {
 		return err
 	}
 
-	var rc *rest.Config
-	if cfg.Role.Watches() || (cfg.Role.Dispatches() && cfg.Sink == "") {
-		if rc, err = clientcmd.BuildConfigFromFlags("", cfg.Kubeconfig); err != nil {
+	rc, err := clientcmd.BuildConfigFromFlags("", cfg.Kubeconfig)
+	if err != nil {
+		if cfg.Role.Watches() {
 			return fmt.Errorf("kubernetes client config: %w", err)
 		}
+		rc = nil // a dispatcher over HTTP needs none
 	}
 
 	g, ctx := errgroup.WithContext(ctx)
@@ -82,12 +98,12 @@ func Run(ctx context.Context, cfg Config, listening chan<- net.Addr) error {
 		g.Go(func() error { return w.Run(ctx) })
 	}
 	if cfg.Role.Dispatches() {
-		sink, err := newSink(ctx, cfg, rc, reg)
+		sink, err := newSink(ctx, rc, reg)
 		if err != nil {
 			return err
 		}
 		d := dispatch.New(js, sink, metrics.NewDispatch(reg), dispatch.Options{
-			Stream: cfg.Stream, Consumer: stream.DefaultConsumerOptions()})
+			Stream: cfg.Stream, Consumer: transport.DefaultConsumerOptions()})
 		ready = append(ready, d.Running)
 		g.Go(func() error { return d.Run(ctx) })
 	}
@@ -103,36 +119,15 @@ func newWatcher(cfg Config, rc *rest.Config, nc *nats.Conn, js jetstream.JetStre
 	if err != nil {
 		return nil, nil, fmt.Errorf("kubernetes client: %w", err)
 	}
-	var rec *publish.Recorder
-	if cfg.RecordDir != "" {
-		if rec, err = publish.NewRecorder(cfg.RecordDir); err != nil {
-			return nil, nil, err
-		}
-	}
 	source := cfg.ClusterName
 	if source == "" {
 		source = rc.Host
 	}
 	m := metrics.NewBridge(reg)
-	pub := publish.New(nc, js, m, rec, maxPending)
+	pub := publish.New(nc, js, m, maxPending)
 	lists := watch.Lists{Pods: client.PodListWatch(watch.PodFieldSelector), Namespaces: client.NamespaceListWatch()}
-	w := watch.New(lists, pub, m, watch.Options{
-		Source: source, Mode: cfg.Publish, Resync: cfg.Resync,
-		Decision: decision.Options{ExtraSidecars: cfg.Function.Sidecars},
-	})
+	w := watch.New(lists, pub, m, watch.Options{Source: source, Resync: cfg.Resync, Decision: cfg.Decision})
 	return w, pub, nil
-}
-
-// newSink is the HTTP sink for K_SINK, else the function in-process.
-func newSink(ctx context.Context, cfg Config, rc *rest.Config, reg prometheus.Registerer) (dispatch.Sink, error) {
-	if cfg.Sink != "" {
-		return dispatch.NewHTTPSink(cfg.Sink, cfg.SinkTimeout)
-	}
-	fn, err := proxyquit.NewFromConfig(ctx, rc, cfg.Function, reg)
-	if err != nil {
-		return nil, fmt.Errorf("in-process proxy-quit function: %w", err)
-	}
-	return dispatch.SinkFunc(fn.Handle), nil
 }
 
 // serve exposes /metrics, /healthz (the process runs) and /readyz (caches

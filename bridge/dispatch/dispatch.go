@@ -17,9 +17,8 @@ import (
 	"knative.dev/pkg/logging"
 
 	"github.com/istio-aux/istio-aux/bridge/metrics"
-	"github.com/istio-aux/istio-aux/bridge/natsce"
-	"github.com/istio-aux/istio-aux/bridge/stream"
-	"github.com/istio-aux/istio-aux/functions/podevent"
+	"github.com/istio-aux/istio-aux/bridge/transport"
+	"github.com/istio-aux/istio-aux/pkg/podevent"
 )
 
 // Options configure a Dispatcher.
@@ -27,7 +26,7 @@ type Options struct {
 	// Stream is the JetStream stream name.
 	Stream string
 	// Consumer tunes the durable consumer.
-	Consumer stream.ConsumerOptions
+	Consumer transport.ConsumerOptions
 	// BaseDelay and MaxDelay bound the exponential nak delay (by delivery
 	// count). Defaults 1s and 1m.
 	BaseDelay, MaxDelay time.Duration
@@ -45,10 +44,10 @@ type Dispatcher struct {
 // New returns a dispatcher; Run starts it.
 func New(js jetstream.JetStream, sink Sink, m *metrics.Dispatch, o Options) *Dispatcher {
 	if o.Stream == "" {
-		o.Stream = stream.DefaultName
+		o.Stream = transport.DefaultName
 	}
 	if o.Consumer.MaxAckPending == 0 {
-		o.Consumer = stream.DefaultConsumerOptions()
+		o.Consumer = transport.DefaultConsumerOptions()
 	}
 	if o.BaseDelay <= 0 {
 		o.BaseDelay = time.Second
@@ -65,7 +64,7 @@ func (d *Dispatcher) Running() bool { return d.running.Load() }
 // Run consumes until ctx is done, then waits for deliveries under way.
 func (d *Dispatcher) Run(ctx context.Context) error {
 	logger := logging.FromContext(ctx)
-	cons, err := stream.EnsureConsumer(ctx, d.js, d.o.Stream, d.o.Consumer)
+	cons, err := transport.EnsureConsumer(ctx, d.js, d.o.Stream, d.o.Consumer)
 	if err != nil {
 		return err
 	}
@@ -86,10 +85,10 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 			}
 		}))
 	if err != nil {
-		return fmt.Errorf("consuming %s: %w", stream.Durable, err)
+		return fmt.Errorf("consuming %s: %w", transport.Durable, err)
 	}
 	d.running.Store(true)
-	logger.Infow("Dispatching", zap.String("stream", d.o.Stream), zap.String("consumer", stream.Durable))
+	logger.Infow("Dispatching", zap.String("stream", d.o.Stream), zap.String("consumer", transport.Durable))
 	<-ctx.Done()
 	d.running.Store(false)
 	cc.Stop()
@@ -110,7 +109,7 @@ func (d *Dispatcher) handle(ctx context.Context, msg jetstream.Msg) {
 		d.m.Redeliveries.Inc()
 	}
 
-	e, err := natsce.ToEvent(ctx, &nats.Msg{Subject: msg.Subject(), Header: msg.Headers(), Data: msg.Data()})
+	e, err := transport.ReadEvent(ctx, &nats.Msg{Subject: msg.Subject(), Header: msg.Headers(), Data: msg.Data()})
 	if err == nil {
 		_, err = podevent.Decode(*e)
 	}

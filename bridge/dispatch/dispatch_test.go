@@ -20,8 +20,9 @@ import (
 	"github.com/istio-aux/istio-aux/bridge/internal/testenv"
 	"github.com/istio-aux/istio-aux/bridge/metrics"
 	"github.com/istio-aux/istio-aux/bridge/publish"
-	"github.com/istio-aux/istio-aux/bridge/stream"
-	"github.com/istio-aux/istio-aux/functions/podevent"
+	"github.com/istio-aux/istio-aux/bridge/transport"
+	"github.com/istio-aux/istio-aux/pkg/podevent"
+	"github.com/istio-aux/istio-aux/pkg/slim"
 )
 
 // handler records what reaches the sink and answers with a scripted status
@@ -72,10 +73,10 @@ type env struct {
 
 func start(t *testing.T, sink dispatch.Sink) *env {
 	t.Helper()
-	return startWith(t, sink, stream.ConsumerOptions{MaxAckPending: 8, MaxDeliver: 5, AckWait: 5 * time.Second})
+	return startWith(t, sink, transport.ConsumerOptions{MaxAckPending: 8, MaxDeliver: 5, AckWait: 5 * time.Second})
 }
 
-func startWith(t *testing.T, sink dispatch.Sink, consumer stream.ConsumerOptions) *env {
+func startWith(t *testing.T, sink dispatch.Sink, consumer transport.ConsumerOptions) *env {
 	t.Helper()
 	srv := testenv.StartServer(t)
 	ctx, cancel := context.WithCancel(testenv.Context(t))
@@ -84,12 +85,12 @@ func startWith(t *testing.T, sink dispatch.Sink, consumer stream.ConsumerOptions
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := stream.Ensure(ctx, js, stream.DefaultName)
+	st, err := transport.Ensure(ctx, js, transport.DefaultName)
 	if err != nil {
 		t.Fatal(err)
 	}
 	e := &env{srv: srv, bm: metrics.NewBridge(nil), dm: metrics.NewDispatch(nil), ctx: ctx}
-	e.pub = publish.New(nc, js, e.bm, nil, 64)
+	e.pub = publish.New(nc, js, e.bm, 64)
 	go func() { _ = e.pub.Run(ctx) }()
 	e.stats = func() uint64 {
 		info, err := st.Info(ctx)
@@ -111,7 +112,7 @@ func startWith(t *testing.T, sink dispatch.Sink, consumer stream.ConsumerOptions
 // publish sends the event for p and waits for its ack.
 func (e *env) publish(t *testing.T, p *corev1.Pod) {
 	t.Helper()
-	ev, err := podevent.New("test", p)
+	ev, err := podevent.New("test", slim.Of(p))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +171,7 @@ func TestPoisonMessageIsTerminated(t *testing.T) {
 	h := newHandler(nil)
 	e := start(t, dispatch.SinkFunc(h.Handle))
 	nc := testenv.Connect(t, e.srv.URL())
-	if err := nc.Publish(stream.Subject("ns"), []byte("not a cloudevent")); err != nil {
+	if err := nc.Publish(transport.Subject("ns"), []byte("not a cloudevent")); err != nil {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, 5*time.Second, "the poison metric", func() bool {
@@ -237,7 +238,7 @@ func TestHTTPSinkUnreachable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ev, _ := podevent.New("test", pod("x", "1"))
+	ev, _ := podevent.New("test", slim.Of(pod("x", "1")))
 	if a, class := dispatch.Classify(sink.Send(context.Background(), ev)); a != dispatch.Nak || class != "error" {
 		t.Errorf("connection refused classified %v/%s, want nak/error", a, class)
 	}
@@ -256,7 +257,7 @@ func TestSlowDeliveryIsNotRedelivered(t *testing.T) {
 		}
 		return nil
 	})
-	e := startWith(t, sink, stream.ConsumerOptions{MaxAckPending: 8, MaxDeliver: 5, AckWait: ackWait})
+	e := startWith(t, sink, transport.ConsumerOptions{MaxAckPending: 8, MaxDeliver: 5, AckWait: ackWait})
 	e.publish(t, pod("slow", "1"))
 	testenv.Eventually(t, 10*time.Second, "the slow delivery to be acked", func() bool { return e.stats() == 0 })
 	if n := calls.Load(); n != 1 {

@@ -20,8 +20,6 @@ type Bridge struct {
 	Retries prometheus.Counter
 	// InFlight is the number of publishes awaiting their ack.
 	InFlight prometheus.Gauge
-	// RecordErrors counts events that could not be written to the record dir.
-	RecordErrors prometheus.Counter
 }
 
 // NewBridge registers the bridge metrics on reg (nil: not registered).
@@ -41,11 +39,9 @@ func NewBridge(reg prometheus.Registerer) *Bridge {
 			Name: "istio_aux_bridge_publish_retries_total", Help: "Pods re-queued with back-off after a publish error."}),
 		InFlight: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "istio_aux_bridge_publish_in_flight", Help: "Publishes awaiting their JetStream ack."}),
-		RecordErrors: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "istio_aux_bridge_record_errors_total", Help: "Events not written to ISTIO_AUX_RECORD_DIR."}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.WatchEvents, m.Filtered, m.Published, m.Deduplicated, m.PublishErrors, m.Retries, m.InFlight, m.RecordErrors)
+		reg.MustRegister(m.WatchEvents, m.Filtered, m.Published, m.Deduplicated, m.PublishErrors, m.Retries, m.InFlight)
 	}
 	return m
 }

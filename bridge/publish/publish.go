@@ -11,13 +11,10 @@ import (
 	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"go.uber.org/zap"
-	"knative.dev/pkg/logging"
 
 	"github.com/istio-aux/istio-aux/bridge/metrics"
-	"github.com/istio-aux/istio-aux/bridge/natsce"
-	"github.com/istio-aux/istio-aux/bridge/stream"
-	"github.com/istio-aux/istio-aux/functions/podevent"
+	"github.com/istio-aux/istio-aux/bridge/transport"
+	"github.com/istio-aux/istio-aux/pkg/podevent"
 )
 
 // ErrNotConnected is returned while the NATS connection is down: the caller
@@ -30,7 +27,6 @@ type Publisher struct {
 	nc      *nats.Conn
 	js      jetstream.JetStream
 	m       *metrics.Bridge
-	rec     *Recorder
 	pending chan pending
 }
 
@@ -41,9 +37,9 @@ type pending struct {
 }
 
 // New returns a publisher over js (see NewJetStream for the options it
-// expects). maxPending bounds publishes awaiting their ack; rec may be nil.
-func New(nc *nats.Conn, js jetstream.JetStream, m *metrics.Bridge, rec *Recorder, maxPending int) *Publisher {
-	return &Publisher{nc: nc, js: js, m: m, rec: rec, pending: make(chan pending, maxPending)}
+// expects). maxPending bounds publishes awaiting their ack.
+func New(nc *nats.Conn, js jetstream.JetStream, m *metrics.Bridge, maxPending int) *Publisher {
+	return &Publisher{nc: nc, js: js, m: m, pending: make(chan pending, maxPending)}
 }
 
 // NewJetStream is the JetStream context the publisher needs: at most
@@ -73,8 +69,8 @@ func (p *Publisher) Publish(ctx context.Context, e *event.Event, dedupID string,
 		p.m.PublishErrors.WithLabelValues("encode").Inc()
 		return fmt.Errorf("event %s has no namespace extension", e.ID())
 	}
-	msg := &nats.Msg{Subject: stream.Subject(ns), Header: nats.Header{}}
-	if err := natsce.Write(ctx, e, msg); err != nil {
+	msg := &nats.Msg{Subject: transport.Subject(ns), Header: nats.Header{}}
+	if err := transport.WriteEvent(ctx, e, msg); err != nil {
 		p.m.PublishErrors.WithLabelValues("encode").Inc()
 		return err
 	}
@@ -98,18 +94,17 @@ func (p *Publisher) Publish(ctx context.Context, e *event.Event, dedupID string,
 
 // Run checks every ack until ctx is done.
 func (p *Publisher) Run(ctx context.Context) error {
-	logger := logging.FromContext(ctx)
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case pf := <-p.pending:
-			p.settle(ctx, logger, pf)
+			p.settle(ctx, pf)
 		}
 	}
 }
 
-func (p *Publisher) settle(ctx context.Context, logger *zap.SugaredLogger, pf pending) {
+func (p *Publisher) settle(ctx context.Context, pf pending) {
 	defer p.m.InFlight.Dec()
 	select {
 	case ack := <-pf.future.Ok():
@@ -119,12 +114,6 @@ func (p *Publisher) settle(ctx context.Context, logger *zap.SugaredLogger, pf pe
 			return
 		}
 		p.m.Published.Inc()
-		if p.rec != nil {
-			if err := p.rec.Record(pf.event); err != nil {
-				p.m.RecordErrors.Inc()
-				logger.Errorw("Recording event", zap.String("id", pf.event.ID()), zap.Error(err))
-			}
-		}
 		pf.done(nil)
 	case err := <-pf.future.Err():
 		p.m.PublishErrors.WithLabelValues("ack").Inc()

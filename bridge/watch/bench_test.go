@@ -18,14 +18,15 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/istio-aux/istio-aux/bridge/filter"
 	"github.com/istio-aux/istio-aux/bridge/internal/testenv"
 	"github.com/istio-aux/istio-aux/bridge/metrics"
 	"github.com/istio-aux/istio-aux/bridge/publish"
-	"github.com/istio-aux/istio-aux/bridge/stream"
+	"github.com/istio-aux/istio-aux/bridge/transport"
 	"github.com/istio-aux/istio-aux/bridge/watch"
-	"github.com/istio-aux/istio-aux/functions/decision"
-	"github.com/istio-aux/istio-aux/functions/podevent"
+	"github.com/istio-aux/istio-aux/pkg/decision"
+	"github.com/istio-aux/istio-aux/pkg/keys"
+	"github.com/istio-aux/istio-aux/pkg/podevent"
+	"github.com/istio-aux/istio-aux/pkg/slim"
 )
 
 // injectedPod is a finished Job pod as the API server returns it after
@@ -88,17 +89,17 @@ func BenchmarkPipeline(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	st, err := stream.Ensure(ctx, js, stream.DefaultName)
+	st, err := transport.Ensure(ctx, js, transport.DefaultName)
 	if err != nil {
 		b.Fatal(err)
 	}
-	pub := publish.New(nc, js, metrics.NewBridge(nil), nil, 1024)
+	pub := publish.New(nc, js, metrics.NewBridge(nil), 1024)
 	go func() { _ = pub.Run(ctx) }()
 
 	// Like the watcher's workers, several goroutines run the pipeline, each
 	// over its own pods (a pod key is only ever in one worker at a time).
 	const perWorker = 500
-	ns := map[string]string{decision.LabelEnabled: "true"}
+	ns := map[string]string{keys.LabelEnabled: "true"}
 	var acked, failed, next atomic.Int64
 	var worker atomic.Int32
 	done := func(err error) {
@@ -125,10 +126,10 @@ func BenchmarkPipeline(b *testing.B) {
 			// count), as a watch stream of distinct updates would be.
 			full.ResourceVersion = fmt.Sprint(i + 2)
 			full.Status.ContainerStatuses[1].RestartCount = int32(i / perWorker)
-			obj, _ := watch.CompactPod(full)
-			pod := obj.(*watch.CachedPod).Pod()
+			obj, _ := slim.PackTransform(full)
+			pod := obj.(*slim.Packed).Unpack()
 			l, has := last[pod.Name]
-			v := filter.Evaluate(filter.ModeQuit, decision.Options{}, filter.Input{Pod: pod, NamespaceLabels: ns, Last: l, HasLast: has})
+			v := watch.Evaluate(decision.Options{}, false, watch.Input{Pod: pod, NamespaceLabels: ns, Last: l, HasLast: has})
 			if !v.Publish {
 				b.Errorf("update %d not published: %s", i, v.Reason)
 				return
@@ -140,7 +141,7 @@ func BenchmarkPipeline(b *testing.B) {
 				return
 			}
 			for {
-				err := pub.Publish(ctx, &e, filter.DedupID(pod.UID, v.Fingerprint), done)
+				err := pub.Publish(ctx, &e, slim.DedupID(pod.UID, v.Fingerprint), done)
 				if err == nil {
 					break
 				}
@@ -199,15 +200,15 @@ func BenchmarkCacheBytesPerPod(b *testing.B) {
 		runtime.KeepAlive(store)
 		return float64(after-before) / n
 	}
-	var slim, full float64
+	var packed, full float64
 	for b.Loop() {
-		slim = measure(watch.CompactPod)
+		packed = measure(slim.PackTransform)
 		full = measure(func(o any) (any, error) { return o, nil })
 	}
-	b.ReportMetric(slim, "B/pod-slim")
+	b.ReportMetric(packed, "B/pod-slim")
 	b.ReportMetric(full, "B/pod-full")
-	if slim > 2048 {
-		b.Errorf("slim cache holds %.0f B/pod, over the 2 KiB target", slim)
+	if packed > 2048 {
+		b.Errorf("slim cache holds %.0f B/pod, over the 2 KiB target", packed)
 	}
 }
 

@@ -6,7 +6,6 @@ package watch
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,10 +18,9 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"knative.dev/pkg/logging"
 
-	"github.com/istio-aux/istio-aux/bridge/filter"
 	"github.com/istio-aux/istio-aux/bridge/metrics"
-	"github.com/istio-aux/istio-aux/functions/decision"
-	"github.com/istio-aux/istio-aux/functions/podevent"
+	"github.com/istio-aux/istio-aux/pkg/decision"
+	"github.com/istio-aux/istio-aux/pkg/slim"
 )
 
 // Publisher sends one event with a JetStream dedup id. A returned error
@@ -43,8 +41,10 @@ type Lists struct {
 type Options struct {
 	// Source is the CloudEvent source (cluster name or API server URL).
 	Source string
-	// Mode picks which pods are published.
-	Mode filter.Mode
+	// PublishWaits publishes every state change of pods deciding Wait too,
+	// not only Quit: what test/cmd/record uses to record scenarios. The
+	// bridge binary never sets it.
+	PublishWaits bool
 	// Decision carries the configured extra sidecars.
 	Decision decision.Options
 	// Resync re-delivers every cached pod this often; pods still deciding
@@ -74,9 +74,6 @@ func New(lists Lists, pub Publisher, m *metrics.Bridge, o Options) *Watcher {
 	if o.Workers <= 0 {
 		o.Workers = 2
 	}
-	if o.Mode == "" {
-		o.Mode = filter.ModeQuit
-	}
 	if o.RateLimiter == nil {
 		o.RateLimiter = workqueue.NewTypedItemExponentialFailureRateLimiter[string](10*time.Millisecond, 30*time.Second)
 	}
@@ -86,7 +83,7 @@ func New(lists Lists, pub Publisher, m *metrics.Bridge, o Options) *Watcher {
 	})
 	nss := cache.NewSharedIndexInformerWithOptions(lists.Namespaces, &corev1.Namespace{}, cache.SharedIndexInformerOptions{})
 	// Only fails on a started informer; these are new.
-	_ = pods.SetTransform(CompactPod)
+	_ = pods.SetTransform(slim.PackTransform)
 	_ = nss.SetTransform(SlimNamespace)
 	w := &Watcher{
 		o: o, pub: pub, m: m,
@@ -138,94 +135,6 @@ func (w *Watcher) Run(ctx context.Context) error {
 	return nil
 }
 
-func (w *Watcher) work(ctx context.Context) {
-	for w.processNext(ctx) {
-	}
-}
-
-func (w *Watcher) processNext(ctx context.Context) bool {
-	key, quit := w.queue.Get()
-	if quit {
-		return false
-	}
-	defer w.queue.Done(key)
-	if err := w.sync(ctx, key); err != nil {
-		w.retry(ctx, key, err)
-	}
-	return true
-}
-
-// retry re-queues a pod with back-off. Nothing is ever dropped: a pod that
-// cannot be published is retried until it can, or until it no longer needs
-// publishing.
-func (w *Watcher) retry(ctx context.Context, key string, err error) {
-	w.m.Retries.Inc()
-	n := w.queue.NumRequeues(key)
-	log := logging.FromContext(ctx).Desugar()
-	if n < 3 {
-		log.Info("Retrying pod event", zap.String("pod", key), zap.Int("requeues", n), zap.Error(err))
-	} else {
-		log.Warn("Pod event still not published", zap.String("pod", key), zap.Int("requeues", n), zap.Error(err))
-	}
-	w.queue.AddRateLimited(key)
-}
-
-// sync runs the change filter for one pod and publishes if it says so.
-func (w *Watcher) sync(ctx context.Context, key string) error {
-	obj, exists, err := w.pods.GetIndexer().GetByKey(key)
-	if err != nil {
-		return fmt.Errorf("reading %s from the cache: %w", key, err)
-	}
-	if !exists {
-		w.published.forget(key)
-		w.queue.Forget(key)
-		return nil
-	}
-	// Pod() unpacks the cached object into a new slim pod: the cache itself
-	// is never handed out, so it cannot be modified.
-	cached, ok := obj.(*CachedPod)
-	if !ok {
-		return fmt.Errorf("cache holds a %T for %s, not a *CachedPod", obj, key)
-	}
-	pod := cached.Pod()
-	var nsLabels map[string]string
-	if nsObj, ok, _ := w.nss.GetIndexer().GetByKey(pod.Namespace); ok {
-		nsLabels = nsObj.(*corev1.Namespace).Labels
-	}
-	last, hasLast := w.published.get(key)
-	v := filter.Evaluate(w.o.Mode, w.o.Decision, filter.Input{Pod: pod, NamespaceLabels: nsLabels, Last: last, HasLast: hasLast})
-	w.m.Filtered.WithLabelValues(v.Reason).Inc()
-	if !v.Publish {
-		if !v.OptedIn {
-			w.published.forget(key)
-		}
-		w.queue.Forget(key)
-		return nil
-	}
-	e, err := podevent.New(w.o.Source, pod)
-	if err != nil {
-		// A pod that cannot be JSON-encoded will not encode on a retry.
-		w.m.PublishErrors.WithLabelValues("encode").Inc()
-		logging.FromContext(ctx).Errorw("Encoding pod event", zap.String("pod", key), zap.Error(err))
-		return nil
-	}
-	fp := v.Fingerprint
-	w.published.set(key, fp)
-	err = w.pub.Publish(ctx, &e, filter.DedupID(pod.UID, fp), func(err error) {
-		if err != nil {
-			w.published.forgetIf(key, fp)
-			w.retry(ctx, key, err)
-			return
-		}
-		w.queue.Forget(key)
-	})
-	if err != nil {
-		w.published.forgetIf(key, fp)
-		return err
-	}
-	return nil
-}
-
 func (w *Watcher) enqueue(obj any) {
 	key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
 	if err == nil {
@@ -239,14 +148,14 @@ func (w *Watcher) onPodAdd(obj any) {
 }
 
 func (w *Watcher) onPodUpdate(oldObj, newObj any) {
-	oldPod, ok1 := oldObj.(*CachedPod)
-	newPod, ok2 := newObj.(*CachedPod)
+	oldPod, ok1 := oldObj.(*slim.Packed)
+	newPod, ok2 := newObj.(*slim.Packed)
 	if ok1 && ok2 && oldPod.ResourceVersion() == newPod.ResourceVersion() {
 		// A periodic resync. Pods still deciding Quit are published again
 		// (after the dedup window this reaches the function anew); others
 		// are left alone.
 		w.m.WatchEvents.WithLabelValues("pod", "resync").Inc()
-		if decision.Decide(newPod.Pod(), w.o.Decision).Outcome != decision.Quit {
+		if decision.Decide(newPod.Unpack(), w.o.Decision).Outcome != decision.Quit {
 			return
 		}
 		if key, err := cache.MetaNamespaceKeyFunc(newPod); err == nil {

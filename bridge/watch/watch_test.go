@@ -24,10 +24,10 @@ import (
 	"github.com/istio-aux/istio-aux/bridge/internal/testenv"
 	"github.com/istio-aux/istio-aux/bridge/metrics"
 	"github.com/istio-aux/istio-aux/bridge/publish"
-	"github.com/istio-aux/istio-aux/bridge/stream"
+	"github.com/istio-aux/istio-aux/bridge/transport"
 	"github.com/istio-aux/istio-aux/bridge/watch"
-	"github.com/istio-aux/istio-aux/functions/decision"
-	"github.com/istio-aux/istio-aux/functions/podevent"
+	"github.com/istio-aux/istio-aux/pkg/keys"
+	"github.com/istio-aux/istio-aux/pkg/podevent"
 )
 
 // sink records the pod states (event ids) the function would see.
@@ -72,7 +72,7 @@ type cluster struct {
 
 func newCluster(t *testing.T) *cluster {
 	c := &cluster{t: t, client: fake.NewClientset()}
-	c.namespace("jobs", map[string]string{decision.LabelEnabled: "true"})
+	c.namespace("jobs", map[string]string{keys.LabelEnabled: "true"})
 	c.namespace("plain", nil)
 	return c
 }
@@ -127,7 +127,7 @@ func (c *cluster) update(ns, name string, mutate func(*corev1.Pod)) string {
 	if _, err := c.client.CoreV1().Pods(ns).Update(context.Background(), p, metav1.UpdateOptions{}); err != nil {
 		c.t.Fatal(err)
 	}
-	return podevent.ID(p)
+	return podevent.ID(p.UID, p.ResourceVersion)
 }
 
 func appExits(code int32) func(*corev1.Pod) {
@@ -156,7 +156,7 @@ func startBridge(t *testing.T, ctx context.Context, client kubernetes.Interface,
 		t.Fatal(err)
 	}
 	b := &bridge{m: metrics.NewBridge(nil)}
-	pub := publish.New(nc, js, b.m, nil, 128)
+	pub := publish.New(nc, js, b.m, 128)
 	if o.Source == "" {
 		o.Source = "test"
 	}
@@ -181,11 +181,11 @@ func startDispatcher(t *testing.T, ctx context.Context, url string, s *sink) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := stream.Ensure(ctx, js, stream.DefaultName); err != nil {
+	if _, err := transport.Ensure(ctx, js, transport.DefaultName); err != nil {
 		t.Fatal(err)
 	}
 	d := dispatch.New(js, dispatch.SinkFunc(s.Handle), metrics.NewDispatch(nil), dispatch.Options{
-		Consumer:  stream.ConsumerOptions{MaxAckPending: 16, MaxDeliver: 10, AckWait: 2 * time.Second},
+		Consumer:  transport.ConsumerOptions{MaxAckPending: 16, MaxDeliver: 10, AckWait: 2 * time.Second},
 		BaseDelay: 10 * time.Millisecond, MaxDelay: 100 * time.Millisecond,
 	})
 	done := make(chan struct{})
@@ -227,7 +227,7 @@ func TestWatchPublishDispatch(t *testing.T) {
 	}
 
 	// Opting the other namespace in reaches its already finished pod.
-	c.relabel("plain", map[string]string{decision.LegacyLabel: decision.LegacyLabelValue})
+	c.relabel("plain", map[string]string{keys.LegacyLabel: keys.LegacyLabelValue})
 	testenv.Eventually(t, 5*time.Second, "the newly opted-in pod", func() bool { return s.total() == 3 })
 
 	// A restarted bridge (fresh informer, empty memory) republishes the
@@ -251,14 +251,15 @@ func TestWatchPublishDispatch(t *testing.T) {
 	}
 }
 
-func TestChangesModePublishesWaitStates(t *testing.T) {
+func TestPublishWaitsPublishesWaitStates(t *testing.T) {
 	ctx := testenv.Context(t)
 	srv := testenv.StartServer(t)
 	s := &sink{seen: map[string]int{}}
 	startDispatcher(t, ctx, srv.URL(), s)
 	c := newCluster(t)
-	startBridge(t, ctx, c.client, srv.URL(), watch.Options{Mode: "changes"})
-	created := podevent.ID(c.createJob("jobs", "job"))
+	startBridge(t, ctx, c.client, srv.URL(), watch.Options{PublishWaits: true})
+	job := c.createJob("jobs", "job")
+	created := podevent.ID(job.UID, job.ResourceVersion)
 	// The queue is keyed by pod (level-triggered): a state superseded
 	// before a worker reads it is never published, so let each land first.
 	testenv.Eventually(t, 5*time.Second, "the running state", func() bool { return s.count(created) == 1 })
@@ -279,7 +280,7 @@ func TestResyncRepublishesQuitPods(t *testing.T) {
 	c.createJob("jobs", "running")
 	nc := testenv.Connect(t, srv.URL())
 	js, _ := jetstream.New(nc)
-	if _, err := stream.Ensure(ctx, js, stream.DefaultName); err != nil {
+	if _, err := transport.Ensure(ctx, js, transport.DefaultName); err != nil {
 		t.Fatal(err)
 	}
 	b := startBridge(t, ctx, c.client, srv.URL(), watch.Options{Resync: 50 * time.Millisecond})
@@ -303,7 +304,7 @@ func TestNATSRestartLosesNothing(t *testing.T) {
 	c := newCluster(t)
 	nc := testenv.Connect(t, srv.URL())
 	js, _ := jetstream.New(nc)
-	if _, err := stream.Ensure(ctx, js, stream.DefaultName); err != nil {
+	if _, err := transport.Ensure(ctx, js, transport.DefaultName); err != nil {
 		t.Fatal(err)
 	}
 	b := startBridge(t, ctx, c.client, srv.URL(), watch.Options{})

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/istio-aux/istio-aux/pkg/slim"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -176,7 +177,7 @@ func TestLivePodReadsNotOlderThanTheEvent(t *testing.T) {
 			}
 			want := pod.DeepCopy()
 			want.ResourceVersion = tc.eventRV
-			f.livePod(context.Background(), want)
+			f.livePod(context.Background(), slim.Of(want))
 			if !slices.Equal(c.reads, tc.want) {
 				t.Errorf("reads at %q, want %q", c.reads, tc.want)
 			}

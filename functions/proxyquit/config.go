@@ -5,11 +5,12 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/istio-aux/istio-aux/pkg/decision"
 )
 
-// Environment variables read by ConfigFromEnv.
+// Environment variables read by ConfigFromEnv (and decision.EnvSidecars).
 const (
-	EnvSidecars    = "ISTIO_AUX_SIDECARS"
 	EnvQuitCommand = "ISTIO_AUX_QUIT_COMMAND"
 	EnvExecTimeout = "ISTIO_AUX_EXEC_TIMEOUT"
 )
@@ -23,9 +24,8 @@ const (
 
 // Config is what the function needs to know beyond its dependencies.
 type Config struct {
-	// Sidecars are extra container names that, like istio-proxy, are not
-	// apps (a pod's istio-aux.dev/sidecars annotation adds to them).
-	Sidecars []string
+	// Decision is the quit decision's configuration (the extra sidecars).
+	Decision decision.Options
 	// QuitCommand is the argv exec'd in istio-proxy.
 	QuitCommand []string
 	// ExecTimeout bounds one exec, connection included.
@@ -49,8 +49,9 @@ func ConfigFromEnv() (Config, error) {
 
 func configFromLookup(lookup func(string) (string, bool)) (Config, error) {
 	cfg := DefaultConfig()
-	if v, ok := lookup(EnvSidecars); ok {
-		cfg.Sidecars = SplitList(v)
+	var err error
+	if cfg.Decision, err = decision.OptionsFromEnv(lookup); err != nil {
+		return cfg, err
 	}
 	if v, ok := lookup(EnvQuitCommand); ok {
 		argv := strings.Fields(v)
@@ -80,21 +81,10 @@ func (c Config) Validate() error {
 	if c.ExecTimeout <= 0 {
 		return fmt.Errorf("exec timeout %v must be positive", c.ExecTimeout)
 	}
-	for _, s := range c.Sidecars {
+	for _, s := range c.Decision.ExtraSidecars {
 		if s == "" || strings.ContainsAny(s, " ,\t\n") {
 			return fmt.Errorf("sidecar name %q is not a container name", s)
 		}
 	}
 	return nil
-}
-
-// SplitList splits a comma list, trimming blanks and dropping empty items.
-func SplitList(s string) []string {
-	var out []string
-	for _, item := range strings.Split(s, ",") {
-		if item = strings.TrimSpace(item); item != "" {
-			out = append(out, item)
-		}
-	}
-	return out
 }

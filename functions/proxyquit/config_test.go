@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/istio-aux/istio-aux/pkg/decision"
 	"k8s.io/client-go/tools/record"
 )
 
@@ -20,18 +21,18 @@ func TestConfigFromEnv(t *testing.T) {
 	}, {
 		name: "everything set",
 		env: map[string]string{
-			EnvSidecars:    " vault-agent, ,fluent-bit ",
-			EnvQuitCommand: "  curl -sf -XPOST\thttp://127.0.0.1:15020/quitquitquit ",
-			EnvExecTimeout: "3s",
+			decision.EnvSidecars: " vault-agent, ,fluent-bit ",
+			EnvQuitCommand:       "  curl -sf -XPOST\thttp://127.0.0.1:15020/quitquitquit ",
+			EnvExecTimeout:       "3s",
 		},
 		want: Config{
-			Sidecars:    []string{"vault-agent", "fluent-bit"},
+			Decision:    decision.Options{ExtraSidecars: []string{"vault-agent", "fluent-bit"}},
 			QuitCommand: []string{"curl", "-sf", "-XPOST", "http://127.0.0.1:15020/quitquitquit"},
 			ExecTimeout: 3 * time.Second,
 		},
 	}, {
 		name: "empty sidecars means none",
-		env:  map[string]string{EnvSidecars: ""},
+		env:  map[string]string{decision.EnvSidecars: ""},
 		want: DefaultConfig(),
 	}, {
 		name:    "blank quit command",
@@ -59,7 +60,7 @@ func TestConfigFromEnv(t *testing.T) {
 			if tc.wantErr {
 				return
 			}
-			if !slices.Equal(got.Sidecars, tc.want.Sidecars) || !slices.Equal(got.QuitCommand, tc.want.QuitCommand) || got.ExecTimeout != tc.want.ExecTimeout {
+			if !slices.Equal(got.Decision.ExtraSidecars, tc.want.Decision.ExtraSidecars) || !slices.Equal(got.QuitCommand, tc.want.QuitCommand) || got.ExecTimeout != tc.want.ExecTimeout {
 				t.Errorf("config = %+v, want %+v", got, tc.want)
 			}
 		})
@@ -78,7 +79,7 @@ func TestNewRejectsBadConfig(t *testing.T) {
 	for name, cfg := range map[string]Config{
 		"no command":    {ExecTimeout: time.Second},
 		"no timeout":    {QuitCommand: []string{"x"}},
-		"comma sidecar": {QuitCommand: []string{"x"}, ExecTimeout: time.Second, Sidecars: []string{"a,b"}},
+		"comma sidecar": {QuitCommand: []string{"x"}, ExecTimeout: time.Second, Decision: decision.Options{ExtraSidecars: []string{"a,b"}}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if _, err := New(cfg, ClientCluster{}, &fakeExecer{}, record.NewFakeRecorder(1), nil); err == nil {

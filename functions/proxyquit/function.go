@@ -17,9 +17,11 @@ import (
 	"k8s.io/client-go/tools/record"
 	"knative.dev/pkg/logging"
 
-	"github.com/istio-aux/istio-aux/functions/decision"
-	"github.com/istio-aux/istio-aux/functions/podevent"
 	"github.com/istio-aux/istio-aux/internal/kube"
+	"github.com/istio-aux/istio-aux/pkg/decision"
+	"github.com/istio-aux/istio-aux/pkg/keys"
+	"github.com/istio-aux/istio-aux/pkg/podevent"
+	"github.com/istio-aux/istio-aux/pkg/slim"
 )
 
 // Kubernetes Event reasons recorded on pods.
@@ -145,7 +147,7 @@ func (f *Function) handle(ctx context.Context, e cloudevents.Event) result {
 	if e.Type() == podevent.TypeAPIServerDelete {
 		return result{code: 200, outcome: OutcomeIgnored, detail: "pod deleted"}
 	}
-	opts := decision.Options{ExtraSidecars: f.cfg.Sidecars}
+	opts := f.cfg.Decision
 	// The event's own pod state is enough to rule most events out without a
 	// single API call: only a pod that looked done when it was published can
 	// need a quit now.
@@ -164,7 +166,7 @@ func (f *Function) handle(ctx context.Context, e cloudevents.Event) result {
 	if !decision.OptedIn(ns.Labels, live.Labels, live.Annotations) {
 		return result{code: 200, outcome: OutcomeNotOptedIn, detail: "pod is not opted in"}
 	}
-	d := decision.Decide(live, opts)
+	d := decision.Decide(slim.Of(live), opts)
 	if d.Outcome != decision.Quit {
 		return decided(d)
 	}
@@ -173,7 +175,7 @@ func (f *Function) handle(ctx context.Context, e cloudevents.Event) result {
 
 // livePod GETs the pod the event names. ok is false when the returned result
 // is final (gone, replaced or unreadable).
-func (f *Function) livePod(ctx context.Context, want *corev1.Pod) (*corev1.Pod, result, bool) {
+func (f *Function) livePod(ctx context.Context, want *slim.Pod) (*corev1.Pod, result, bool) {
 	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()
 	// At least as new as the event: a read the API server serves from its
@@ -208,7 +210,7 @@ func (f *Function) namespace(ctx context.Context, name string) (*corev1.Namespac
 func (f *Function) quit(ctx context.Context, pod *corev1.Pod, d decision.Decision) result {
 	ctx, cancel := context.WithTimeout(ctx, f.cfg.ExecTimeout)
 	start := f.now()
-	out, err := f.exec.Exec(ctx, pod.Namespace, pod.Name, decision.ProxyContainer, f.cfg.QuitCommand)
+	out, err := f.exec.Exec(ctx, pod.Namespace, pod.Name, keys.ProxyContainer, f.cfg.QuitCommand)
 	cancel()
 	elapsed := f.now().Sub(start).Seconds()
 	if err == nil {
@@ -259,7 +261,7 @@ func (f *Function) proxyGone(ctx context.Context, pod *corev1.Pod) (bool, string
 		return true, "the pod is being deleted"
 	}
 	for _, s := range live.Status.ContainerStatuses {
-		if s.Name == decision.ProxyContainer && s.State.Terminated != nil {
+		if s.Name == keys.ProxyContainer && s.State.Terminated != nil {
 			return true, "istio-proxy has terminated"
 		}
 	}

@@ -9,7 +9,7 @@ import (
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
 
-	"github.com/istio-aux/istio-aux/functions/podevent"
+	"github.com/istio-aux/istio-aux/pkg/podevent"
 )
 
 // FuzzHandle throws arbitrary bytes at decoding and Handle, either as a

@@ -10,7 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/istio-aux/istio-aux/functions/podevent"
+	"github.com/istio-aux/istio-aux/pkg/podevent"
 )
 
 // TestHTTPGarbage posts what a broken or hostile sender might to the HTTP

@@ -18,7 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/istio-aux/istio-aux/functions/podevent"
+	"github.com/istio-aux/istio-aux/pkg/podevent"
 )
 
 var defaultArgv = []string{"pilot-agent", "request", "POST", "quitquitquit"}
@@ -75,7 +75,7 @@ func TestHandle(t *testing.T) {
 		name: "configured command and sidecars",
 		cfg: func(c *Config) {
 			c.QuitCommand = []string{"curl", "-sf", "-XPOST", "http://127.0.0.1:15020/quitquitquit"}
-			c.Sidecars = []string{"vault-agent"}
+			c.Decision.ExtraSidecars = []string{"vault-agent"}
 		},
 		nsLabels: optedIn,
 		live:     withSidecar(done, "vault-agent"), event: ev(withSidecar(done, "vault-agent")),

@@ -18,7 +18,8 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/record"
 
-	"github.com/istio-aux/istio-aux/functions/podevent"
+	"github.com/istio-aux/istio-aux/pkg/podevent"
+	"github.com/istio-aux/istio-aux/pkg/slim"
 )
 
 const (
@@ -147,7 +148,7 @@ func codeOf(t testing.TB, res cloudevents.Result) int {
 
 func newEvent(t testing.TB, p *corev1.Pod) cloudevents.Event {
 	t.Helper()
-	e, err := podevent.New(testSource, p)
+	e, err := podevent.New(testSource, slim.Of(p))
 	if err != nil {
 		t.Fatal(err)
 	}

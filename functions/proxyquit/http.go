@@ -13,7 +13,7 @@ import (
 	"go.uber.org/zap"
 	"knative.dev/pkg/logging"
 
-	"github.com/istio-aux/istio-aux/functions/podevent"
+	"github.com/istio-aux/istio-aux/pkg/podevent"
 )
 
 // maxRequestBytes bounds a request body: the largest event data Decode

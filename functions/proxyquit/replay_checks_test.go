@@ -6,23 +6,24 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/istio-aux/istio-aux/functions/decision"
-	"github.com/istio-aux/istio-aux/functions/podevent"
+	"github.com/istio-aux/istio-aux/pkg/keys"
+	"github.com/istio-aux/istio-aux/pkg/podevent"
+	"github.com/istio-aux/istio-aux/pkg/slim"
 	"github.com/istio-aux/istio-aux/test/record"
 )
 
 // Checks that recordings contain what their scenario claims; each reads
 // the recorded pods directly, not through the code under test.
 
-func status(p *corev1.Pod, name string) (corev1.ContainerStatus, bool) {
-	for _, ss := range [][]corev1.ContainerStatus{p.Status.ContainerStatuses, p.Status.InitContainerStatuses} {
+func status(p *slim.Pod, name string) (slim.ContainerStatus, bool) {
+	for _, ss := range []slim.Statuses{p.Status.ContainerStatuses, p.Status.InitContainerStatuses} {
 		for _, s := range ss {
 			if s.Name == name {
 				return s, true
 			}
 		}
 	}
-	return corev1.ContainerStatus{}, false
+	return slim.ContainerStatus{}, false
 }
 
 // inState returns the events in a state.
@@ -40,7 +41,7 @@ func checkMnist(t *testing.T, evs []recorded) {
 	for _, ev := range evs {
 		p := ev.pod
 		if p.Spec.RestartPolicy != corev1.RestartPolicyOnFailure || len(p.Spec.Containers) != 2 ||
-			p.Spec.Containers[0].Name != decision.ProxyContainer || p.Spec.Containers[1].Name != "tensorflow" {
+			p.Spec.Containers[0].Name != keys.ProxyContainer || p.Spec.Containers[1].Name != "tensorflow" {
 			t.Errorf("%s: not an injected TFJob worker (OnFailure; istio-proxy first, then tensorflow): %+v", ev.file, p.Spec)
 		}
 	}
@@ -50,7 +51,7 @@ func checkMnist(t *testing.T, evs []recorded) {
 		}
 	}
 	for _, ev := range inState(evs, "1of2") {
-		proxy, _ := status(ev.pod, decision.ProxyContainer)
+		proxy, _ := status(ev.pod, keys.ProxyContainer)
 		app, _ := status(ev.pod, "tensorflow")
 		if !proxy.Ready || app.State.Waiting == nil {
 			t.Errorf("%s: want istio-proxy ready and tensorflow held back, got %+v / %+v", ev.file, proxy.State, app.State)
@@ -58,7 +59,7 @@ func checkMnist(t *testing.T, evs []recorded) {
 	}
 	for _, ev := range inState(evs, record.StateAppsDone) {
 		app, _ := status(ev.pod, "tensorflow")
-		proxy, _ := status(ev.pod, decision.ProxyContainer)
+		proxy, _ := status(ev.pod, keys.ProxyContainer)
 		if app.State.Terminated == nil || app.State.Terminated.ExitCode != 0 || proxy.State.Running == nil {
 			t.Errorf("%s: want tensorflow exited 0 and istio-proxy running", ev.file)
 		}
@@ -136,10 +137,10 @@ func checkTwoApps(t *testing.T, evs []recorded) {
 func checkNative(t *testing.T, evs []recorded) {
 	for _, ev := range evs {
 		p := ev.pod
-		native := len(p.Spec.InitContainers) == 1 && p.Spec.InitContainers[0].Name == decision.ProxyContainer &&
+		native := len(p.Spec.InitContainers) == 1 && p.Spec.InitContainers[0].Name == keys.ProxyContainer &&
 			p.Spec.InitContainers[0].RestartPolicy != nil && *p.Spec.InitContainers[0].RestartPolicy == corev1.ContainerRestartPolicyAlways
 		for _, c := range p.Spec.Containers {
-			native = native && c.Name != decision.ProxyContainer
+			native = native && c.Name != keys.ProxyContainer
 		}
 		if !native {
 			t.Errorf("%s: istio-proxy is not a native sidecar", ev.file)

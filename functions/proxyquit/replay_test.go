@@ -13,7 +13,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/istio-aux/istio-aux/functions/podevent"
+	"github.com/istio-aux/istio-aux/pkg/podevent"
+	"github.com/istio-aux/istio-aux/pkg/slim"
 	"github.com/istio-aux/istio-aux/test/record"
 )
 
@@ -141,7 +142,8 @@ type recorded struct {
 	file  string
 	state string // from the file name
 	event cloudevents.Event
-	pod   *corev1.Pod
+	pod   *slim.Pod
+	live  *corev1.Pod // the same data read as a v1.Pod: the pod the fake API server serves
 }
 
 func loadScenario(t testing.TB, dir string) []recorded {
@@ -177,7 +179,11 @@ func loadScenario(t testing.TB, dir string) []recorded {
 		if got := record.State(pod, e.Type()); got != state {
 			t.Fatalf("%s: named %q but its pod is %q", f, state, got)
 		}
-		out = append(out, recorded{file: name, state: state, event: e, pod: pod})
+		live := &corev1.Pod{}
+		if err := json.Unmarshal(e.Data(), live); err != nil {
+			t.Fatalf("%s: data is not a v1.Pod: %v", f, err)
+		}
+		out = append(out, recorded{file: name, state: state, event: e, pod: pod, live: live})
 	}
 	return out
 }
@@ -256,7 +262,7 @@ func TestReplay(t *testing.T) {
 				if !ok {
 					t.Fatalf("%s: no expectation for state %q", ev.file, ev.state)
 				}
-				h.makeLive(t, ev.pod, ev.event.Type() == podevent.TypeAPIServerDelete)
+				h.makeLive(t, ev.live, ev.event.Type() == podevent.TypeAPIServerDelete)
 				before := len(h.exec.Calls())
 				counted := h.count(ev.event.Type(), want.outcome)
 
@@ -300,7 +306,7 @@ func TestReplayNotOptedIn(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			h := newHarness(t, DefaultConfig(), nil)
 			for _, ev := range loadScenario(t, name) {
-				h.makeLive(t, ev.pod, ev.event.Type() == podevent.TypeAPIServerDelete)
+				h.makeLive(t, ev.live, ev.event.Type() == podevent.TypeAPIServerDelete)
 				if code := codeOf(t, h.fn.Handle(context.Background(), ev.event)); code != 200 {
 					t.Errorf("%s: code %d, want 200", ev.file, code)
 				}

@@ -27,3 +27,23 @@ func TestBinariesLeaveOutTheClientset(t *testing.T) {
 		}
 	}
 }
+
+// TestBridgeLeavesOutTheFunction: the deployed bridge delivers over HTTP
+// and never links the proxy-quit function or its exec transports
+// (remotecommand, SPDY, WebSocket); only bridge/cmd/allinone does.
+func TestBridgeLeavesOutTheFunction(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs go list")
+	}
+	out, err := exec.Command("go", "list", "-deps", "../../bridge/cmd/bridge").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list -deps: %v\n%s", err, out)
+	}
+	for _, dep := range strings.Fields(string(out)) {
+		switch dep {
+		case "k8s.io/client-go/tools/remotecommand", "k8s.io/client-go/transport/spdy",
+			"github.com/istio-aux/istio-aux/functions/proxyquit":
+			t.Errorf("bridge/cmd/bridge links %s", dep)
+		}
+	}
+}

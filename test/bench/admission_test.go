@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
+	"github.com/istio-aux/istio-aux/pkg/keys"
 	"github.com/istio-aux/istio-aux/test/cluster"
 	"github.com/istio-aux/istio-aux/test/istioaux"
 	"github.com/istio-aux/istio-aux/webhook"
@@ -164,7 +165,7 @@ func startFloorWebhook(t *testing.T, c *cluster.Cluster, cs kubernetes.Interface
 		if err != nil {
 			return err
 		}
-		if got.Annotations[webhook.AnnotationProxyConfig] == "" {
+		if got.Annotations[keys.AnnotationProxyConfig] == "" {
 			return errors.New("a dry-run pod came back unmutated")
 		}
 		return nil
@@ -188,7 +189,7 @@ func timeCreates(t *testing.T, cs kubernetes.Interface, prefix string, n int, ar
 		if err != nil {
 			t.Fatal(err)
 		}
-		if has := got.Annotations[webhook.AnnotationProxyConfig] != ""; has != a.mutated {
+		if has := got.Annotations[keys.AnnotationProxyConfig] != ""; has != a.mutated {
 			t.Fatalf("pod %s/%s: mutated=%v, want %v", a.ns, got.Name, has, a.mutated)
 		}
 		return d

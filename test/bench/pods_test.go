@@ -16,7 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 
-	"github.com/istio-aux/istio-aux/functions/decision"
+	"github.com/istio-aux/istio-aux/pkg/keys"
 	"github.com/istio-aux/istio-aux/test/cluster"
 )
 
@@ -58,7 +58,7 @@ func podSpec(env []corev1.EnvVar) corev1.PodSpec {
 	return corev1.PodSpec{
 		RestartPolicy: corev1.RestartPolicyNever,
 		Containers: []corev1.Container{
-			{Name: decision.ProxyContainer, Image: "docker.io/istio/proxyv2:1.27.0",
+			{Name: keys.ProxyContainer, Image: "docker.io/istio/proxyv2:1.27.0",
 				Args: []string{"proxy", "sidecar", "--domain", "$(POD_NAMESPACE).svc.cluster.local", "--proxyLogLevel=warning"},
 				Env:  env, Ports: []corev1.ContainerPort{{Name: "http-envoy-prom", ContainerPort: 15090}},
 				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
@@ -127,7 +127,7 @@ func status(p *corev1.Pod, name string) corev1.ContainerStatus {
 // waiting is "app terminated, proxy running": the moment a reaction clock
 // starts.
 func waiting(p *corev1.Pod) bool {
-	return status(p, app).State.Terminated != nil && status(p, decision.ProxyContainer).State.Running != nil
+	return status(p, app).State.Terminated != nil && status(p, keys.ProxyContainer).State.Running != nil
 }
 
 // waitRunning polls until every pod in ns runs its app.
@@ -140,7 +140,7 @@ func waitRunning(ctx context.Context, cs kubernetes.Interface, ns string, n int,
 		}
 		running := 0
 		for i := range l.Items {
-			if status(&l.Items[i], app).State.Running != nil && status(&l.Items[i], decision.ProxyContainer).State.Running != nil {
+			if status(&l.Items[i], app).State.Running != nil && status(&l.Items[i], keys.ProxyContainer).State.Running != nil {
 				running++
 			}
 		}
@@ -173,7 +173,7 @@ func terminateApp(ctx context.Context, cs kubernetes.Interface, ns, name string)
 func createNamespace(ctx context.Context, cs kubernetes.Interface, name string, optedIn bool) error {
 	labels := map[string]string{}
 	if optedIn {
-		labels[decision.LabelEnabled] = "true"
+		labels[keys.LabelEnabled] = "true"
 	}
 	_, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}, metav1.CreateOptions{})
 	return err

@@ -18,8 +18,8 @@ import (
 	watchtools "k8s.io/client-go/tools/watch"
 	"k8s.io/client-go/util/workqueue"
 
-	"github.com/istio-aux/istio-aux/functions/decision"
 	"github.com/istio-aux/istio-aux/functions/proxyquit"
+	"github.com/istio-aux/istio-aux/pkg/keys"
 )
 
 // The two comparison points of the reaction benchmark. Both exec through
@@ -59,7 +59,7 @@ func floor(ctx context.Context, cs kubernetes.Interface, ex proxyquit.Execer, ns
 				// and tries again until one succeeds.
 				for ctx.Err() == nil {
 					ectx, ecancel := context.WithTimeout(ctx, 10*time.Second)
-					_, err := ex.Exec(ectx, pod.Namespace, pod.Name, decision.ProxyContainer, quitArgv)
+					_, err := ex.Exec(ectx, pod.Namespace, pod.Name, keys.ProxyContainer, quitArgv)
 					ecancel()
 					if err == nil {
 						return
@@ -114,7 +114,7 @@ func serial(ctx context.Context, cs kubernetes.Interface, ex proxyquit.Execer, n
 			pod, err := inf.Lister().Pods(key.Namespace).Get(key.Name)
 			if err == nil && waiting(pod) {
 				ectx, ecancel := context.WithTimeout(ctx, 10*time.Second)
-				if _, err := ex.Exec(ectx, key.Namespace, key.Name, decision.ProxyContainer, quitArgv); err != nil && ctx.Err() == nil {
+				if _, err := ex.Exec(ectx, key.Namespace, key.Name, keys.ProxyContainer, quitArgv); err != nil && ctx.Err() == nil {
 					errs.Add(1)
 					q.AddRateLimited(key)
 				} else {

@@ -15,7 +15,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/istio-aux/istio-aux/functions/decision"
+	"github.com/istio-aux/istio-aux/pkg/keys"
 	"github.com/istio-aux/istio-aux/test/cluster"
 )
 
@@ -62,8 +62,8 @@ func TestChaos(t *testing.T) {
 	loadBefore := loadavg()
 
 	optedIn := []string{
-		namespace(t, "chaos-a", map[string]string{decision.LabelEnabled: "true"}),
-		namespace(t, "chaos-b", map[string]string{decision.LegacyLabel: decision.LegacyLabelValue}),
+		namespace(t, "chaos-a", map[string]string{keys.LabelEnabled: "true"}),
+		namespace(t, "chaos-b", map[string]string{keys.LegacyLabel: keys.LegacyLabelValue}),
 	}
 	ctl := namespace(t, "chaos-control", nil)
 	jobs := plan(rand.New(rand.NewPCG(seed, 1)), n, optedIn, ctl)
@@ -156,7 +156,7 @@ func TestChaos(t *testing.T) {
 				return false, err
 			}
 			for _, p := range l.Items {
-				if p.Annotations[decision.AnnotationEnabled] == "false" || ns == ctl {
+				if p.Annotations[keys.AnnotationEnabled] == "false" || ns == ctl {
 					if containerStatus(&p, app).State.Terminated == nil {
 						return false, nil
 					}

@@ -17,10 +17,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/istio-aux/istio-aux/bridge/dispatch"
-	"github.com/istio-aux/istio-aux/bridge/natsce"
-	"github.com/istio-aux/istio-aux/bridge/stream"
-	"github.com/istio-aux/istio-aux/functions/decision"
-	"github.com/istio-aux/istio-aux/functions/podevent"
+	"github.com/istio-aux/istio-aux/bridge/transport"
+	"github.com/istio-aux/istio-aux/pkg/keys"
+	"github.com/istio-aux/istio-aux/pkg/podevent"
+	"github.com/istio-aux/istio-aux/pkg/slim"
 	"github.com/istio-aux/istio-aux/test/cluster"
 )
 
@@ -55,7 +55,7 @@ func stuckPod(t *testing.T, ns, name string) *corev1.Pod {
 
 func event(t *testing.T, p *corev1.Pod, mutate func(*cloudevents.Event)) cloudevents.Event {
 	t.Helper()
-	e, err := podevent.New("https://chaos.invalid", p)
+	e, err := podevent.New("https://chaos.invalid", slim.Of(p))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,17 +72,17 @@ func event(t *testing.T, p *corev1.Pod, mutate func(*cloudevents.Event)) cloudev
 // the end does cause the quit, showing the checks could fail.
 func TestGarbage(t *testing.T) {
 	s := startStack(t, false)
-	in := namespace(t, "garbage-in", map[string]string{decision.LabelEnabled: "true"})
+	in := namespace(t, "garbage-in", map[string]string{keys.LabelEnabled: "true"})
 	out := namespace(t, "garbage-out", nil)
 	target := stuckPod(t, in, "target")
 	other := stuckPod(t, out, "other")
 	quits := quitCount(t)
 	fnMetrics := s.functionURL + "/metrics"
 
-	// Slim keeps only the annotations istio-aux reads, so the padding goes
-	// straight into the data.
-	big := podevent.Slim(target)
-	big.Annotations[decision.AnnotationSidecars] = strings.Repeat("x", 2<<20)
+	// The slim pod keeps only the annotations istio-aux reads, so the
+	// padding goes straight into the data.
+	big := slim.Of(target)
+	big.Annotations = slim.Kept{keys.AnnotationSidecars: strings.Repeat("x", 2<<20)}
 	oversized := func(e *cloudevents.Event) { _ = e.SetData(cloudevents.ApplicationJSON, big) }
 	wrongUID := target.DeepCopy()
 	wrongUID.UID = "00000000-0000-0000-0000-000000000000"
@@ -188,7 +188,7 @@ func TestGarbage(t *testing.T) {
 		decode0 := scrape(t, s.dispatchMetrics, dispPoison, `reason="decode"`)
 		ok0 := scrape(t, s.dispatchMetrics, "istio_aux_dispatch_delivered_total", `class="2xx"`)
 		publish := func(name string, msg *nats.Msg) error {
-			msg.Subject = stream.Subject(in)
+			msg.Subject = transport.Subject(in)
 			_, err := js.PublishMsg(ctx, msg)
 			if err != nil {
 				t.Logf("%s: publish: %v", name, err)
@@ -197,7 +197,7 @@ func TestGarbage(t *testing.T) {
 		}
 		encoded := func(e cloudevents.Event) *nats.Msg {
 			msg := &nats.Msg{}
-			if err := natsce.Write(ctx, &e, msg); err != nil {
+			if err := transport.WriteEvent(ctx, &e, msg); err != nil {
 				t.Fatal(err)
 			}
 			return msg
@@ -223,7 +223,7 @@ func TestGarbage(t *testing.T) {
 		if err := publish("oversized", encoded(event(t, target, oversized))); err == nil {
 			t.Error("a 2 MiB event was accepted by NATS")
 		}
-		cons, err := js.Consumer(ctx, stream.DefaultName, stream.Durable)
+		cons, err := js.Consumer(ctx, transport.DefaultName, transport.Durable)
 		if err != nil {
 			t.Fatal(err)
 		}

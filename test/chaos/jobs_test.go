@@ -14,7 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/istio-aux/istio-aux/functions/decision"
+	"github.com/istio-aux/istio-aux/pkg/keys"
 	"github.com/istio-aux/istio-aux/test/cluster"
 )
 
@@ -74,7 +74,7 @@ func (j testJob) object() *batchv1.Job {
 		cluster.AnnotationExitCodes: codes,
 	}
 	if j.kind == optOut {
-		ann[decision.AnnotationEnabled] = "false"
+		ann[keys.AnnotationEnabled] = "false"
 	}
 	return &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{Name: j.name, Namespace: j.namespace},

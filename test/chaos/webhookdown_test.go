@@ -12,7 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/istio-aux/istio-aux/functions/decision"
+	"github.com/istio-aux/istio-aux/pkg/keys"
 	"github.com/istio-aux/istio-aux/test/cluster"
 )
 
@@ -27,7 +27,7 @@ func TestWebhookDown(t *testing.T) {
 		t.Log(err)
 	}
 	startStack(t, true)
-	ns := namespace(t, "webhook-down", map[string]string{decision.LabelEnabled: "true"})
+	ns := namespace(t, "webhook-down", map[string]string{keys.LabelEnabled: "true"})
 
 	// A pod create now calls a webhook that refuses connections.
 	pod := &corev1.Pod{

@@ -9,7 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 
-	"github.com/istio-aux/istio-aux/functions/decision"
+	"github.com/istio-aux/istio-aux/pkg/decision"
+	"github.com/istio-aux/istio-aux/pkg/keys"
 	"github.com/istio-aux/istio-aux/webhook"
 )
 
@@ -97,10 +98,10 @@ func TestWebhookSelectorsAgreeWithOptIn(t *testing.T) {
 	}
 	cases := 0
 	for _, name := range []string{"default", "team-a", "istio-aux"} {
-		for _, nsNew := range values(decision.LabelEnabled, "true", "false") {
-			for _, nsOld := range values(decision.LegacyLabel, decision.LegacyLabelValue, "disabled") {
-				for _, pod := range values(decision.LabelEnabled, "true", "false") {
-					for _, ann := range values(decision.AnnotationEnabled, "true", "false") {
+		for _, nsNew := range values(keys.LabelEnabled, "true", "false") {
+			for _, nsOld := range values(keys.LegacyLabel, keys.LegacyLabelValue, "disabled") {
+				for _, pod := range values(keys.LabelEnabled, "true", "false") {
+					for _, ann := range values(keys.AnnotationEnabled, "true", "false") {
 						cases++
 						nsLabels := merge(nsNew, nsOld, map[string]string{"kubernetes.io/metadata.name": name})
 						var matched []string
@@ -110,7 +111,7 @@ func TestWebhookSelectorsAgreeWithOptIn(t *testing.T) {
 							}
 						}
 						desc := fmt.Sprintf("namespace %v, pod labels %v, annotations %v: webhooks %v", nsLabels, pod, ann, matched)
-						reachable := decision.NamespaceOptedIn(nsLabels) || pod[decision.LabelEnabled] == "true"
+						reachable := decision.NamespaceOptedIn(nsLabels) || pod[keys.LabelEnabled] == "true"
 						switch {
 						case len(matched) > 1:
 							t.Errorf("%s: called more than once", desc)

@@ -8,13 +8,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/istio-aux/istio-aux/pkg/keys"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/istio-aux/istio-aux/functions/decision"
 )
 
-var optedIn = map[string]string{decision.LabelEnabled: "true"}
+var optedIn = map[string]string{keys.LabelEnabled: "true"}
 
 // Test2JobCompletes: with istio-aux, pods get the hold annotation at
 // creation (so the injector puts istio-proxy first), the Job completes, its

@@ -22,7 +22,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/istio-aux/istio-aux/functions/decision"
+	"github.com/istio-aux/istio-aux/pkg/keys"
 	"github.com/istio-aux/istio-aux/test/cluster"
 	"github.com/istio-aux/istio-aux/webhook"
 )
@@ -162,7 +162,7 @@ func Start(ctx context.Context, c *cluster.Cluster, log io.Writer) (*IstioAux, e
 	}
 	// Ready once a dry-run pod in an opted-in namespace comes back mutated.
 	probe := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: "default", Labels: map[string]string{decision.LabelEnabled: "true"}},
+		ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: "default", Labels: map[string]string{keys.LabelEnabled: "true"}},
 		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "app"}}},
 	}
 	err = a.webhook.WaitUp(ctx, 90*time.Second, func(ctx context.Context) error {
@@ -170,7 +170,7 @@ func Start(ctx context.Context, c *cluster.Cluster, log io.Writer) (*IstioAux, e
 		if err != nil {
 			return err
 		}
-		if p.Annotations[webhook.AnnotationProxyConfig] == "" {
+		if p.Annotations[keys.AnnotationProxyConfig] == "" {
 			return errors.New("a dry-run pod came back unmutated")
 		}
 		return nil
@@ -190,7 +190,13 @@ func (a *IstioAux) StartBridge() error { return a.StartBridgeAs(AllInOne) }
 // first use and kept across bridge restarts.
 func (a *IstioAux) StartBridgeAs(shape Shape) error {
 	env := a.env
-	bbin, err := build("./bridge/cmd/bridge", "bridge")
+	// The deployed shape runs the bridge binary config/ deploys; the
+	// all-in-one shape the command with the function linked in.
+	pkg, name := "./bridge/cmd/allinone", "allinone"
+	if shape == Deployed {
+		pkg, name = "./bridge/cmd/bridge", "bridge"
+	}
+	bbin, err := build(pkg, name)
 	if err != nil {
 		return err
 	}

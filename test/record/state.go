@@ -9,8 +9,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/istio-aux/istio-aux/functions/decision"
-	"github.com/istio-aux/istio-aux/functions/podevent"
+	"github.com/istio-aux/istio-aux/pkg/keys"
+	"github.com/istio-aux/istio-aux/pkg/podevent"
+	"github.com/istio-aux/istio-aux/pkg/slim"
 )
 
 // States a recorded pod can be in, as State names them. Besides these,
@@ -33,7 +34,7 @@ const (
 // State names a pod's state for a recording's file name. eventType is the
 // CloudEvent type the pod came in (a delete event is StateDeleted whatever
 // the pod shows).
-func State(pod *corev1.Pod, eventType string) string {
+func State(pod *slim.Pod, eventType string) string {
 	switch {
 	case eventType == podevent.TypeAPIServerDelete:
 		return StateDeleted
@@ -62,7 +63,7 @@ func State(pod *corev1.Pod, eventType string) string {
 		if s.State.Running != nil {
 			running++
 		}
-		if s.Name == decision.ProxyContainer {
+		if s.Name == keys.ProxyContainer {
 			proxyDone = s.State.Terminated != nil
 			continue
 		}
@@ -76,7 +77,7 @@ func State(pod *corev1.Pod, eventType string) string {
 		}
 	}
 	for _, s := range pod.Status.InitContainerStatuses {
-		if isSidecar(pod, s.Name) && s.Name == decision.ProxyContainer {
+		if isSidecar(pod, s.Name) && s.Name == keys.ProxyContainer {
 			proxyDone = s.State.Terminated != nil
 		}
 	}
@@ -100,7 +101,7 @@ func State(pod *corev1.Pod, eventType string) string {
 }
 
 // isSidecar reports a native sidecar: an init container that keeps running.
-func isSidecar(pod *corev1.Pod, name string) bool {
+func isSidecar(pod *slim.Pod, name string) bool {
 	for _, c := range pod.Spec.InitContainers {
 		if c.Name == name {
 			return c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways
@@ -109,7 +110,7 @@ func isSidecar(pod *corev1.Pod, name string) bool {
 	return false
 }
 
-func maxRestarts(pod *corev1.Pod) int32 {
+func maxRestarts(pod *slim.Pod) int32 {
 	var n int32
 	for _, s := range pod.Status.ContainerStatuses {
 		n = max(n, s.RestartCount)

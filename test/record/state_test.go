@@ -7,7 +7,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/istio-aux/istio-aux/functions/podevent"
+	"github.com/istio-aux/istio-aux/pkg/podevent"
+	"github.com/istio-aux/istio-aux/pkg/slim"
 )
 
 func TestState(t *testing.T) {
@@ -66,7 +67,7 @@ func TestState(t *testing.T) {
 			if typ == "" {
 				typ = podevent.TypePodUpdated
 			}
-			if got := State(tc.pod, typ); got != tc.want {
+			if got := State(slim.Of(tc.pod), typ); got != tc.want {
 				t.Errorf("State = %q, want %q", got, tc.want)
 			}
 		})

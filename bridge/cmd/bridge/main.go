@@ -1,7 +1,8 @@
 // Command bridge watches pods and publishes their events to NATS JetStream,
-// and/or dispatches those events to the proxy-quit function
-// (ISTIO_AUX_ROLE). With no NATS_URL it embeds a nats-server and with no
-// K_SINK it runs the function in-process: one binary, nothing else needed.
+// and/or dispatches those events to the proxy-quit function at K_SINK
+// (ISTIO_AUX_ROLE). With no NATS_URL it embeds a nats-server. It does not
+// link the function: bridge/cmd/allinone is the bridge with the function
+// in-process.
 //
 // Unless GOGC is set, the bridge runs with GOGC=50 (Go's default is 100):
 // its memory is a long-lived cache of every watched pod, and the default
@@ -46,8 +47,8 @@ func main() {
 		logger.Fatalw("Invalid configuration", zap.Error(err))
 	}
 	logger.Infow("Starting", zap.String("role", string(cfg.Role)), zap.Bool("embeddedNATS", cfg.NATSURL == ""),
-		zap.Bool("inProcessFunction", cfg.Sink == ""), zap.String("publish", string(cfg.Publish)))
-	if err := app.Run(ctx, cfg, nil); err != nil {
+		zap.String("sink", cfg.Sink))
+	if err := app.Run(ctx, cfg, app.HTTPSink(cfg), nil); err != nil {
 		logger.Fatalw("Bridge failed", zap.Error(err))
 	}
 }

@@ -19,7 +19,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"knative.dev/pkg/logging"
 
-	"github.com/istio-aux/istio-aux/bridge/stream"
+	"github.com/istio-aux/istio-aux/bridge/transport"
 	"github.com/istio-aux/istio-aux/bridge/watch"
 )
 
@@ -28,7 +28,7 @@ type Server struct {
 	t    testing.TB
 	Dir  string
 	Port int
-	*stream.Embedded
+	*transport.Embedded
 }
 
 // StartServer starts a server on a free port with its store in a new
@@ -50,7 +50,7 @@ func StartServer(t testing.TB) *Server {
 // Start (re)starts the server on the same port and store.
 func (s *Server) Start() {
 	s.t.Helper()
-	e, err := stream.StartEmbedded(stream.EmbeddedOptions{StoreDir: s.Dir, Port: s.Port})
+	e, err := transport.StartEmbedded(transport.EmbeddedOptions{StoreDir: s.Dir, Port: s.Port})
 	if err != nil {
 		s.t.Fatal(err)
 	}

@@ -13,7 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/istio-aux/istio-aux/functions/decision"
+	"github.com/istio-aux/istio-aux/pkg/keys"
 	"github.com/istio-aux/istio-aux/test/cluster"
 	"github.com/istio-aux/istio-aux/test/injector"
 	"github.com/istio-aux/istio-aux/test/istioaux"
@@ -55,7 +55,7 @@ func demo(ctx context.Context) error {
 
 	cs := c.Client()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: demoNamespace, Labels: map[string]string{
-		"istio-injection": "enabled", decision.LabelEnabled: "true",
+		"istio-injection": "enabled", keys.LabelEnabled: "true",
 	}}}
 	if _, err := cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
 		return err

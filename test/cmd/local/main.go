@@ -52,7 +52,7 @@ func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
 func bridgeOnly(ctx context.Context, kubeconfig string) error {
 	bin := os.Getenv("ISTIO_AUX_BRIDGE")
 	if bin == "" {
-		return errors.New("ISTIO_AUX_BRIDGE (the bridge binary) is not set; use hack/run.sh")
+		return errors.New("ISTIO_AUX_BRIDGE (the all-in-one binary, bridge/cmd/allinone) is not set; use hack/run.sh")
 	}
 	fmt.Fprintf(os.Stderr, "kubeconfig %s: running the bridge alone (the webhook needs in-cluster networking; install it with ko apply -f config/)\n", kubeconfig)
 	cmd := exec.CommandContext(ctx, bin)

@@ -12,7 +12,7 @@ import (
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
 
-	"github.com/istio-aux/istio-aux/functions/podevent"
+	"github.com/istio-aux/istio-aux/pkg/podevent"
 	"github.com/istio-aux/istio-aux/test/cluster"
 	"github.com/istio-aux/istio-aux/test/injector"
 	"github.com/istio-aux/istio-aux/test/record"
@@ -80,8 +80,8 @@ func source(sc scenario, f format) string {
 	fmt.Fprintf(&b, "scenario: %s\n", sc.what)
 	switch f {
 	case bridgeFormat:
-		b.WriteString("format: what the real bridge published (dev.istio-aux.pod.updated, slim pod), written by its\n" +
-			"  record mode (ISTIO_AUX_PUBLISH=changes, ISTIO_AUX_RECORD_DIR), in publish order\n")
+		b.WriteString("format: what the bridge publishes (dev.istio-aux.pod.updated, slim pod), written by the bridge's own\n" +
+			"  watcher and filter run with every state change published to a recorder (test/record.Recorder), in publish order\n")
 	default:
 		b.WriteString("format: what a Knative ApiServerSource (Resource mode, pods) delivers: every add/update/delete\n" +
 			"  seen by a dynamic pod informer as dev.knative.apiserver.resource.*, full pod JSON, in order\n")

@@ -1,9 +1,10 @@
 // Command record runs istio-aux's scenarios on the local control plane
 // (test/cluster with kwok, the stand-in Istio injector, the real webhook and
 // bridge) and writes what was delivered into test/testdata, one folder per
-// scenario: the bridge's own events (ISTIO_AUX_PUBLISH=changes,
-// ISTIO_AUX_RECORD_DIR) or, where a scenario says so, the events a Knative
-// ApiServerSource would have delivered for the same pods. hack/record.sh
+// scenario: the events the bridge publishes for every state change (its own
+// watcher and filter, in-process, with a recorder as publisher) or, where a
+// scenario says so, the events a Knative ApiServerSource would have
+// delivered for the same pods. hack/record.sh
 // (make record) builds what it needs and runs it.
 package main
 

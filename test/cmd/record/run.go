@@ -14,7 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/istio-aux/istio-aux/functions/podevent"
+	"github.com/istio-aux/istio-aux/pkg/podevent"
 	"github.com/istio-aux/istio-aux/test/cluster"
 	"github.com/istio-aux/istio-aux/test/injector"
 	"github.com/istio-aux/istio-aux/test/istioaux"
@@ -36,10 +36,6 @@ func run(ctx context.Context, out string, scs []scenario) error {
 		return err
 	}
 	defer os.RemoveAll(bridgeDir)
-	// istioaux.StartBridge passes no extra settings; the bridge inherits
-	// this process's environment, so this is how it records.
-	os.Setenv("ISTIO_AUX_PUBLISH", "changes")
-	os.Setenv("ISTIO_AUX_RECORD_DIR", bridgeDir)
 
 	recorded, err := runScenarios(ctx, logf, bridgeDir, scs)
 	if err != nil {
@@ -90,6 +86,9 @@ func runScenarios(ctx context.Context, log io.Writer, bridgeDir string, scs []sc
 	defer stopWatch()
 	src, err := watchPods(wctx, c.RESTConfig())
 	if err != nil {
+		return nil, err
+	}
+	if err := recordBridgeEvents(wctx, c.RESTConfig(), bridgeDir); err != nil {
 		return nil, err
 	}
 	step("cluster, injector, webhook and bridge up in %s", time.Since(start).Round(time.Millisecond))

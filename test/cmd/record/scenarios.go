@@ -4,7 +4,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/istio-aux/istio-aux/functions/decision"
+	"github.com/istio-aux/istio-aux/pkg/keys"
 	"github.com/istio-aux/istio-aux/test/cluster"
 	"github.com/istio-aux/istio-aux/test/injector"
 )
@@ -36,7 +36,7 @@ type scenario struct {
 	deleteRunning bool
 }
 
-var optedIn = map[string]string{decision.LabelEnabled: "true"}
+var optedIn = map[string]string{keys.LabelEnabled: "true"}
 
 func scenarios() []scenario {
 	return []scenario{
@@ -45,7 +45,7 @@ func scenarios() []scenario {
 			what: "the reference demo: TFJob mnist's 2 workers (pods as the training operator creates them, " +
 				"restartPolicy OnFailure, one tensorflow container running 3s), namespace opted in with the " +
 				"reference's label io.datastrophic/istio-aux=enabled; kwok's staged start (Init, PodInitializing, 1/2, 2/2)",
-			nsLabels: map[string]string{decision.LegacyLabel: decision.LegacyLabelValue},
+			nsLabels: map[string]string{keys.LegacyLabel: keys.LegacyLabelValue},
 			pods:     []*corev1.Pod{mnistWorker(0), mnistWorker(1)},
 			folders: map[string]format{
 				"tfjob-mnist-2-workers": bridgeFormat,

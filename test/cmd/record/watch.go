@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -13,7 +14,11 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/istio-aux/istio-aux/functions/podevent"
+	"github.com/istio-aux/istio-aux/bridge/metrics"
+	"github.com/istio-aux/istio-aux/bridge/watch"
+	"github.com/istio-aux/istio-aux/internal/kube"
+	"github.com/istio-aux/istio-aux/pkg/podevent"
+	"github.com/istio-aux/istio-aux/test/cluster"
 	"github.com/istio-aux/istio-aux/test/record"
 )
 
@@ -82,4 +87,25 @@ func (s *apiServerSource) inNamespace(ns string) ([]cloudevents.Event, error) {
 		return nil, fmt.Errorf("encoding ApiServerSource events: %w", s.errs[0])
 	}
 	return append([]cloudevents.Event(nil), s.events[ns]...), nil
+}
+
+// recordBridgeEvents runs the bridge's own watcher and change filter
+// in-process, with every state change of opted-in pods published (not only
+// Quit states, as the bridge binary does) to a Recorder instead of
+// JetStream: what it writes to dir is what the bridge would publish for
+// each state. The real bridge, started by istioaux.Start, is what quits the
+// proxies meanwhile. It returns once the watcher's caches are synced.
+func recordBridgeEvents(ctx context.Context, rc *rest.Config, dir string) error {
+	rec, err := record.NewRecorder(dir)
+	if err != nil {
+		return err
+	}
+	client, err := kube.NewForConfig(rc)
+	if err != nil {
+		return err
+	}
+	lists := watch.Lists{Pods: client.PodListWatch(watch.PodFieldSelector), Namespaces: client.NamespaceListWatch()}
+	w := watch.New(lists, rec, metrics.NewBridge(nil), watch.Options{Source: rc.Host, PublishWaits: true, Workers: 1})
+	go func() { _ = w.Run(ctx) }()
+	return cluster.Poll(ctx, 50*time.Millisecond, time.Minute, func(context.Context) (bool, error) { return w.Synced(), nil })
 }

@@ -8,7 +8,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/istio-aux/istio-aux/functions/decision"
+	"github.com/istio-aux/istio-aux/pkg/decision"
+	"github.com/istio-aux/istio-aux/pkg/keys"
+	"github.com/istio-aux/istio-aux/pkg/slim"
 )
 
 // States a container can be in, as the kubelet reports them.
@@ -136,22 +138,23 @@ func TestDecide(t *testing.T) {
 		// Extra sidecars: by option, by annotation, both; never counted as apps.
 		{"unlisted sidecar running is an app", pod(never, []c{proxy(running), app(exit(0)), {name: "vault-agent", state: running}}), decision.Options{}, decision.Decision{wait, decision.ReasonAppsRunning}},
 		{"sidecar by option", pod(never, []c{proxy(running), app(exit(0)), {name: "vault-agent", state: running}}), decision.Options{ExtraSidecars: []string{"vault-agent"}}, decision.Decision{quit, decision.ReasonAppsDone}},
-		{"sidecar by annotation", pod(never, []c{proxy(running), app(exit(0)), {name: "vault-agent", state: running}}, annotate(decision.AnnotationSidecars, "vault-agent")), decision.Options{}, decision.Decision{quit, decision.ReasonAppsDone}},
-		{"sidecars by annotation with blanks", pod(never, []c{proxy(running), app(exit(0)), {name: "vault-agent", state: running}, {name: "fluent-bit", state: running}}, annotate(decision.AnnotationSidecars, " vault-agent , ,fluent-bit ")), decision.Options{}, decision.Decision{quit, decision.ReasonAppsDone}},
-		{"sidecars by option and annotation add up", pod(never, []c{proxy(running), app(exit(0)), {name: "vault-agent", state: running}, {name: "fluent-bit", state: running}}, annotate(decision.AnnotationSidecars, "fluent-bit")), decision.Options{ExtraSidecars: []string{"vault-agent"}}, decision.Decision{quit, decision.ReasonAppsDone}},
+		{"sidecar by annotation", pod(never, []c{proxy(running), app(exit(0)), {name: "vault-agent", state: running}}, annotate(keys.AnnotationSidecars, "vault-agent")), decision.Options{}, decision.Decision{quit, decision.ReasonAppsDone}},
+		{"sidecars by annotation with blanks", pod(never, []c{proxy(running), app(exit(0)), {name: "vault-agent", state: running}, {name: "fluent-bit", state: running}}, annotate(keys.AnnotationSidecars, " vault-agent , ,fluent-bit ")), decision.Options{}, decision.Decision{quit, decision.ReasonAppsDone}},
+		{"sidecars by option and annotation add up", pod(never, []c{proxy(running), app(exit(0)), {name: "vault-agent", state: running}, {name: "fluent-bit", state: running}}, annotate(keys.AnnotationSidecars, "fluent-bit")), decision.Options{ExtraSidecars: []string{"vault-agent"}}, decision.Decision{quit, decision.ReasonAppsDone}},
 		{"a failed sidecar does not hold OnFailure back", pod(onFailure, []c{proxy(running), app(exit(0)), {name: "vault-agent", state: exit(1)}}), decision.Options{ExtraSidecars: []string{"vault-agent"}}, decision.Decision{quit, decision.ReasonAppsDone}},
 		{"only sidecars: no apps", pod(never, []c{proxy(running), {name: "vault-agent", state: exit(0)}}), decision.Options{ExtraSidecars: []string{"vault-agent"}}, decision.Decision{ignore, decision.ReasonNoApps}},
 		{"only the proxy: no apps", pod(never, []c{proxy(running)}), decision.Options{}, decision.Decision{ignore, decision.ReasonNoApps}},
-		{"annotation naming the app makes it a sidecar", pod(never, []c{proxy(running), app(running)}, annotate(decision.AnnotationSidecars, "app")), decision.Options{}, decision.Decision{ignore, decision.ReasonNoApps}},
+		{"annotation naming the app makes it a sidecar", pod(never, []c{proxy(running), app(running)}, annotate(keys.AnnotationSidecars, "app")), decision.Options{}, decision.Decision{ignore, decision.ReasonNoApps}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			before := tc.pod.DeepCopy()
-			got := decision.Decide(tc.pod, tc.opts)
+			p := slim.Of(tc.pod)
+			before := slim.Of(tc.pod)
+			got := decision.Decide(p, tc.opts)
 			if got != tc.want {
 				t.Errorf("Decide = %v (%q), want %v (%q)", got.Outcome, got.Reason, tc.want.Outcome, tc.want.Reason)
 			}
-			if !equality.Semantic.DeepEqual(before, tc.pod) {
+			if !equality.Semantic.DeepEqual(before, p) {
 				t.Error("Decide mutated its pod")
 			}
 		})
@@ -180,7 +183,7 @@ func TestDecideMatrix(t *testing.T) {
 					if proxyState.Terminated != nil {
 						expect = ignore // the proxy is done whatever the app did
 					}
-					got := decision.Decide(pod(policy, []c{proxy(proxyState), app(exit(code))}), decision.Options{})
+					got := decision.Decide(slim.Of(pod(policy, []c{proxy(proxyState), app(exit(code))})), decision.Options{})
 					if got.Outcome != expect {
 						t.Errorf("Decide = %v (%q), want %v", got.Outcome, got.Reason, expect)
 					}
@@ -194,7 +197,7 @@ func TestDecideMatrix(t *testing.T) {
 					expect = ignore
 				}
 				p := pod(policy, []c{proxy(running), app(exit(code)), {name: "second", state: running}})
-				if got := decision.Decide(p, decision.Options{}); got.Outcome != expect {
+				if got := decision.Decide(slim.Of(p), decision.Options{}); got.Outcome != expect {
 					t.Errorf("Decide = %v (%q), want %v", got.Outcome, got.Reason, expect)
 				}
 			})
@@ -225,10 +228,10 @@ func TestHasProxy(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := decision.HasClassicProxy(tc.pod); got != tc.wantClassic {
+			if got := decision.HasClassicProxy(slim.Of(tc.pod)); got != tc.wantClassic {
 				t.Errorf("HasClassicProxy = %v, want %v", got, tc.wantClassic)
 			}
-			if got := decision.HasNativeProxy(tc.pod); got != tc.wantNative {
+			if got := decision.HasNativeProxy(slim.Of(tc.pod)); got != tc.wantNative {
 				t.Errorf("HasNativeProxy = %v, want %v", got, tc.wantNative)
 			}
 		})
@@ -239,11 +242,12 @@ func BenchmarkDecide(b *testing.B) {
 	// A TFJob worker as the function sees it most often: done, proxy running,
 	// with an annotation to parse.
 	p := pod(onFailure, []c{proxy(running), {name: "tensorflow", state: exit(0)}, {name: "vault-agent", state: running}},
-		annotate(decision.AnnotationSidecars, "vault-agent"), initContainer("istio-init", nil, exit(0)))
+		annotate(keys.AnnotationSidecars, "vault-agent"), initContainer("istio-init", nil, exit(0)))
 	opts := decision.Options{ExtraSidecars: []string{"fluent-bit"}}
+	sp := slim.Of(p)
 	b.ReportAllocs()
 	for b.Loop() {
-		if decision.Decide(p, opts).Outcome != decision.Quit {
+		if decision.Decide(sp, opts).Outcome != decision.Quit {
 			b.Fatal("want quit")
 		}
 	}

@@ -1,7 +1,7 @@
 // Package podevent is the event contract between the bridge and the
-// functions (DESIGN.md, "Event contract"): the CloudEvent types, the
-// deterministic id, the trimmed pod it carries, and decoding with clear
-// errors for anything that does not fit.
+// functions (docs/design.md, "What an event looks like"): the CloudEvent
+// types and extensions, the deterministic id, the slim pod it carries
+// (pkg/slim), and decoding with clear errors for anything that does not fit.
 package podevent
 
 // CloudEvent types istio-aux produces or accepts.
@@ -24,8 +24,9 @@ const (
 	ExtAPIVersion = "apiversion"
 )
 
-// MaxDataBytes bounds the event payload the decoder accepts. A trimmed pod
-// is a few KiB; a full pod from ApiServerSource rarely exceeds 64 KiB.
+// MaxDataBytes bounds the event payload the decoder accepts. A slim pod is
+// well under a KiB per container; a full pod from ApiServerSource rarely
+// exceeds 64 KiB, and the API server's own limit on an object is 1.5 MiB.
 const MaxDataBytes = 1 << 20
 
 // Accepted reports whether a function should look at events of this type.

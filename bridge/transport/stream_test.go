@@ -1,4 +1,4 @@
-package stream_test
+package transport_test
 
 import (
 	"context"
@@ -8,11 +8,11 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/istio-aux/istio-aux/bridge/stream"
+	"github.com/istio-aux/istio-aux/bridge/transport"
 )
 
 func TestEnsureIsIdempotent(t *testing.T) {
-	srv, err := stream.StartEmbedded(stream.EmbeddedOptions{StoreDir: t.TempDir()})
+	srv, err := transport.StartEmbedded(transport.EmbeddedOptions{StoreDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -26,34 +26,34 @@ func TestEnsureIsIdempotent(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for range 2 { // every replica, every start
-		s, err := stream.Ensure(ctx, js, "ISTIO_AUX")
+		s, err := transport.Ensure(ctx, js, "ISTIO_AUX")
 		if err != nil {
 			t.Fatal(err)
 		}
 		cfg := s.CachedInfo().Config
-		if cfg.Retention != jetstream.WorkQueuePolicy || cfg.Duplicates != stream.DuplicateWindow ||
-			cfg.Subjects[0] != "istio-aux.pods.>" || cfg.MaxAge != stream.MaxAge {
+		if cfg.Retention != jetstream.WorkQueuePolicy || cfg.Duplicates != transport.DuplicateWindow ||
+			cfg.Subjects[0] != "istio-aux.pods.>" || cfg.MaxAge != transport.MaxAge {
 			t.Errorf("stream config %+v", cfg)
 		}
-		c, err := stream.EnsureConsumer(ctx, js, "ISTIO_AUX", stream.DefaultConsumerOptions())
+		c, err := transport.EnsureConsumer(ctx, js, "ISTIO_AUX", transport.DefaultConsumerOptions())
 		if err != nil {
 			t.Fatal(err)
 		}
 		cc := c.CachedInfo().Config
-		if cc.Durable != stream.Durable || cc.AckPolicy != jetstream.AckExplicitPolicy || cc.MaxAckPending != 64 || cc.MaxDeliver != 10 {
+		if cc.Durable != transport.Durable || cc.AckPolicy != jetstream.AckExplicitPolicy || cc.MaxAckPending != 64 || cc.MaxDeliver != 10 {
 			t.Errorf("consumer config %+v", cc)
 		}
 	}
-	if stream.DuplicateWindow >= 5*time.Minute {
+	if transport.DuplicateWindow >= 5*time.Minute {
 		t.Error("the dedup window must stay below the default 5m resync")
 	}
-	if got := stream.Subject("jobs"); got != "istio-aux.pods.jobs" {
+	if got := transport.Subject("jobs"); got != "istio-aux.pods.jobs" {
 		t.Errorf("Subject = %q", got)
 	}
 }
 
 func TestEmbeddedNeedsStoreDir(t *testing.T) {
-	if _, err := stream.StartEmbedded(stream.EmbeddedOptions{}); err == nil {
+	if _, err := transport.StartEmbedded(transport.EmbeddedOptions{}); err == nil {
 		t.Error("started without a store dir")
 	}
 }

@@ -1,7 +1,8 @@
-// Package stream holds istio-aux's JetStream layout — the stream the bridge
-// publishes to and the durable consumer the dispatchers share — and the
-// embedded nats-server used when no NATS_URL is given.
-package stream
+// Package transport is the bridge's NATS transport: istio-aux's JetStream
+// layout (the stream the bridge publishes to and the durable consumer the
+// dispatchers share), CloudEvents on NATS messages, and the embedded
+// nats-server used when no NATS_URL is given.
+package transport
 
 import (
 	"context"
@@ -35,9 +36,9 @@ const (
 // Subject is where events about pods in namespace go.
 func Subject(namespace string) string { return SubjectPrefix + namespace }
 
-// Config is the stream: WorkQueue retention, so an event acked by a
+// StreamConfig is the stream: WorkQueue retention, so an event acked by a
 // dispatcher is gone and the store holds only undelivered work.
-func Config(name string) jetstream.StreamConfig {
+func StreamConfig(name string) jetstream.StreamConfig {
 	return jetstream.StreamConfig{
 		Name:        name,
 		Description: "istio-aux pod events (CloudEvents, binary mode)",
@@ -53,7 +54,7 @@ func Config(name string) jetstream.StreamConfig {
 // Ensure creates or updates the stream; safe to call from every replica at
 // every start.
 func Ensure(ctx context.Context, js jetstream.JetStream, name string) (jetstream.Stream, error) {
-	s, err := js.CreateOrUpdateStream(ctx, Config(name))
+	s, err := js.CreateOrUpdateStream(ctx, StreamConfig(name))
 	if err != nil {
 		return nil, fmt.Errorf("creating stream %s: %w", name, err)
 	}

@@ -1,6 +1,10 @@
 package decision
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/istio-aux/istio-aux/pkg/keys"
+)
 
 // OptedIn reports whether istio-aux handles a pod, given its namespace's
 // labels and the pod's own labels and annotations. Most specific wins:
@@ -14,10 +18,10 @@ import "strings"
 // Any other value is ignored rather than guessed at, so a typo never silently
 // flips a pod either way.
 func OptedIn(namespaceLabels, podLabels, podAnnotations map[string]string) bool {
-	if v, ok := parseBool(podAnnotations[AnnotationEnabled]); ok {
+	if v, ok := parseBool(podAnnotations[keys.AnnotationEnabled]); ok {
 		return v
 	}
-	if v, ok := parseBool(podLabels[LabelEnabled]); ok {
+	if v, ok := parseBool(podLabels[keys.LabelEnabled]); ok {
 		return v
 	}
 	return NamespaceOptedIn(namespaceLabels)
@@ -25,7 +29,7 @@ func OptedIn(namespaceLabels, podLabels, podAnnotations map[string]string) bool 
 
 // NamespaceOptedIn reports whether a namespace's labels opt its pods in.
 func NamespaceOptedIn(labels map[string]string) bool {
-	return labels[LabelEnabled] == "true" || labels[LegacyLabel] == LegacyLabelValue
+	return labels[keys.LabelEnabled] == "true" || labels[keys.LegacyLabel] == keys.LegacyLabelValue
 }
 
 func parseBool(s string) (value, ok bool) {

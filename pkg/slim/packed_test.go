@@ -1,4 +1,4 @@
-package watch
+package slim
 
 import (
 	"testing"
@@ -7,11 +7,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
-
-	"github.com/istio-aux/istio-aux/functions/podevent"
 )
 
-func TestCompactPodUnpacksToSlim(t *testing.T) {
+func TestPackUnpacks(t *testing.T) {
 	always := corev1.ContainerRestartPolicyAlways
 	at := metav1.Unix(1_700_000_000, 0)
 	cases := map[string]*corev1.Pod{
@@ -44,30 +42,30 @@ func TestCompactPodUnpacksToSlim(t *testing.T) {
 	}
 	for name, full := range cases {
 		before := full.DeepCopy()
-		obj, err := CompactPod(full)
+		obj, err := PackTransform(full)
 		if err != nil {
 			t.Fatal(err)
 		}
-		c := obj.(*CachedPod)
-		if d := cmp.Diff(podevent.Slim(full), c.Pod()); d != "" {
-			t.Errorf("%s: Pod() differs from Slim (-slim +got):\n%s", name, d)
+		c := obj.(*Packed)
+		if d := cmp.Diff(Of(full), c.Unpack()); d != "" {
+			t.Errorf("%s: Unpack differs from Of (-want +got):\n%s", name, d)
 		}
 		if !cmp.Equal(before, full) {
-			t.Errorf("%s: CompactPod mutated its input", name)
+			t.Errorf("%s: PackTransform mutated its input", name)
 		}
-		// What Pod() returns is the caller's: changing it leaves the cache alone.
-		p := c.Pod()
+		// What Unpack returns is the caller's: changing it leaves the cache alone.
+		p := c.Unpack()
 		if p.Labels != nil {
 			p.Labels["a"] = "changed"
 		}
 		if len(p.Spec.InitContainers) > 1 {
 			*p.Spec.InitContainers[1].RestartPolicy = corev1.ContainerRestartPolicy("Never")
 		}
-		if d := cmp.Diff(podevent.Slim(full), c.Pod()); d != "" {
-			t.Errorf("%s: changing Pod()'s result reached the cache:\n%s", name, d)
+		if d := cmp.Diff(Of(full), c.Unpack()); d != "" {
+			t.Errorf("%s: changing Unpack's result reached the cache:\n%s", name, d)
 		}
-		cp := c.DeepCopyObject().(*CachedPod)
-		if d := cmp.Diff(c.Pod(), cp.Pod()); d != "" {
+		cp := c.DeepCopyObject().(*Packed)
+		if d := cmp.Diff(c.Unpack(), cp.Unpack()); d != "" {
 			t.Errorf("%s: DeepCopyObject differs:\n%s", name, d)
 		}
 		if len(cp.statuses) > 0 {
@@ -85,36 +83,21 @@ func TestCompactPodUnpacksToSlim(t *testing.T) {
 	}
 }
 
-func TestCompactPodTombstone(t *testing.T) {
+func TestPackTransformTombstone(t *testing.T) {
 	full := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", Annotations: map[string]string{"big": "x"}}}
-	obj, err := CompactPod(cache.DeletedFinalStateUnknown{Key: "ns/p", Obj: full})
+	obj, err := PackTransform(cache.DeletedFinalStateUnknown{Key: "ns/p", Obj: full})
 	if err != nil {
 		t.Fatal(err)
 	}
 	tomb := obj.(cache.DeletedFinalStateUnknown)
-	c, ok := tomb.Obj.(*CachedPod)
-	if !ok || c.Name() != "p" || c.Namespace() != "ns" || c.Pod().Annotations != nil {
+	c, ok := tomb.Obj.(*Packed)
+	if !ok || c.Name() != "p" || c.Namespace() != "ns" || c.Unpack().Annotations != nil {
 		t.Errorf("tombstone not packed: %#v", tomb.Obj)
 	}
 	if key, _ := cache.DeletionHandlingMetaNamespaceKeyFunc(tomb); key != "ns/p" {
 		t.Errorf("tombstone key %q", key)
 	}
-	if other, _ := CompactPod("not a pod"); other != "not a pod" {
-		t.Error("CompactPod changed an object it does not know")
-	}
-}
-
-func TestSlimNamespace(t *testing.T) {
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "jobs", Labels: map[string]string{"istio-aux.dev/enabled": "true"},
-		Annotations: map[string]string{"big": "x"}}, Spec: corev1.NamespaceSpec{Finalizers: []corev1.FinalizerName{"kubernetes"}}}
-	obj, _ := SlimNamespace(ns)
-	got := obj.(*corev1.Namespace)
-	want := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "jobs", Labels: map[string]string{"istio-aux.dev/enabled": "true"}}}
-	if d := cmp.Diff(want, got); d != "" {
-		t.Errorf("SlimNamespace (-want +got):\n%s", d)
-	}
-	got.Labels["x"] = "y"
-	if len(ns.Labels) != 1 {
-		t.Error("SlimNamespace shares the labels map")
+	if other, _ := PackTransform("not a pod"); other != "not a pod" {
+		t.Error("PackTransform changed an object it does not know")
 	}
 }

@@ -12,7 +12,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/istio-aux/istio-aux/functions/decision"
+	"github.com/istio-aux/istio-aux/pkg/decision"
+	"github.com/istio-aux/istio-aux/pkg/keys"
+	"github.com/istio-aux/istio-aux/pkg/slim"
 )
 
 // fullPod is a pod as the API server returns it, with plenty the contract
@@ -63,56 +65,7 @@ func fullPod() *corev1.Pod {
 	}
 }
 
-func TestSlimKeepsExactlyTheContract(t *testing.T) {
-	full := fullPod()
-	before := full.DeepCopy()
-	slim := Slim(full)
-	if !cmp.Equal(full, before) {
-		t.Fatal("Slim mutated its argument")
-	}
-	always := corev1.ContainerRestartPolicyAlways
-	now := full.Status.ContainerStatuses[0].State.Running.StartedAt
-	want := &corev1.Pod{
-		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
-		ObjectMeta: metav1.ObjectMeta{
-			Name: "mnist-worker-0", Namespace: "kubeflow", UID: "uid-1", ResourceVersion: "42",
-			Labels: map[string]string{"job": "mnist"},
-			Annotations: map[string]string{
-				"istio-aux.dev/sidecars": "vault-agent",
-				"proxy.istio.io/config":  "holdApplicationUntilProxyStarts: true",
-			},
-		},
-		Spec: corev1.PodSpec{
-			RestartPolicy:  corev1.RestartPolicyOnFailure,
-			InitContainers: []corev1.Container{{Name: "istio-init"}, {Name: "side", RestartPolicy: &always}},
-			Containers:     []corev1.Container{{Name: "istio-proxy"}, {Name: "tensorflow"}, {Name: "vault-agent"}},
-		},
-		Status: corev1.PodStatus{
-			Phase: corev1.PodRunning,
-			InitContainerStatuses: []corev1.ContainerStatus{{Name: "istio-init", State: corev1.ContainerState{
-				Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed"}}}},
-			ContainerStatuses: []corev1.ContainerStatus{
-				{Name: "istio-proxy", Ready: true, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}}},
-				{Name: "tensorflow", RestartCount: 2, State: corev1.ContainerState{
-					Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed", FinishedAt: now}}},
-				{Name: "vault-agent", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "Pull"}}},
-			},
-		},
-	}
-	if d := cmp.Diff(want, slim); d != "" {
-		t.Errorf("Slim (-want +got):\n%s", d)
-	}
-	if d := cmp.Diff(slim, Slim(slim)); d != "" {
-		t.Errorf("Slim is not idempotent:\n%s", d)
-	}
-	// No shared maps: changing the slim copy's labels must not reach the original.
-	slim.Labels["job"] = "changed"
-	if full.Labels["job"] != "mnist" {
-		t.Error("Slim shares the labels map with its input")
-	}
-}
-
-func TestSlimDecidesLikeTheFullPod(t *testing.T) {
+func TestDecodedDecidesLikeTheFullPod(t *testing.T) {
 	type variant func(*corev1.Pod)
 	variants := map[string]variant{
 		"as is":      func(*corev1.Pod) {},
@@ -131,12 +84,12 @@ func TestSlimDecidesLikeTheFullPod(t *testing.T) {
 			always := corev1.ContainerRestartPolicyAlways
 			p.Spec.InitContainers = append(p.Spec.InitContainers, corev1.Container{Name: "istio-proxy", RestartPolicy: &always})
 		},
-		"no sidecar annotation": func(p *corev1.Pod) { delete(p.Annotations, decision.AnnotationSidecars) },
+		"no sidecar annotation": func(p *corev1.Pod) { delete(p.Annotations, keys.AnnotationSidecars) },
 	}
 	for name, mutate := range variants {
 		full := fullPod()
 		mutate(full)
-		e, err := New("https://api", full)
+		e, err := New("https://api", slim.Of(full))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -144,16 +97,30 @@ func TestSlimDecidesLikeTheFullPod(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
+		// What an ApiServerSource sends: the whole pod.
+		apiserver := e.Clone()
+		apiserver.SetType(TypeAPIServerUpdate)
+		if err := apiserver.SetData(cloudevents.ApplicationJSON, full); err != nil {
+			t.Fatal(err)
+		}
+		fromFull, err := Decode(apiserver)
+		if err != nil {
+			t.Fatalf("%s: full pod: %v", name, err)
+		}
 		opts := decision.Options{ExtraSidecars: []string{"fluent-bit"}}
-		if got, want := decision.Decide(decoded, opts), decision.Decide(full, opts); got != want {
+		want := decision.Decide(slim.Of(full), opts)
+		if got := decision.Decide(decoded, opts); got != want {
 			t.Errorf("%s: decoded slim pod decides %v, full pod %v", name, got, want)
+		}
+		if got := decision.Decide(fromFull, opts); got != want {
+			t.Errorf("%s: decoded full pod decides %v, full pod %v", name, got, want)
 		}
 	}
 }
 
 func TestNewDecodeRoundTrip(t *testing.T) {
 	full := fullPod()
-	e, err := New("https://127.0.0.1:6443", full)
+	e, err := New("https://127.0.0.1:6443", slim.Of(full))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +150,7 @@ func TestNewDecodeRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d := cmp.Diff(Slim(full), pod); d != "" {
+	if d := cmp.Diff(slim.Of(full), pod); d != "" {
 		t.Errorf("decoded pod (-want +got):\n%s", d)
 	}
 	if len(e.Data()) > 2048 {
@@ -193,7 +160,7 @@ func TestNewDecodeRoundTrip(t *testing.T) {
 
 func TestDecodeRejects(t *testing.T) {
 	good := func() cloudevents.Event {
-		e, err := New("src", fullPod())
+		e, err := New("src", slim.Of(fullPod()))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -219,6 +186,10 @@ func TestDecodeRejects(t *testing.T) {
 		"missing id":        func(e *cloudevents.Event) { e.SetID("") },
 		"missing source":    func(e *cloudevents.Event) { e.SetSource("") },
 		"data is JSON text": func(e *cloudevents.Event) { e.DataEncoded = []byte(`"a string"`) },
+		"too many containers": func(e *cloudevents.Event) {
+			e.DataEncoded = []byte(`{"metadata":{"name":"mnist-worker-0","namespace":"kubeflow","uid":"u"},"spec":{"containers":[` +
+				strings.Repeat(`{},`, slim.MaxContainers) + `{}]}}`)
+		},
 	}
 	for name, mutate := range cases {
 		e := good()
@@ -237,13 +208,10 @@ func TestDecodeRejects(t *testing.T) {
 }
 
 func TestID(t *testing.T) {
-	p := fullPod()
-	if got := ID(p); got != "uid-1/42" {
+	if got := ID("uid-1", "42"); got != "uid-1/42" {
 		t.Errorf("ID = %q", got)
 	}
-	q := p.DeepCopy()
-	q.ResourceVersion = "43"
-	if ID(q) == ID(p) {
+	if ID("u", "42") == ID("u", "43") {
 		t.Error("two resource versions share an id")
 	}
 }

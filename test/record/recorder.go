@@ -1,6 +1,7 @@
-package publish
+package record
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -9,12 +10,14 @@ import (
 
 	"github.com/cloudevents/sdk-go/v2/event"
 
-	"github.com/istio-aux/istio-aux/functions/podevent"
+	"github.com/istio-aux/istio-aux/pkg/podevent"
 )
 
-// Recorder writes each published event as structured-mode JSON, one file an
-// event named <6-digit seq>-<namespace>-<pod>.json, to record scenarios for
-// tests (test/testdata/).
+// Recorder is a bridge publisher (watch.Publisher) that writes each event
+// as structured-mode JSON, one file an event named
+// <6-digit seq>-<namespace>-<pod>.json, to record scenarios for tests
+// (test/testdata/). It stands where the JetStream publisher stands in the
+// bridge, so what it records is exactly what the bridge would publish.
 type Recorder struct {
 	dir string
 	mu  sync.Mutex
@@ -27,6 +30,12 @@ func NewRecorder(dir string) (*Recorder, error) {
 		return nil, fmt.Errorf("record dir: %w", err)
 	}
 	return &Recorder{dir: dir}, nil
+}
+
+// Publish records e and reports the outcome to done at once.
+func (r *Recorder) Publish(_ context.Context, e *event.Event, _ string, done func(error)) error {
+	done(r.Record(e))
+	return nil
 }
 
 // Record writes one event.

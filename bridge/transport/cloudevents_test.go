@@ -1,4 +1,4 @@
-package natsce
+package transport
 
 import (
 	"context"
@@ -21,7 +21,7 @@ func TestRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	msg := &nats.Msg{Subject: "x", Header: nats.Header{"Nats-Msg-Id": []string{"uid-1/42"}}}
-	if err := Write(context.Background(), &e, msg); err != nil {
+	if err := WriteEvent(context.Background(), &e, msg); err != nil {
 		t.Fatal(err)
 	}
 	for h, want := range map[string]string{
@@ -36,7 +36,7 @@ func TestRoundTrip(t *testing.T) {
 	if string(msg.Data) != `{"a":"b"}` {
 		t.Errorf("body = %s", msg.Data)
 	}
-	got, err := ToEvent(context.Background(), msg)
+	got, err := ReadEvent(context.Background(), msg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +53,7 @@ func TestRoundTrip(t *testing.T) {
 func TestStructured(t *testing.T) {
 	msg := &nats.Msg{Header: nats.Header{"content-type": []string{"application/cloudevents+json"}},
 		Data: []byte(`{"specversion":"1.0","id":"1","type":"t","source":"s","data":{"x":1}}`)}
-	got, err := ToEvent(context.Background(), msg)
+	got, err := ReadEvent(context.Background(), msg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +68,7 @@ func TestNotCloudEvent(t *testing.T) {
 		"unknown version": {Header: nats.Header{"ce-specversion": []string{"9.9"}}},
 		"bad structured":  {Header: nats.Header{"content-type": []string{"application/cloudevents+json"}}, Data: []byte("{")},
 	} {
-		if _, err := ToEvent(context.Background(), msg); !errors.Is(err, ErrNotCloudEvent) {
+		if _, err := ReadEvent(context.Background(), msg); !errors.Is(err, ErrNotCloudEvent) {
 			t.Errorf("%s: err = %v, want ErrNotCloudEvent", name, err)
 		}
 	}

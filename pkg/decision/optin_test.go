@@ -3,7 +3,7 @@ package decision_test
 import (
 	"testing"
 
-	"github.com/istio-aux/istio-aux/functions/decision"
+	"github.com/istio-aux/istio-aux/pkg/decision"
 )
 
 func TestOptedIn(t *testing.T) {

@@ -7,13 +7,15 @@ import (
 	"strings"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
-	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/istio-aux/istio-aux/pkg/slim"
 )
 
-// ID is the deterministic event id of one observed pod state. It doubles as
-// the JetStream Nats-Msg-Id, so republishing the same state is deduplicated.
-func ID(pod *corev1.Pod) string {
-	return string(pod.UID) + "/" + pod.ResourceVersion
+// ID is the deterministic event id of one observed pod state. (JetStream
+// deduplicates on slim.DedupID instead: see there why.)
+func ID(uid types.UID, resourceVersion string) string {
+	return string(uid) + "/" + resourceVersion
 }
 
 // Subject follows ApiServerSource's convention for a pod.
@@ -21,22 +23,19 @@ func Subject(namespace, name string) string {
 	return "/apis/v1/namespaces/" + namespace + "/pods/" + name
 }
 
-// New builds the bridge's CloudEvent for a pod. The pod is trimmed with Slim
-// first unless it already is (Slim is idempotent, so trimming twice is only
-// wasted work, never a different event).
-func New(source string, pod *corev1.Pod) (cloudevents.Event, error) {
-	slim := Slim(pod)
+// New builds the bridge's CloudEvent for a slim pod.
+func New(source string, p *slim.Pod) (cloudevents.Event, error) {
 	e := cloudevents.NewEvent()
-	e.SetID(ID(slim))
+	e.SetID(ID(p.UID, p.ResourceVersion))
 	e.SetType(TypePodUpdated)
 	e.SetSource(source)
-	e.SetSubject(Subject(slim.Namespace, slim.Name))
-	e.SetExtension(ExtNamespace, slim.Namespace)
-	e.SetExtension(ExtName, slim.Name)
+	e.SetSubject(Subject(p.Namespace, p.Name))
+	e.SetExtension(ExtNamespace, p.Namespace)
+	e.SetExtension(ExtName, p.Name)
 	e.SetExtension(ExtKind, "Pod")
 	e.SetExtension(ExtAPIVersion, "v1")
-	if err := e.SetData(cloudevents.ApplicationJSON, slim); err != nil {
-		return e, fmt.Errorf("encoding pod %s/%s: %w", slim.Namespace, slim.Name, err)
+	if err := e.SetData(cloudevents.ApplicationJSON, p); err != nil {
+		return e, fmt.Errorf("encoding pod %s/%s: %w", p.Namespace, p.Name, err)
 	}
 	return e, nil
 }
@@ -46,8 +45,11 @@ func New(source string, pod *corev1.Pod) (cloudevents.Event, error) {
 var ErrInvalid = errors.New("invalid pod event")
 
 // Decode validates an event against the contract and returns the pod it
-// names. Every error wraps ErrInvalid.
-func Decode(e cloudevents.Event) (*corev1.Pod, error) {
+// names, as a slim pod: the bridge's slim pod, or an ApiServerSource event's
+// full pod read into the slim form. Decoding is bounded (pkg/slim's bounds):
+// whatever the data holds, it costs a bounded amount of memory. Every error
+// wraps ErrInvalid.
+func Decode(e cloudevents.Event) (*slim.Pod, error) {
 	if !Accepted(e.Type()) {
 		return nil, fmt.Errorf("%w: unsupported type %q", ErrInvalid, e.Type())
 	}
@@ -64,7 +66,7 @@ func Decode(e cloudevents.Event) (*corev1.Pod, error) {
 	if ct := e.DataContentType(); ct != "" && !strings.HasPrefix(ct, cloudevents.ApplicationJSON) {
 		return nil, fmt.Errorf("%w: data content type %q is not JSON", ErrInvalid, ct)
 	}
-	pod := &corev1.Pod{}
+	pod := &slim.Pod{}
 	if err := json.Unmarshal(data, pod); err != nil {
 		return nil, fmt.Errorf("%w: data is not a pod: %v", ErrInvalid, err)
 	}

@@ -1,12 +1,12 @@
-// Package natsce carries CloudEvents on NATS messages in binary content mode,
-// as the CloudEvents NATS protocol binding describes it: every context
+// CloudEvents on NATS messages in binary content mode, as the CloudEvents
+// NATS protocol binding describes it: every context
 // attribute and extension is a "ce-<name>" header, datacontenttype is the
 // "content-type" header, and the message body is the event data.
 //
 // Binary mode keeps the body the pod JSON itself, so the dispatcher can hand
 // it on over HTTP (also binary) without re-encoding the data. Attribute
 // formatting and parsing are sdk-go's (binding, spec, types), not ours.
-package natsce
+package transport
 
 import (
 	"bytes"
@@ -41,9 +41,9 @@ var specs = spec.WithPrefixMatchExact(func(name string) string {
 // (or structured-mode) CloudEvent; redelivering it can never help.
 var ErrNotCloudEvent = errors.New("not a CloudEvent")
 
-// Write fills msg's headers and body with e in binary content mode. Headers
+// WriteEvent fills msg's headers and body with e in binary content mode. Headers
 // already on msg (Nats-Msg-Id, for one) are kept.
-func Write(ctx context.Context, e *event.Event, msg *nats.Msg) error {
+func WriteEvent(ctx context.Context, e *event.Event, msg *nats.Msg) error {
 	if msg.Header == nil {
 		msg.Header = nats.Header{}
 	}
@@ -55,10 +55,10 @@ func Write(ctx context.Context, e *event.Event, msg *nats.Msg) error {
 	return nil
 }
 
-// ToEvent decodes a NATS message written by Write (or a structured-mode
+// ReadEvent decodes a NATS message written by WriteEvent (or a structured-mode
 // message whose content type is application/cloudevents+json). Every error
 // wraps ErrNotCloudEvent.
-func ToEvent(ctx context.Context, msg *nats.Msg) (*event.Event, error) {
+func ReadEvent(ctx context.Context, msg *nats.Msg) (*event.Event, error) {
 	e, err := binding.ToEvent(ctx, newMessage(msg))
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrNotCloudEvent, err)

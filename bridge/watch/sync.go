@@ -1,0 +1,118 @@
+package watch
+
+import (
+	"context"
+	"fmt"
+
+	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	"knative.dev/pkg/logging"
+
+	"github.com/istio-aux/istio-aux/pkg/podevent"
+	"github.com/istio-aux/istio-aux/pkg/slim"
+)
+
+func (w *Watcher) work(ctx context.Context) {
+	for w.processNext(ctx) {
+	}
+}
+
+func (w *Watcher) processNext(ctx context.Context) bool {
+	key, quit := w.queue.Get()
+	if quit {
+		return false
+	}
+	defer w.queue.Done(key)
+	if err := w.sync(ctx, key); err != nil {
+		w.retry(ctx, key, err)
+	}
+	return true
+}
+
+// retry re-queues a pod with back-off. Nothing is ever dropped: a pod that
+// cannot be published is retried until it can, or until it no longer needs
+// publishing.
+func (w *Watcher) retry(ctx context.Context, key string, err error) {
+	w.m.Retries.Inc()
+	n := w.queue.NumRequeues(key)
+	log := logging.FromContext(ctx).Desugar()
+	if n < 3 {
+		log.Info("Retrying pod event", zap.String("pod", key), zap.Int("requeues", n), zap.Error(err))
+	} else {
+		log.Warn("Pod event still not published", zap.String("pod", key), zap.Int("requeues", n), zap.Error(err))
+	}
+	w.queue.AddRateLimited(key)
+}
+
+// sync reads one pod, evaluates it and publishes its event if the filter
+// says so.
+func (w *Watcher) sync(ctx context.Context, key string) error {
+	in, exists, err := w.read(key)
+	if err != nil || !exists {
+		if !exists {
+			w.published.forget(key)
+			w.queue.Forget(key)
+		}
+		return err
+	}
+	v := Evaluate(w.o.Decision, w.o.PublishWaits, in)
+	w.m.Filtered.WithLabelValues(v.Reason).Inc()
+	if !v.Publish {
+		if !v.OptedIn {
+			w.published.forget(key)
+		}
+		w.queue.Forget(key)
+		return nil
+	}
+	return w.publish(ctx, key, in.Pod, v.Fingerprint)
+}
+
+// read is the pod's cached state, unpacked (the cache itself is never handed
+// out, so it cannot be modified), with its namespace's labels and what was
+// last published for it.
+func (w *Watcher) read(key string) (Input, bool, error) {
+	obj, exists, err := w.pods.GetIndexer().GetByKey(key)
+	if err != nil {
+		return Input{}, true, fmt.Errorf("reading %s from the cache: %w", key, err)
+	}
+	if !exists {
+		return Input{}, false, nil
+	}
+	packed, ok := obj.(*slim.Packed)
+	if !ok {
+		return Input{}, true, fmt.Errorf("cache holds a %T for %s, not a *slim.Packed", obj, key)
+	}
+	in := Input{Pod: packed.Unpack()}
+	if nsObj, ok, _ := w.nss.GetIndexer().GetByKey(in.Pod.Namespace); ok {
+		in.NamespaceLabels = nsObj.(*corev1.Namespace).Labels
+	}
+	in.Last, in.HasLast = w.published.get(key)
+	return in, true, nil
+}
+
+// publish hands one pod state to the publisher. The fingerprint is
+// remembered while the publish is in flight and forgotten if it fails, so
+// the retry publishes it again; the JetStream dedup id is the state
+// (slim.DedupID), so republishing is always harmless.
+func (w *Watcher) publish(ctx context.Context, key string, pod *slim.Pod, fp uint64) error {
+	e, err := podevent.New(w.o.Source, pod)
+	if err != nil {
+		// A pod that cannot be JSON-encoded will not encode on a retry.
+		w.m.PublishErrors.WithLabelValues("encode").Inc()
+		logging.FromContext(ctx).Errorw("Encoding pod event", zap.String("pod", key), zap.Error(err))
+		return nil
+	}
+	w.published.set(key, fp)
+	err = w.pub.Publish(ctx, &e, slim.DedupID(pod.UID, fp), func(err error) {
+		if err != nil {
+			w.published.forgetIf(key, fp)
+			w.retry(ctx, key, err)
+			return
+		}
+		w.queue.Forget(key)
+	})
+	if err != nil {
+		w.published.forgetIf(key, fp)
+	}
+	return err
+}

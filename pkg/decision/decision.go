@@ -1,0 +1,223 @@
+// Package decision is istio-aux's policy as pure functions over values:
+// which pods are opted in (OptedIn) and whether a pod's istio-proxy should
+// be quit now (Decide). The webhook, the bridge's change filter and the
+// proxy-quit function all decide through this package, so they can never
+// disagree. docs/design.md has the decision table in prose.
+package decision
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/istio-aux/istio-aux/pkg/keys"
+	"github.com/istio-aux/istio-aux/pkg/slim"
+)
+
+// Outcome is what istio-aux should do about one pod right now.
+type Outcome int
+
+const (
+	// Ignore: istio-aux has nothing to do with this pod, now or later
+	// (or, for a finished pod, any more).
+	Ignore Outcome = iota
+	// Wait: the pod is ours but its apps are not done, or the kubelet will
+	// run one of them again.
+	Wait
+	// Quit: no app will run again; quit istio-proxy.
+	Quit
+)
+
+func (o Outcome) String() string {
+	switch o {
+	case Ignore:
+		return "ignore"
+	case Wait:
+		return "wait"
+	case Quit:
+		return "quit"
+	}
+	return "unknown"
+}
+
+// Decision is an Outcome with a stable, human-readable reason (used in logs,
+// Kubernetes Events and as a metric label, so the set of reasons is small).
+type Decision struct {
+	Outcome Outcome
+	Reason  string
+}
+
+// Reasons, one per row of the decision table.
+const (
+	ReasonNoProxy        = "no classic istio-proxy container"
+	ReasonNativeSidecar  = "istio-proxy is a native sidecar"
+	ReasonDeleting       = "pod is being deleted"
+	ReasonFinished       = "pod has finished"
+	ReasonProxyDone      = "istio-proxy already terminated"
+	ReasonRestartAlways  = "restartPolicy Always"
+	ReasonNoApps         = "no app containers"
+	ReasonAppsRunning    = "apps not terminated yet"
+	ReasonAppWillRestart = "the kubelet will run an app again"
+	ReasonRestartAll     = "a restart rule will restart every container"
+	ReasonAppsDone       = "all apps terminated"
+)
+
+// Options tune the decision. They are configuration, read once per process.
+type Options struct {
+	// ExtraSidecars are container names that, like istio-proxy, are not
+	// apps. A pod's sidecars annotation adds to them.
+	ExtraSidecars []string
+}
+
+// Decide answers, for one pod, whether istio-proxy should be quit: only when
+// every app container has terminated and the kubelet will run none of them
+// again. It is a pure function of the pod and never modifies it.
+//
+// Deliberate choices, checked against the kubelet's code (v1.36):
+//   - Apps are spec.containers other than istio-proxy and the extra
+//     sidecars. Init containers are not apps: regular ones have finished
+//     before any app starts (an app waiting on them is "not terminated"),
+//     and native sidecars (vault-agent as an init container with
+//     restartPolicy Always) are stopped by the kubelet once the regular
+//     containers are done, which the quit is what allows. Ephemeral
+//     containers do not keep a pod from finishing and are not read.
+//   - Whether an app runs again is the kubelet's ContainerShouldRestart:
+//     its restartPolicyRules first (first match wins; In/NotIn on exit
+//     codes), then its own restartPolicy, then the pod's (WillRestart).
+//   - A rule whose action is RestartAllContainers restarts every container,
+//     istio-proxy included, in place: the pod will run again, so istio-aux
+//     waits. (Its feature gate is beta and on since 1.36; Node Declared
+//     Features keep such pods off kubelets without it.)
+//   - A pod with restartPolicy Always is not a run-to-completion pod and is
+//     ignored whatever its containers say; the bridge does not even watch
+//     it.
+//   - An app that never started (an image that cannot be pulled) is "not
+//     terminated": istio-aux waits, as the kubelet keeps trying. Deadlines
+//     (activeDeadlineSeconds, a Job's) end such a pod by killing every
+//     container, proxy included, and a finished pod is ignored. A Job's
+//     podFailurePolicy reads exit codes once the pod has failed, which the
+//     quit allows; the proxy exits 0 after a quit.
+func Decide(p *slim.Pod, opts Options) Decision {
+	if HasNativeProxy(p) {
+		return Decision{Ignore, ReasonNativeSidecar}
+	}
+	if !HasClassicProxy(p) {
+		return Decision{Ignore, ReasonNoProxy}
+	}
+	if p.DeletionTimestamp != nil {
+		return Decision{Ignore, ReasonDeleting}
+	}
+	if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+		return Decision{Ignore, ReasonFinished}
+	}
+	if s := p.ContainerStatus(keys.ProxyContainer, false); s != nil && s.State.Terminated != nil {
+		return Decision{Ignore, ReasonProxyDone}
+	}
+	policy := p.Spec.RestartPolicy
+	if policy != corev1.RestartPolicyNever && policy != corev1.RestartPolicyOnFailure {
+		// The API server defaults an empty policy to Always.
+		return Decision{Ignore, ReasonRestartAlways}
+	}
+	sidecars := sidecarSet(p, opts)
+	apps := 0
+	again := Decision{}
+	for _, c := range p.Spec.Containers {
+		if _, ok := sidecars[c.Name]; ok {
+			continue
+		}
+		apps++
+		s := p.ContainerStatus(c.Name, false)
+		if s == nil || s.State.Terminated == nil {
+			// Not started, waiting (a crash-loop back-off between attempts
+			// included) or running.
+			return Decision{Wait, ReasonAppsRunning}
+		}
+		switch WillRestart(c, policy, s.State.Terminated.ExitCode) {
+		case RestartAll:
+			again = Decision{Wait, ReasonRestartAll}
+		case RestartContainer:
+			if again.Reason == "" {
+				again = Decision{Wait, ReasonAppWillRestart}
+			}
+		}
+	}
+	if apps == 0 {
+		return Decision{Ignore, ReasonNoApps}
+	}
+	if again.Reason != "" {
+		return again
+	}
+	return Decision{Quit, ReasonAppsDone}
+}
+
+// sidecarSet is istio-proxy, the configured extra sidecars and the pod's own
+// annotated ones (at most slim.MaxSidecars).
+func sidecarSet(p *slim.Pod, opts Options) map[string]struct{} {
+	named := p.AnnotatedSidecars()
+	set := make(map[string]struct{}, 1+len(opts.ExtraSidecars)+len(named))
+	set[keys.ProxyContainer] = struct{}{}
+	for _, n := range opts.ExtraSidecars {
+		set[n] = struct{}{}
+	}
+	for _, n := range named {
+		set[n] = struct{}{}
+	}
+	return set
+}
+
+// HasClassicProxy reports whether istio-proxy runs as a regular container.
+func HasClassicProxy(p *slim.Pod) bool {
+	return slices.ContainsFunc(p.Spec.Containers, func(c slim.Container) bool { return c.Name == keys.ProxyContainer })
+}
+
+// HasNativeProxy reports whether istio-proxy is a native sidecar (an init
+// container with restartPolicy Always), which the kubelet stops by itself.
+func HasNativeProxy(p *slim.Pod) bool {
+	return slices.ContainsFunc(p.Spec.InitContainers, func(c slim.Container) bool {
+		return IsNativeProxy(c.Name, c.RestartPolicy)
+	})
+}
+
+// IsNativeProxy reports whether an init container with this name and
+// restart policy is a native istio-proxy.
+func IsNativeProxy(name string, policy *corev1.ContainerRestartPolicy) bool {
+	return name == keys.ProxyContainer && policy != nil && *policy == corev1.ContainerRestartPolicyAlways
+}
+
+// ParseSidecars reads a comma-separated list of extra sidecar container
+// names (configuration: ISTIO_AUX_SIDECARS, the ConfigMap's sidecars key),
+// trimming blanks and dropping empty items. A name that cannot be a
+// container name is an error, so a typo is seen at start.
+func ParseSidecars(s string) ([]string, error) {
+	var out []string
+	for item := range strings.SplitSeq(s, ",") {
+		if item = strings.TrimSpace(item); item == "" {
+			continue
+		}
+		if strings.ContainsAny(item, " \t\n/") {
+			return nil, fmt.Errorf("sidecar name %q is not a container name", item)
+		}
+		out = append(out, item)
+	}
+	return out, nil
+}
+
+// EnvSidecars is the environment variable OptionsFromEnv reads the extra
+// sidecars from (config/: the sidecars key of config-istio-aux).
+const EnvSidecars = "ISTIO_AUX_SIDECARS"
+
+// OptionsFromEnv reads the decision's configuration through lookup
+// (os.LookupEnv): what every process that decides reads, once, at start.
+func OptionsFromEnv(lookup func(string) (string, bool)) (Options, error) {
+	var o Options
+	if v, ok := lookup(EnvSidecars); ok {
+		names, err := ParseSidecars(v)
+		if err != nil {
+			return o, fmt.Errorf("%s: %w", EnvSidecars, err)
+		}
+		o.ExtraSidecars = names
+	}
+	return o, nil
+}

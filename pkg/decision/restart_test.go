@@ -1,0 +1,187 @@
+package decision_test
+
+import (
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/istio-aux/istio-aux/pkg/decision"
+	"github.com/istio-aux/istio-aux/pkg/slim"
+)
+
+func policy(p corev1.ContainerRestartPolicy) *corev1.ContainerRestartPolicy { return &p }
+
+func rule(action corev1.ContainerRestartRuleAction, op corev1.ContainerRestartRuleOnExitCodesOperator, codes ...int32) slim.Rule {
+	return slim.Rule{Action: action, ExitCodes: &slim.ExitCodes{Operator: op, Values: codes}}
+}
+
+const (
+	restart    = corev1.ContainerRestartRuleActionRestart
+	restartAll = corev1.ContainerRestartRuleActionRestartAllContainers
+	in         = corev1.ContainerRestartRuleOnExitCodesOpIn
+	notIn      = corev1.ContainerRestartRuleOnExitCodesOpNotIn
+)
+
+// TestWillRestart walks every branch of the kubelet's ContainerShouldRestart
+// and FindMatchingContainerRestartRule (k8s.io/kubernetes
+// pkg/api/v1/pod/util.go, v1.36.3), one or more rows each, named after it.
+func TestWillRestart(t *testing.T) {
+	no, one, all := decision.NoRestart, decision.RestartContainer, decision.RestartAll
+	tests := []struct {
+		name string
+		c    slim.Container
+		pod  corev1.RestartPolicy
+		exit int32
+		want decision.Restart
+	}{
+		// No container policy: rules are not read at all; the pod decides.
+		{"pod Always, exit 0", slim.Container{}, corev1.RestartPolicyAlways, 0, one},
+		{"pod OnFailure, exit 0", slim.Container{}, corev1.RestartPolicyOnFailure, 0, no},
+		{"pod OnFailure, exit 1", slim.Container{}, corev1.RestartPolicyOnFailure, 1, one},
+		{"pod Never, exit 1", slim.Container{}, corev1.RestartPolicyNever, 1, no},
+		{"pod policy empty: the API default, Always", slim.Container{}, "", 0, one},
+		{"pod policy unknown: Always", slim.Container{}, "Sometimes", 0, one},
+		{"rules without a container policy are ignored",
+			slim.Container{RestartPolicyRules: slim.Rules{rule(restart, in, 42)}}, corev1.RestartPolicyNever, 42, no},
+
+		// Container policy, no rule matches.
+		{"container Always under pod Never", slim.Container{RestartPolicy: policy("Always")}, corev1.RestartPolicyNever, 0, one},
+		{"container OnFailure, exit 1, pod Never", slim.Container{RestartPolicy: policy("OnFailure")}, corev1.RestartPolicyNever, 1, one},
+		{"container OnFailure, exit 0", slim.Container{RestartPolicy: policy("OnFailure")}, corev1.RestartPolicyNever, 0, no},
+		{"container Never, exit 1, pod OnFailure", slim.Container{RestartPolicy: policy("Never")}, corev1.RestartPolicyOnFailure, 1, no},
+		{"container policy unknown: the pod's decides (OnFailure, 1)", slim.Container{RestartPolicy: policy("Sometimes")}, corev1.RestartPolicyOnFailure, 1, one},
+		{"container policy unknown: the pod's decides (Never, 1)", slim.Container{RestartPolicy: policy("Sometimes")}, corev1.RestartPolicyNever, 1, no},
+
+		// Rules: In and NotIn, matching or not.
+		{"In, code listed: Restart", slim.Container{RestartPolicy: policy("Never"), RestartPolicyRules: slim.Rules{rule(restart, in, 42)}}, corev1.RestartPolicyNever, 42, one},
+		{"In, code not listed: falls back to Never", slim.Container{RestartPolicy: policy("Never"), RestartPolicyRules: slim.Rules{rule(restart, in, 42)}}, corev1.RestartPolicyNever, 1, no},
+		{"NotIn, code not listed: Restart", slim.Container{RestartPolicy: policy("Never"), RestartPolicyRules: slim.Rules{rule(restart, notIn, 0)}}, corev1.RestartPolicyNever, 3, one},
+		{"NotIn, code listed: falls back to Never", slim.Container{RestartPolicy: policy("Never"), RestartPolicyRules: slim.Rules{rule(restart, notIn, 0)}}, corev1.RestartPolicyNever, 0, no},
+		{"In on exit 0 restarts a success", slim.Container{RestartPolicy: policy("Never"), RestartPolicyRules: slim.Rules{rule(restart, in, 0)}}, corev1.RestartPolicyNever, 0, one},
+		{"unknown operator never matches", slim.Container{RestartPolicy: policy("Never"), RestartPolicyRules: slim.Rules{rule(restart, "Is", 42)}}, corev1.RestartPolicyNever, 42, no},
+		{"a rule without exit codes never matches", slim.Container{RestartPolicy: policy("Never"), RestartPolicyRules: slim.Rules{{Action: restart}}}, corev1.RestartPolicyNever, 42, no},
+		{"empty In list never matches", slim.Container{RestartPolicy: policy("Never"), RestartPolicyRules: slim.Rules{rule(restart, in)}}, corev1.RestartPolicyNever, 42, no},
+		{"empty NotIn list always matches", slim.Container{RestartPolicy: policy("Never"), RestartPolicyRules: slim.Rules{rule(restart, notIn)}}, corev1.RestartPolicyNever, 0, one},
+
+		// Several rules: the first match wins, later ones are not read.
+		{"first match wins over a later RestartAll", slim.Container{RestartPolicy: policy("Never"),
+			RestartPolicyRules: slim.Rules{rule(restart, in, 42), rule(restartAll, in, 42)}}, corev1.RestartPolicyNever, 42, one},
+		{"a non-matching rule is passed over", slim.Container{RestartPolicy: policy("Never"),
+			RestartPolicyRules: slim.Rules{rule(restart, in, 1), rule(restartAll, in, 42)}}, corev1.RestartPolicyNever, 42, all},
+		{"a matching rule with an unknown action falls back to the container policy, not to later rules", slim.Container{RestartPolicy: policy("Never"),
+			RestartPolicyRules: slim.Rules{rule("Explode", in, 42), rule(restart, in, 42)}}, corev1.RestartPolicyNever, 42, no},
+		{"unknown action, container OnFailure", slim.Container{RestartPolicy: policy("OnFailure"),
+			RestartPolicyRules: slim.Rules{rule("Explode", in, 42)}}, corev1.RestartPolicyNever, 42, one},
+
+		// RestartAllContainers (gate on, as in 1.36).
+		{"RestartAll matches", slim.Container{RestartPolicy: policy("Never"), RestartPolicyRules: slim.Rules{rule(restartAll, in, 137)}}, corev1.RestartPolicyNever, 137, all},
+		{"RestartAll does not match: container Never", slim.Container{RestartPolicy: policy("Never"), RestartPolicyRules: slim.Rules{rule(restartAll, in, 137)}}, corev1.RestartPolicyOnFailure, 1, no},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := decision.WillRestart(tc.c, tc.pod, tc.exit); got != tc.want {
+				t.Errorf("WillRestart = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// jobPod is a Job pod with an app (container-level settings as given) that
+// has exited with code, and a running classic istio-proxy.
+func jobPod(pod corev1.RestartPolicy, app corev1.Container, code int32) *slim.Pod {
+	app.Name = "app"
+	return slim.Of(&corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "u"},
+		Spec:       corev1.PodSpec{RestartPolicy: pod, Containers: []corev1.Container{{Name: "istio-proxy"}, app}},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{
+			{Name: "istio-proxy", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}},
+			{Name: "app", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code}}},
+		}},
+	})
+}
+
+func rules(rs ...corev1.ContainerRestartRule) []corev1.ContainerRestartRule { return rs }
+
+func corev1Rule(action corev1.ContainerRestartRuleAction, op corev1.ContainerRestartRuleOnExitCodesOperator, codes ...int32) corev1.ContainerRestartRule {
+	return corev1.ContainerRestartRule{Action: action, ExitCodes: &corev1.ContainerRestartRuleOnExitCodes{Operator: op, Values: codes}}
+}
+
+// TestDecideContainerLevel: the decision table's container-level rows,
+// starting with the three cases of the issue that brought them.
+func TestDecideContainerLevel(t *testing.T) {
+	wait, quit := decision.Wait, decision.Quit
+	tests := []struct {
+		name string
+		pod  *slim.Pod
+		want decision.Decision
+	}{
+		// 1: the kubelet retries the app: its proxy must stay.
+		{"pod Never, app OnFailure, exit 1: retried", jobPod(corev1.RestartPolicyNever,
+			corev1.Container{RestartPolicy: policy("OnFailure")}, 1), decision.Decision{wait, decision.ReasonAppWillRestart}},
+		// 2: a rule retries exit 42.
+		{"pod Never, rule restart on 42, exit 42: retried", jobPod(corev1.RestartPolicyNever,
+			corev1.Container{RestartPolicy: policy("Never"), RestartPolicyRules: rules(corev1Rule(restart, in, 42))}, 42),
+			decision.Decision{wait, decision.ReasonAppWillRestart}},
+		// 3: the kubelet will not retry: quit, or the Job hangs.
+		{"pod OnFailure, app Never, exit 1: not retried", jobPod(corev1.RestartPolicyOnFailure,
+			corev1.Container{RestartPolicy: policy("Never")}, 1), decision.Decision{quit, decision.ReasonAppsDone}},
+
+		{"pod Never, rule restart on 42, exit 1: done", jobPod(corev1.RestartPolicyNever,
+			corev1.Container{RestartPolicy: policy("Never"), RestartPolicyRules: rules(corev1Rule(restart, in, 42))}, 1),
+			decision.Decision{quit, decision.ReasonAppsDone}},
+		{"pod OnFailure, rule restart NotIn [0], exit 0: done", jobPod(corev1.RestartPolicyOnFailure,
+			corev1.Container{RestartPolicy: policy("OnFailure"), RestartPolicyRules: rules(corev1Rule(restart, notIn, 0))}, 0),
+			decision.Decision{quit, decision.ReasonAppsDone}},
+		{"pod OnFailure, app OnFailure, exit 0: done", jobPod(corev1.RestartPolicyOnFailure,
+			corev1.Container{RestartPolicy: policy("OnFailure")}, 0), decision.Decision{quit, decision.ReasonAppsDone}},
+		{"pod Never, app Always: runs again and again", jobPod(corev1.RestartPolicyNever,
+			corev1.Container{RestartPolicy: policy("Always")}, 0), decision.Decision{wait, decision.ReasonAppWillRestart}},
+		{"RestartAllContainers on the app's code: the whole pod runs again", jobPod(corev1.RestartPolicyNever,
+			corev1.Container{RestartPolicy: policy("Never"), RestartPolicyRules: rules(corev1Rule(restartAll, in, 137))}, 137),
+			decision.Decision{wait, decision.ReasonRestartAll}},
+		{"RestartAllContainers on another code", jobPod(corev1.RestartPolicyNever,
+			corev1.Container{RestartPolicy: policy("Never"), RestartPolicyRules: rules(corev1Rule(restartAll, in, 137))}, 1),
+			decision.Decision{quit, decision.ReasonAppsDone}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := decision.Decide(tc.pod, decision.Options{}); got != tc.want {
+				t.Errorf("Decide = %v (%q), want %v (%q)", got.Outcome, got.Reason, tc.want.Outcome, tc.want.Reason)
+			}
+		})
+	}
+	// Two apps: one retried by a rule, the other restarting all: RestartAll
+	// is the stronger reason, whatever the order.
+	p := jobPod(corev1.RestartPolicyNever, corev1.Container{RestartPolicy: policy("OnFailure")}, 1)
+	p.Spec.Containers = append(p.Spec.Containers, slim.Container{Name: "b", RestartPolicy: policy("Never"),
+		RestartPolicyRules: slim.Rules{rule(restartAll, in, 9)}})
+	p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, slim.ContainerStatus{Name: "b",
+		State: slim.State{Terminated: &slim.Terminated{ExitCode: 9}}})
+	if got := decision.Decide(p, decision.Options{}); got.Reason != decision.ReasonRestartAll {
+		t.Errorf("two apps: Decide = %v", got)
+	}
+	// An extra sidecar's own rules do not hold the proxy back.
+	q := jobPod(corev1.RestartPolicyNever, corev1.Container{}, 0)
+	q.Spec.Containers = append(q.Spec.Containers, slim.Container{Name: "vault-agent", RestartPolicy: policy("Always")})
+	q.Status.ContainerStatuses = append(q.Status.ContainerStatuses, slim.ContainerStatus{Name: "vault-agent",
+		State: slim.State{Terminated: &slim.Terminated{ExitCode: 1}}})
+	if got := decision.Decide(q, decision.Options{ExtraSidecars: []string{"vault-agent"}}); got.Outcome != quit {
+		t.Errorf("sidecar with Always: Decide = %v", got)
+	}
+}
+
+func TestParseSidecars(t *testing.T) {
+	got, err := decision.ParseSidecars(" vault-agent, ,fluent-bit ")
+	if err != nil || len(got) != 2 || got[0] != "vault-agent" || got[1] != "fluent-bit" {
+		t.Errorf("ParseSidecars = %q, %v", got, err)
+	}
+	if got, err := decision.ParseSidecars(""); err != nil || got != nil {
+		t.Errorf("ParseSidecars(\"\") = %q, %v", got, err)
+	}
+	for _, bad := range []string{"vault agent", "a/b"} {
+		if _, err := decision.ParseSidecars(bad); err == nil {
+			t.Errorf("ParseSidecars(%q) accepted", bad)
+		}
+	}
+}

@@ -1,0 +1,39 @@
+// Package keys spells every label, annotation and container name that
+// istio-aux reads or writes on Kubernetes objects, its own and Istio's, in
+// one place. They are part of istio-aux's user-facing API: changing one
+// breaks existing workloads and namespaces.
+package keys
+
+// istio-aux's own names.
+const (
+	// LabelEnabled opts a namespace in when set to "true". On a pod
+	// ("true"/"false") it overrides the namespace; it is a label because
+	// admission selectors can match labels, not annotations.
+	LabelEnabled = "istio-aux.dev/enabled"
+	// LegacyLabel is the reference implementation's namespace label (value
+	// LegacyLabelValue), honoured so existing namespaces keep working.
+	LegacyLabel      = "io.datastrophic/istio-aux"
+	LegacyLabelValue = "enabled"
+	// AnnotationEnabled on a pod ("true"/"false") overrides its labels and
+	// its namespace.
+	AnnotationEnabled = "istio-aux.dev/enabled"
+	// AnnotationSidecars lists extra sidecar container names on a pod
+	// ("vault-agent,fluent-bit") that, like istio-proxy, are not apps.
+	AnnotationSidecars = "istio-aux.dev/sidecars"
+)
+
+// Istio's names, as istio-aux reads and writes them.
+const (
+	// ProxyContainer is the name Istio's injector gives the sidecar.
+	ProxyContainer = "istio-proxy"
+	// AnnotationProxyConfig is Istio's per-pod ProxyConfig, a YAML document.
+	AnnotationProxyConfig = "proxy.istio.io/config"
+	// AnnotationNativeSidecar asks Istio (>= 1.24) for a native sidecar
+	// ("true") or a classic one ("false").
+	AnnotationNativeSidecar = "sidecar.istio.io/nativeSidecar"
+	// KeyInject is Istio's per-pod injection switch, read as a label first
+	// and an annotation second.
+	KeyInject = "sidecar.istio.io/inject"
+	// LabelInjection opts a namespace into Istio's injection ("enabled").
+	LabelInjection = "istio-injection"
+)

@@ -1,0 +1,153 @@
+package slim
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/istio-aux/istio-aux/pkg/keys"
+)
+
+// Bounds on a slim pod decoded from JSON, which may come from anyone who can
+// reach the proxy-quit function. Past them, decoding fails (the event is
+// invalid) instead of allocating in proportion to a hostile input: a 1 MiB
+// body of empty containers would otherwise become hundreds of MiB of
+// structs. The rule bounds are the API server's own validation limits, so
+// no real pod exceeds them; no real pod comes near MaxContainers either.
+const (
+	// MaxContainers bounds each of containers, initContainers and their
+	// status lists.
+	MaxContainers = 256
+	// MaxRules bounds restartPolicyRules per container.
+	MaxRules = 20
+	// MaxExitCodes bounds the exit codes of one rule.
+	MaxExitCodes = 255
+	// MaxSidecars bounds the names read from a pod's sidecars annotation;
+	// further names are ignored, so their containers count as apps and the
+	// proxy waits for them: never an early quit.
+	MaxSidecars = 64
+)
+
+// UnmarshalJSON decodes at most MaxContainers containers.
+func (c *Containers) UnmarshalJSON(data []byte) error {
+	return decodeList(data, MaxContainers, "containers", (*[]Container)(c))
+}
+
+// UnmarshalJSON decodes at most MaxContainers statuses.
+func (s *Statuses) UnmarshalJSON(data []byte) error {
+	return decodeList(data, MaxContainers, "container statuses", (*[]ContainerStatus)(s))
+}
+
+// UnmarshalJSON decodes at most MaxRules rules.
+func (r *Rules) UnmarshalJSON(data []byte) error {
+	return decodeList(data, MaxRules, "restart rules", (*[]Rule)(r))
+}
+
+// UnmarshalJSON decodes at most MaxExitCodes exit codes.
+func (c *Codes) UnmarshalJSON(data []byte) error {
+	return decodeList(data, MaxExitCodes, "exit codes", (*[]int32)(c))
+}
+
+// decodeList decodes a JSON array element by element, failing as soon as it
+// holds more than limit elements.
+func decodeList[T any](data []byte, limit int, what string, out *[]T) error {
+	*out = nil
+	if isNull(data) {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if err := expectDelim(dec, '['); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	var list []T
+	for dec.More() {
+		if len(list) == limit {
+			return fmt.Errorf("more than %d %s", limit, what)
+		}
+		var v T
+		if err := dec.Decode(&v); err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		list = append(list, v)
+	}
+	*out = list
+	return nil
+}
+
+// Kept is a label or annotation map that holds only the keys istio-aux reads.
+type Kept map[string]string
+
+// UnmarshalJSON keeps only the keys of KeptLabels and KeptAnnotations (both
+// maps read the same way; each is filled only with what its pod carries)
+// and allocates nothing for the others beyond the decoder's own tokens.
+func (k *Kept) UnmarshalJSON(data []byte) error {
+	*k = nil
+	if isNull(data) {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if err := expectDelim(dec, '{'); err != nil {
+		return err
+	}
+	for dec.More() {
+		key, err := stringToken(dec)
+		if err != nil {
+			return err
+		}
+		value, err := stringToken(dec)
+		if err != nil {
+			return fmt.Errorf("value of %q: %w", key, err)
+		}
+		if slices.Contains(KeptLabels, key) || slices.Contains(KeptAnnotations, key) {
+			if *k == nil {
+				*k = Kept{}
+			}
+			(*k)[key] = value
+		}
+	}
+	return nil
+}
+
+func isNull(data []byte) bool { return bytes.Equal(bytes.TrimSpace(data), []byte("null")) }
+
+func expectDelim(dec *json.Decoder, want json.Delim) error {
+	tok, err := dec.Token()
+	if err != nil {
+		return err
+	}
+	if d, ok := tok.(json.Delim); !ok || d != want {
+		return fmt.Errorf("want %q, got %v", want, tok)
+	}
+	return nil
+}
+
+func stringToken(dec *json.Decoder) (string, error) {
+	tok, err := dec.Token()
+	if err != nil {
+		return "", err
+	}
+	s, ok := tok.(string)
+	if !ok {
+		return "", fmt.Errorf("want a string, got %v", tok)
+	}
+	return s, nil
+}
+
+// AnnotatedSidecars returns the container names the pod's sidecars
+// annotation lists ("vault-agent, fluent-bit"): trimmed, without blanks or
+// repeats, in the annotation's order, at most MaxSidecars of them. It reads
+// the annotation lazily, so a huge value costs no more than its first names.
+func (p *Pod) AnnotatedSidecars() []string {
+	var names []string
+	for n := range strings.SplitSeq(p.Annotations[keys.AnnotationSidecars], ",") {
+		if len(names) == MaxSidecars {
+			break
+		}
+		if n = strings.TrimSpace(n); n != "" && !slices.Contains(names, n) {
+			names = append(names, n)
+		}
+	}
+	return names
+}
