@@ -9,11 +9,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// Cluster reads the live objects the function decides on. Errors are the
-// API server's (apierrors.IsNotFound works on them). internal/kube's Client
-// is one, reading straight from the API server: the function is stateless
-// and scales to zero, and a quit must never act on a stale pod.
+// Cluster is what the function asks the API server: the live objects it
+// decides on, and who a caller is. Errors are the API server's
+// (apierrors.IsNotFound works on them). internal/kube's Client is one,
+// reading straight from the API server: the function is stateless and
+// scales to zero, and a quit must never act on a stale pod.
 type Cluster interface {
+	Reviewer
 	// Pod reads a pod at least as new as the resourceVersion notOlderThan,
 	// which lets the API server answer from its watch cache instead of a
 	// quorum read of etcd; empty asks for the most recent (etcd).

@@ -13,6 +13,12 @@ import (
 const (
 	EnvQuitCommand = "ISTIO_AUX_QUIT_COMMAND"
 	EnvExecTimeout = "ISTIO_AUX_EXEC_TIMEOUT"
+	// EnvAuth "off" turns caller authentication off; anything else but
+	// unset or "on" is an error.
+	EnvAuth = "ISTIO_AUX_AUTH"
+	// EnvAuthAudiences and EnvAuthCallers are comma lists (Auth).
+	EnvAuthAudiences = "ISTIO_AUX_AUTH_AUDIENCES"
+	EnvAuthCallers   = "ISTIO_AUX_AUTH_CALLERS"
 )
 
 // Defaults. The quit command is argv, not a shell line: distroless proxy
@@ -30,6 +36,9 @@ type Config struct {
 	QuitCommand []string
 	// ExecTimeout bounds one exec, connection included.
 	ExecTimeout time.Duration
+	// Auth says who may call the function over HTTP (Handle, in-process,
+	// is not affected).
+	Auth Auth
 }
 
 // DefaultConfig is the configuration with no environment set.
@@ -37,6 +46,7 @@ func DefaultConfig() Config {
 	return Config{
 		QuitCommand: strings.Fields(DefaultQuitCommand),
 		ExecTimeout: DefaultExecTimeout,
+		Auth:        Auth{Audiences: []string{DefaultAudience}, Callers: DefaultCallers},
 	}
 }
 
@@ -52,6 +62,19 @@ func configFromLookup(lookup func(string) (string, bool)) (Config, error) {
 	var err error
 	if cfg.Decision, err = decision.OptionsFromEnv(lookup); err != nil {
 		return cfg, err
+	}
+	switch v, _ := lookup(EnvAuth); strings.ToLower(strings.TrimSpace(v)) {
+	case "", "on":
+	case "off":
+		cfg.Auth.Disabled = true
+	default:
+		return cfg, fmt.Errorf("%s=%q: want on or off", EnvAuth, v)
+	}
+	if v, ok := lookup(EnvAuthAudiences); ok {
+		cfg.Auth.Audiences = list(v)
+	}
+	if v, ok := lookup(EnvAuthCallers); ok {
+		cfg.Auth.Callers = list(v)
 	}
 	if v, ok := lookup(EnvQuitCommand); ok {
 		argv := strings.Fields(v)
@@ -81,10 +104,24 @@ func (c Config) Validate() error {
 	if c.ExecTimeout <= 0 {
 		return fmt.Errorf("exec timeout %v must be positive", c.ExecTimeout)
 	}
+	if !c.Auth.Disabled && (len(c.Auth.Audiences) == 0 || len(c.Auth.Callers) == 0) {
+		return fmt.Errorf("authentication needs an audience (%s) and callers (%s), or %s=off", EnvAuthAudiences, EnvAuthCallers, EnvAuth)
+	}
 	for _, s := range c.Decision.ExtraSidecars {
 		if s == "" || strings.ContainsAny(s, " ,\t\n") {
 			return fmt.Errorf("sidecar name %q is not a container name", s)
 		}
 	}
 	return nil
+}
+
+// list splits a comma list, trimming blanks and dropping empty items.
+func list(s string) []string {
+	var out []string
+	for item := range strings.SplitSeq(s, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	return out
 }

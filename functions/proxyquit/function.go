@@ -47,6 +47,7 @@ const (
 // events; every field is a dependency or configuration.
 type Function struct {
 	cfg      Config
+	auth     *authenticator
 	cluster  Cluster
 	exec     Execer
 	recorder record.EventRecorder
@@ -66,7 +67,8 @@ func New(cfg Config, cluster Cluster, exec Execer, recorder record.EventRecorder
 	if metrics == nil {
 		metrics, _ = NewMetrics(nil) // cannot fail without a registry
 	}
-	return &Function{cfg: cfg, cluster: cluster, exec: exec, recorder: recorder, metrics: metrics, now: time.Now}, nil
+	return &Function{cfg: cfg, auth: newAuthenticator(cfg.Auth, cluster), cluster: cluster, exec: exec,
+		recorder: recorder, metrics: metrics, now: time.Now}, nil
 }
 
 // NewFromConfig builds a Function talking to the cluster rc points at, with
@@ -118,6 +120,15 @@ type result struct {
 // for Knative delivery and the dispatcher: 2xx done, 400 never retry, 5xx
 // retry. Read it with cloudevents.ResultAs(res, &*cehttp.Result).
 func (f *Function) Handle(ctx context.Context, e cloudevents.Event) cloudevents.Result {
+	r := f.handleAndLog(ctx, e)
+	if r.err != nil {
+		return cehttp.NewResult(r.code, "%s: %s: %w", r.outcome, r.detail, r.err)
+	}
+	return cehttp.NewResult(r.code, "%s: %s", r.outcome, r.detail)
+}
+
+// handleAndLog handles one event, counts and logs its outcome.
+func (f *Function) handleAndLog(ctx context.Context, e cloudevents.Event) result {
 	r := f.handle(ctx, e)
 	f.metrics.events.WithLabelValues(typeLabel(e.Type()), r.outcome).Inc()
 
@@ -133,10 +144,7 @@ func (f *Function) Handle(ctx context.Context, e cloudevents.Event) cloudevents.
 	default:
 		log.Debugw(r.detail)
 	}
-	if r.err != nil {
-		return cehttp.NewResult(r.code, "%s: %s: %w", r.outcome, r.detail, r.err)
-	}
-	return cehttp.NewResult(r.code, "%s: %s", r.outcome, r.detail)
+	return r
 }
 
 func (f *Function) handle(ctx context.Context, e cloudevents.Event) result {
@@ -154,7 +162,11 @@ func (f *Function) handle(ctx context.Context, e cloudevents.Event) result {
 	if d := decision.Decide(pod, opts); d.Outcome != decision.Quit {
 		return decided(d)
 	}
-
+	// A caller that gave up (the dispatcher's timeout, a closed connection)
+	// gets no further API call or exec on its behalf: it will retry.
+	if r, ended := contextEnded(ctx); ended {
+		return r
+	}
 	live, r, ok := f.livePod(ctx, pod)
 	if !ok {
 		return r
@@ -170,7 +182,18 @@ func (f *Function) handle(ctx context.Context, e cloudevents.Event) result {
 	if d.Outcome != decision.Quit {
 		return decided(d)
 	}
+	if r, ended := contextEnded(ctx); ended {
+		return r
+	}
 	return f.quit(ctx, live, d)
+}
+
+// contextEnded is a retryable result when ctx is done.
+func contextEnded(ctx context.Context) (result, bool) {
+	if err := ctx.Err(); err != nil {
+		return result{code: 503, outcome: OutcomeError, detail: "the request ended", err: err}, true
+	}
+	return result{}, false
 }
 
 // livePod GETs the pod the event names. ok is false when the returned result

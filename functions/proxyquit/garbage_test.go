@@ -55,6 +55,7 @@ func TestHTTPGarbage(t *testing.T) {
 				t.Fatal(err)
 			}
 			req.Header.Set("Content-Type", c.contentType)
+			authorize(req)
 			for k, v := range c.headers {
 				if v != "" {
 					req.Header.Set(k, v)
@@ -86,6 +87,7 @@ func TestHTTPGarbage(t *testing.T) {
 	// the silence above is rejection, not a harness that cannot exec.
 	req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader(data))
 	req.Header.Set("Content-Type", "application/json")
+	authorize(req)
 	for k, v := range binary(podevent.TypePodUpdated, "1") {
 		req.Header.Set(k, v)
 	}

@@ -3,6 +3,7 @@ package proxyquit
 import (
 	"context"
 	"errors"
+	"net/http"
 	"slices"
 	"sync"
 	"testing"
@@ -11,11 +12,14 @@ import (
 	cloudevents "github.com/cloudevents/sdk-go/v2"
 	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
 	dto "github.com/prometheus/client_model/go"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
 
 	"github.com/istio-aux/istio-aux/pkg/podevent"
@@ -78,6 +82,7 @@ func newHarness(t testing.TB, cfg Config, nsLabels map[string]string, objects ..
 	for _, p := range objects {
 		h.setPod(t, p)
 	}
+	h.client.PrependReactor("create", "tokenreviews", reviewTokens)
 	m, err := NewMetrics(nil)
 	if err != nil {
 		t.Fatal(err)
@@ -91,6 +96,31 @@ func newHarness(t testing.TB, cfg Config, nsLabels map[string]string, objects ..
 }
 
 var optedIn = map[string]string{"istio-aux.dev/enabled": "true"}
+
+// Tokens the harness's fake API server knows: the dispatcher's, made for the
+// function's audience, and one of a pod that may not call the function.
+const (
+	dispatcherToken = "dispatcher-token"
+	strangerToken   = "stranger-token"
+	dispatcherUser  = "system:serviceaccount:istio-aux:istio-aux-bridge"
+)
+
+// reviewTokens answers TokenReviews as the API server would for the
+// harness's tokens; any other token, or another audience, is refused.
+func reviewTokens(a k8stesting.Action) (bool, runtime.Object, error) {
+	r := a.(k8stesting.CreateAction).GetObject().(*authenticationv1.TokenReview).DeepCopy()
+	users := map[string]string{dispatcherToken: dispatcherUser, strangerToken: "system:serviceaccount:team-a:default"}
+	if user, ok := users[r.Spec.Token]; ok && slices.Equal(r.Spec.Audiences, []string{DefaultAudience}) {
+		r.Status = authenticationv1.TokenReviewStatus{Authenticated: true, Audiences: r.Spec.Audiences,
+			User: authenticationv1.UserInfo{Username: user}}
+	} else {
+		r.Status = authenticationv1.TokenReviewStatus{Error: "invalid bearer token"}
+	}
+	return true, r, nil
+}
+
+// authorize makes req the dispatcher's.
+func authorize(req *http.Request) { req.Header.Set("Authorization", "Bearer "+dispatcherToken) }
 
 // setPod makes p the live pod (created or replaced).
 func (h *harness) setPod(t testing.TB, p *corev1.Pod) {
@@ -214,6 +244,17 @@ type ClientCluster struct {
 // A fake clientset has no watch cache: every read is the most recent.
 func (c ClientCluster) Pod(ctx context.Context, namespace, name, _ string) (*corev1.Pod, error) {
 	return c.Client.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
+}
+
+// ReviewToken implements Cluster: the fake clientset's TokenReview answers
+// what a reactor says (by default: not authenticated).
+func (c ClientCluster) ReviewToken(ctx context.Context, token string, audiences []string) (string, bool, error) {
+	r, err := c.Client.AuthenticationV1().TokenReviews().Create(ctx, &authenticationv1.TokenReview{
+		Spec: authenticationv1.TokenReviewSpec{Token: token, Audiences: audiences}}, metav1.CreateOptions{})
+	if err != nil {
+		return "", false, err
+	}
+	return r.Status.User.Username, r.Status.Authenticated, nil
 }
 
 // Namespace implements Cluster.

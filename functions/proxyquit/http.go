@@ -3,9 +3,10 @@ package proxyquit
 import (
 	"context"
 	"errors"
+	"net"
 	"net/http"
+	"time"
 
-	cloudevents "github.com/cloudevents/sdk-go/v2"
 	"github.com/cloudevents/sdk-go/v2/binding"
 	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
 	"github.com/prometheus/client_golang/prometheus"
@@ -20,6 +21,47 @@ import (
 // accepts plus room for a structured-mode envelope. A larger body is refused
 // before it is read into memory.
 const maxRequestBytes = podevent.MaxDataBytes + 64<<10
+
+// Timeouts of the HTTP server. A delivery takes an exec (ExecTimeout) and a
+// few API reads; a caller that sends its request slower than readTimeout
+// (a byte every few seconds) is cut off instead of holding a connection.
+const (
+	readHeaderTimeout = 5 * time.Second
+	readTimeout       = 15 * time.Second
+	writeTimeout      = time.Minute
+	idleTimeout       = time.Minute
+	maxHeaderBytes    = 16 << 10
+)
+
+// NewServer is the function's HTTP server on addr, with the timeouts above.
+func NewServer(addr string, h http.Handler) *http.Server {
+	return &http.Server{Addr: addr, Handler: h, ReadHeaderTimeout: readHeaderTimeout, ReadTimeout: readTimeout,
+		WriteTimeout: writeTimeout, IdleTimeout: idleTimeout, MaxHeaderBytes: maxHeaderBytes}
+}
+
+// Serve serves h on addr until ctx is done, then shuts down gracefully
+// (Knative gives a terminating pod time to finish in-flight requests). If
+// listening is not nil it receives the address once the server listens.
+func Serve(ctx context.Context, addr string, h http.Handler, listening chan<- net.Addr) error {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	if listening != nil {
+		listening <- l.Addr()
+	}
+	srv := NewServer(addr, h)
+	go func() {
+		<-ctx.Done()
+		shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(shutdown)
+	}()
+	if err := srv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
 
 // HTTPHandler serves the function on one port, as a Knative Service must:
 // CloudEvents (binary or structured) on "/", Prometheus metrics from g on
@@ -40,15 +82,23 @@ func (f *Function) HTTPHandler(ctx context.Context, g prometheus.Gatherer) (http
 	return mux, nil
 }
 
-// serveEvent decodes one CloudEvent and answers with Handle's status. It
-// decodes the request itself rather than through the SDK's receiver, which
-// answers an undecodable event with 500: Knative delivery and the dispatcher
-// would retry that forever, and nothing would log or count it.
+// serveEvent authenticates the caller, decodes one CloudEvent and answers
+// with Handle's status. The caller is authenticated from the headers alone,
+// before the body is read and before any other API call. The answer's body
+// is the outcome only: what the function found out about the pod (whether
+// it exists, its uid, its opt-in) is logged, never told to the caller. The
+// request is decoded here rather than by the SDK's receiver, which answers
+// an undecodable event with 500: Knative delivery and the dispatcher would
+// retry that forever, and nothing would log or count it.
 func (f *Function) serveEvent(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
 		http.Error(w, "CloudEvents are POSTed", http.StatusMethodNotAllowed)
+		return
+	}
+	if _, err := f.auth.Authenticate(ctx, r); err != nil {
+		f.refuse(ctx, w, err)
 		return
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, maxRequestBytes)
@@ -69,19 +119,25 @@ func (f *Function) serveEvent(w http.ResponseWriter, r *http.Request) {
 		f.rejectUndecodable(ctx, w, code, err)
 		return
 	}
+	res := f.handleAndLog(ctx, *event)
+	w.WriteHeader(res.code)
+	_, _ = w.Write([]byte(res.outcome))
+}
 
-	code, text := http.StatusOK, ""
-	if res := f.Handle(ctx, *event); res != nil {
-		text = res.Error()
-		var hr *cehttp.Result
-		if cloudevents.ResultAs(res, &hr) {
-			code = hr.StatusCode
-		} else if !cloudevents.IsACK(res) {
-			code = http.StatusInternalServerError
-		}
+// refuse answers a caller that may not deliver events: 401 or 403, or 503
+// when its token could not be reviewed (the caller retries).
+func (f *Function) refuse(ctx context.Context, w http.ResponseWriter, err error) {
+	code, outcome := http.StatusServiceUnavailable, OutcomeError
+	switch {
+	case errors.Is(err, ErrUnauthenticated):
+		code, outcome = http.StatusUnauthorized, OutcomeUnauthenticated
+		w.Header().Set("WWW-Authenticate", `Bearer realm="istio-aux-proxyquit"`)
+	case errors.Is(err, ErrForbidden):
+		code, outcome = http.StatusForbidden, OutcomeForbidden
 	}
-	w.WriteHeader(code)
-	_, _ = w.Write([]byte(text))
+	f.metrics.events.WithLabelValues(typeLabel(""), outcome).Inc()
+	logging.FromContext(ctx).Warnw("Refused a caller", zap.Int("code", code), zap.Error(err))
+	http.Error(w, outcome, code)
 }
 
 // rejectUndecodable answers a request that is not a CloudEvent at all with a
@@ -89,5 +145,5 @@ func (f *Function) serveEvent(w http.ResponseWriter, r *http.Request) {
 func (f *Function) rejectUndecodable(ctx context.Context, w http.ResponseWriter, code int, err error) {
 	f.metrics.events.WithLabelValues(typeLabel(""), OutcomeInvalid).Inc()
 	logging.FromContext(ctx).Warnw("invalid request", zap.Int("code", code), zap.Error(err))
-	http.Error(w, "invalid event: "+err.Error(), code)
+	http.Error(w, OutcomeInvalid, code)
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
+	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -31,7 +32,7 @@ func TestHTTPHandler(t *testing.T) {
 	srv := httptest.NewServer(handler)
 	defer srv.Close()
 
-	client, err := cloudevents.NewClientHTTP()
+	client, err := cloudevents.NewClientHTTP(cehttp.WithHeader("Authorization", "Bearer "+dispatcherToken))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,6 +21,9 @@ const (
 	OutcomeUIDMismatch = "uid_mismatch" // 200: the name now belongs to another pod
 	OutcomeNotOptedIn  = "not_opted_in" // 200: the live pod is not opted in
 	OutcomeError       = "error"        // 503: the API server could not answer; retried
+	// HTTP only: callers that may not deliver events.
+	OutcomeUnauthenticated = "unauthenticated" // 401: no token, or one not valid for the audience
+	OutcomeForbidden       = "forbidden"       // 403: a valid token of a caller that is not allowed
 )
 
 // Metrics are the function's Prometheus collectors, all prefixed

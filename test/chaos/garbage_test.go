@@ -4,7 +4,10 @@ package chaos
 
 import (
 	"context"
+	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -18,10 +21,12 @@ import (
 
 	"github.com/istio-aux/istio-aux/bridge/dispatch"
 	"github.com/istio-aux/istio-aux/bridge/transport"
+	"github.com/istio-aux/istio-aux/functions/proxyquit"
 	"github.com/istio-aux/istio-aux/pkg/keys"
 	"github.com/istio-aux/istio-aux/pkg/podevent"
 	"github.com/istio-aux/istio-aux/pkg/slim"
 	"github.com/istio-aux/istio-aux/test/cluster"
+	"github.com/istio-aux/istio-aux/test/istioaux"
 )
 
 const (
@@ -100,10 +105,15 @@ func TestGarbage(t *testing.T) {
 			{name: "binary without id", contentType: "application/json", body: string(event(t, target, nil).Data()),
 				headers: map[string]string{"ce-specversion": "1.0", "ce-type": podevent.TypePodUpdated, "ce-source": "x"}},
 		}
+		token, err := os.ReadFile(s.token)
+		if err != nil {
+			t.Fatal(err)
+		}
 		for _, c := range raw {
 			name := c.name
 			req, _ := http.NewRequest(http.MethodPost, s.functionURL, strings.NewReader(c.body))
 			req.Header.Set("Content-Type", c.contentType)
+			req.Header.Set("Authorization", "Bearer "+string(token))
 			for k, v := range c.headers {
 				req.Header.Set(k, v)
 			}
@@ -117,7 +127,7 @@ func TestGarbage(t *testing.T) {
 				t.Errorf("%s: status %d, want a 4xx that is never retried", name, c)
 			}
 		}
-		sink, err := dispatch.NewHTTPSink(s.functionURL, 10*time.Second)
+		sink, err := dispatch.NewHTTPSink(s.functionURL, 10*time.Second, s.token)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -173,6 +183,52 @@ func TestGarbage(t *testing.T) {
 		}
 	})
 
+	// A valid event for the target, from callers that may not deliver:
+	// anything in the cluster that reaches the function's pod IP.
+	t.Run("callers", func(t *testing.T) {
+		unauth0 := scrape(t, fnMetrics, fnEvents, `outcome="unauthenticated"`)
+		forbidden0 := scrape(t, fnMetrics, fnEvents, `outcome="forbidden"`)
+		stranger, err := istioaux.Token(context.Background(), env.Client(), in, "default", proxyquit.DefaultAudience, t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		wrongAudience, err := istioaux.Token(context.Background(), env.Client(), istioaux.SystemNamespace, "istio-aux-bridge", "https://kubernetes.default.svc", t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		forged := filepath.Join(t.TempDir(), "forged")
+		if err := os.WriteFile(forged, []byte("eyJhbGciOiJub25lIn0.e30."), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range []struct {
+			name, tokenFile string
+			code            int
+		}{
+			{"no token", "", 401},
+			{"a forged token", forged, 401},
+			{"the bridge's token for the API server's audience", wrongAudience, 401},
+			{"another ServiceAccount's token for the function", stranger, 403},
+		} {
+			sink, err := dispatch.NewHTTPSink(s.functionURL, 10*time.Second, c.tokenFile)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var r *cehttp.Result
+			if res := sink.Send(context.Background(), event(t, target, nil)); !cloudevents.ResultAs(res, &r) || r.StatusCode != c.code {
+				t.Errorf("%s: %v, want %d", c.name, res, c.code)
+			}
+		}
+		if got := scrape(t, fnMetrics, fnEvents, `outcome="unauthenticated"`) - unauth0; got != 3 {
+			t.Errorf("%v unauthenticated callers counted, want 3", got)
+		}
+		if got := scrape(t, fnMetrics, fnEvents, `outcome="forbidden"`) - forbidden0; got != 1 {
+			t.Errorf("%v forbidden callers counted, want 1", got)
+		}
+		if got := quitCount(t); got != quits {
+			t.Fatalf("callers without the dispatcher's token caused %d quits", got-quits)
+		}
+	})
+
 	t.Run("nats", func(t *testing.T) {
 		nc, err := nats.Connect(s.natsURL)
 		if err != nil {
@@ -187,8 +243,12 @@ func TestGarbage(t *testing.T) {
 		defer cancel()
 		decode0 := scrape(t, s.dispatchMetrics, dispPoison, `reason="decode"`)
 		ok0 := scrape(t, s.dispatchMetrics, "istio_aux_dispatch_delivered_total", `class="2xx"`)
+		// Each on a subject of its own: the stream keeps one message per
+		// subject, and every one of them must reach the dispatcher.
+		n := 0
 		publish := func(name string, msg *nats.Msg) error {
-			msg.Subject = transport.Subject(in)
+			n++
+			msg.Subject = transport.Subject(in, fmt.Sprintf("garbage-%d", n))
 			_, err := js.PublishMsg(ctx, msg)
 			if err != nil {
 				t.Logf("%s: publish: %v", name, err)
@@ -221,7 +281,7 @@ func TestGarbage(t *testing.T) {
 			}
 		}
 		if err := publish("oversized", encoded(event(t, target, oversized))); err == nil {
-			t.Error("a 2 MiB event was accepted by NATS")
+			t.Error("a 2 MiB event was accepted by JetStream")
 		}
 		cons, err := js.Consumer(ctx, transport.DefaultName, transport.Durable)
 		if err != nil {

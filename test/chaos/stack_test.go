@@ -130,6 +130,7 @@ func (c *component) counts() (kills, crashes, starts int) {
 type stack struct {
 	nats, bridge, dispatch, function *component
 	natsURL, functionURL             string
+	token                            string // the file holding the dispatcher's token
 	dispatchMetrics                  string
 	cancel                           context.CancelFunc
 	wg                               sync.WaitGroup
@@ -176,7 +177,12 @@ func startStack(t *testing.T, withBridge bool) *stack {
 	t.Helper()
 	dir := t.TempDir()
 	natsPort, fnPort, dispMetrics, bridgeMetrics := freePort(t), freePort(t), freePort(t), freePort(t)
+	token, err := istioaux.CallerToken(context.Background(), env.Client(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
 	s := &stack{
+		token:           token,
 		natsURL:         "nats://127.0.0.1:" + natsPort,
 		functionURL:     "http://127.0.0.1:" + fnPort,
 		dispatchMetrics: "http://127.0.0.1:" + dispMetrics + "/metrics",
@@ -196,7 +202,7 @@ func startStack(t *testing.T, withBridge bool) *stack {
 	common := []string{"KUBECONFIG=" + env.Kubeconfig(), "NATS_URL=" + s.natsURL,
 		"POD_NAMESPACE=" + istioaux.SystemNamespace, "SYSTEM_NAMESPACE=" + istioaux.SystemNamespace}
 	s.dispatch = &component{name: "dispatch", log: logOut, bin: bridgeBin,
-		env: append([]string{"ISTIO_AUX_ROLE=dispatch", "K_SINK=" + s.functionURL,
+		env: append([]string{"ISTIO_AUX_ROLE=dispatch", "K_SINK=" + s.functionURL, "ISTIO_AUX_SINK_TOKEN_FILE=" + token,
 			"METRICS_ADDR=127.0.0.1:" + dispMetrics}, common...),
 		health: "http://127.0.0.1:" + dispMetrics + "/readyz",
 	}

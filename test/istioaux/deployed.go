@@ -2,12 +2,22 @@ package istioaux
 
 import (
 	"context"
+	"fmt"
 	"net"
+	"os"
 	"path/filepath"
 	"strconv"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"github.com/istio-aux/istio-aux/functions/proxyquit"
 	"github.com/istio-aux/istio-aux/test/cluster"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 )
 
 // Shape is how StartBridgeAs runs the bridge.
@@ -75,4 +85,29 @@ func (a *IstioAux) startDeployedPeers() error {
 		}
 	}
 	return nil
+}
+
+// CallerToken is what the bridge's projected token volume holds in a real
+// install (config/500-bridge.yaml): a token of ServiceAccount
+// istio-aux-bridge made for the function's audience, written to a file in
+// dir. The deployed shape's bridge presents it to the function.
+func CallerToken(ctx context.Context, cs kubernetes.Interface, dir string) (string, error) {
+	return Token(ctx, cs, SystemNamespace, "istio-aux-bridge", proxyquit.DefaultAudience, dir)
+}
+
+// Token creates ServiceAccount namespace/name if needed and writes a token
+// of it for audience to a file in dir, whose path it returns.
+func Token(ctx context.Context, cs kubernetes.Interface, namespace, name, audience, dir string) (string, error) {
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace}}
+	if _, err := cs.CoreV1().ServiceAccounts(namespace).Create(ctx, sa, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return "", err
+	}
+	tr, err := cs.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, name, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{Audiences: []string{audience}, ExpirationSeconds: ptr.To(int64(24 * 3600))},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		return "", fmt.Errorf("token for %s/%s: %w", namespace, name, err)
+	}
+	file := filepath.Join(dir, namespace+"-"+name+"-"+audience+".token")
+	return file, os.WriteFile(file, []byte(tr.Status.Token), 0o600)
 }

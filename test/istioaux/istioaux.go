@@ -215,7 +215,12 @@ func (a *IstioAux) StartBridgeAs(shape Shape) error {
 		if err := a.startDeployedPeers(); err != nil {
 			return err
 		}
-		vars = append(vars, "ISTIO_AUX_ROLE=all", "NATS_URL="+a.natsURL, "K_SINK="+a.functionURL)
+		token, err := CallerToken(context.Background(), env.Client(), env.Dir())
+		if err != nil {
+			return err
+		}
+		vars = append(vars, "ISTIO_AUX_ROLE=all", "NATS_URL="+a.natsURL, "K_SINK="+a.functionURL,
+			"ISTIO_AUX_SINK_TOKEN_FILE="+token)
 	}
 	a.bridge, err = cluster.StartProcess("bridge", a.log, vars, bbin)
 	if err != nil {

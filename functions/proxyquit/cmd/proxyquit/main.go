@@ -1,19 +1,16 @@
 // Command proxyquit serves istio-aux's proxy-quit function over HTTP, as a
 // Knative Service (or any HTTP CloudEvents sink). Configuration is the
-// environment: PORT (8080), KUBECONFIG (in-cluster otherwise),
-// ISTIO_AUX_SIDECARS, ISTIO_AUX_QUIT_COMMAND, ISTIO_AUX_EXEC_TIMEOUT.
+// environment: PORT (8080), KUBECONFIG (in-cluster otherwise), and the
+// ISTIO_AUX_* variables of proxyquit.ConfigFromEnv.
 package main
 
 import (
 	"cmp"
 	"context"
-	"errors"
 	"log"
-	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -33,42 +30,24 @@ func main() {
 	}
 	logger := zl.Sugar().Named(proxyquit.Component)
 	ctx = logging.WithLogger(ctx, logger)
-	if err := run(ctx); err != nil {
-		logger.Fatalw("proxyquit stopped", zap.Error(err))
-	}
-}
-
-func run(ctx context.Context) error {
 	cfg, err := proxyquit.ConfigFromEnv()
 	if err != nil {
-		return err
+		logger.Fatalw("Invalid configuration", zap.Error(err))
 	}
-	// Empty KUBECONFIG falls back to the in-cluster configuration.
-	rc, err := clientcmd.BuildConfigFromFlags("", os.Getenv("KUBECONFIG"))
+	rc, err := clientcmd.BuildConfigFromFlags("", os.Getenv("KUBECONFIG")) // empty: in-cluster
 	if err != nil {
-		return err
+		logger.Fatalw("Kubernetes client configuration", zap.Error(err))
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	fn, err := proxyquit.NewFromConfig(ctx, rc, cfg, reg)
 	if err != nil {
-		return err
+		logger.Fatalw("Creating the function", zap.Error(err))
 	}
-	h, err := fn.HTTPHandler(ctx, reg)
-	if err != nil {
-		return err
+	h, _ := fn.HTTPHandler(ctx, reg)
+	addr := ":" + cmp.Or(os.Getenv("PORT"), "8080")
+	logger.Infow("Serving", zap.String("addr", addr), zap.Strings("quitCommand", cfg.QuitCommand), zap.Bool("auth", !cfg.Auth.Disabled))
+	if err := proxyquit.Serve(ctx, addr, h, nil); err != nil {
+		logger.Fatalw("proxyquit stopped", zap.Error(err))
 	}
-	srv := &http.Server{Addr: ":" + cmp.Or(os.Getenv("PORT"), "8080"), Handler: h, ReadHeaderTimeout: 10 * time.Second}
-	go func() {
-		<-ctx.Done()
-		// Knative gives a terminating pod time to finish in-flight requests.
-		shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(shutdown)
-	}()
-	logging.FromContext(ctx).Infow("serving", zap.String("addr", srv.Addr), zap.Strings("quitCommand", cfg.QuitCommand))
-	if err := srv.ListenAndServe(); !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nil
 }

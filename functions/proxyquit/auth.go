@@ -1,0 +1,161 @@
+package proxyquit
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/singleflight"
+)
+
+// Caller authentication. Anything in the cluster can reach the function's
+// pods (a pod IP bypasses Knative's routing), and the function execs into
+// proxies: only the dispatcher, and an ApiServerSource, may call it. They
+// present a Kubernetes ServiceAccount token made for the function's
+// audience (a projected token volume; Knative Eventing's OIDC tokens are the
+// same kind), which the API server verifies through a TokenReview.
+
+// Errors of Authenticate, mapped to HTTP statuses by the handler.
+var (
+	// ErrUnauthenticated: no bearer token, or one the API server does not
+	// accept for the audience (401).
+	ErrUnauthenticated = errors.New("unauthenticated")
+	// ErrForbidden: a valid token of a caller that is not allowed (403).
+	ErrForbidden = errors.New("caller not allowed")
+)
+
+// Reviewer verifies a bearer token for audiences: the authenticated user
+// name, or ok false. An error means no answer (the API is unreachable).
+type Reviewer interface {
+	ReviewToken(ctx context.Context, token string, audiences []string) (user string, ok bool, err error)
+}
+
+// Auth configures caller authentication.
+type Auth struct {
+	// Disabled lets every caller in (ISTIO_AUX_AUTH=off): only for a
+	// function that nothing but the local dispatcher can reach.
+	Disabled bool
+	// Audiences a caller's token must be made for.
+	Audiences []string
+	// Callers are the user names allowed to deliver events; an entry ending
+	// in "*" allows every name with that prefix.
+	Callers []string
+}
+
+// Defaults for Auth: the audience the bridge's and the dispatcher's
+// projected tokens carry (config/500-bridge.yaml, config/dispatch/), and
+// their ServiceAccounts.
+const DefaultAudience = "istio-aux-proxyquit"
+
+// DefaultCallers is the ServiceAccount istio-aux's dispatchers run as
+// (config/500-bridge.yaml, config/dispatch/).
+var DefaultCallers = []string{"system:serviceaccount:istio-aux:istio-aux-bridge"}
+
+// Bounds of the token cache.
+const (
+	tokenTTL        = time.Minute
+	maxTokenEntries = 1024
+	maxTokenBytes   = 16 << 10
+)
+
+// authenticator checks callers against Auth, caching reviews: one
+// TokenReview per token per minute, so a dispatcher's stream of events costs
+// the API server almost nothing. Failed reviews are cached too (an invalid
+// token hammering the function costs one review a minute); errors are not.
+type authenticator struct {
+	auth    Auth
+	review  Reviewer
+	now     func() time.Time
+	flights singleflight.Group
+
+	mu      sync.Mutex
+	entries map[[32]byte]tokenEntry
+}
+
+type tokenEntry struct {
+	user  string
+	ok    bool
+	until time.Time
+}
+
+func newAuthenticator(a Auth, r Reviewer) *authenticator {
+	return &authenticator{auth: a, review: r, now: time.Now, entries: map[[32]byte]tokenEntry{}}
+}
+
+// Authenticate returns the caller of r, or ErrUnauthenticated,
+// ErrForbidden or an error of the review itself.
+func (a *authenticator) Authenticate(ctx context.Context, r *http.Request) (string, error) {
+	if a.auth.Disabled {
+		return "", nil
+	}
+	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok || token == "" || len(token) > maxTokenBytes {
+		return "", fmt.Errorf("%w: no bearer token", ErrUnauthenticated)
+	}
+	key := sha256.Sum256([]byte(token))
+	e, cached := a.lookup(key)
+	if !cached {
+		v, err, _ := a.flights.Do(string(key[:]), func() (any, error) {
+			user, ok, err := a.review.ReviewToken(ctx, token, a.auth.Audiences)
+			if err != nil {
+				return tokenEntry{}, err
+			}
+			e := tokenEntry{user: user, ok: ok, until: a.now().Add(tokenTTL)}
+			a.store(key, e)
+			return e, nil
+		})
+		if err != nil {
+			return "", fmt.Errorf("reviewing the caller's token: %w", err)
+		}
+		e = v.(tokenEntry)
+	}
+	if !e.ok {
+		return "", fmt.Errorf("%w: the token is not valid for %v", ErrUnauthenticated, a.auth.Audiences)
+	}
+	if !allowed(a.auth.Callers, e.user) {
+		return e.user, fmt.Errorf("%w: %s", ErrForbidden, e.user)
+	}
+	return e.user, nil
+}
+
+func allowed(callers []string, user string) bool {
+	return slices.ContainsFunc(callers, func(c string) bool {
+		if p, ok := strings.CutSuffix(c, "*"); ok {
+			return strings.HasPrefix(user, p)
+		}
+		return c == user
+	})
+}
+
+func (a *authenticator) lookup(key [32]byte) (tokenEntry, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	e, ok := a.entries[key]
+	if !ok || !a.now().Before(e.until) {
+		return tokenEntry{}, false
+	}
+	return e, true
+}
+
+func (a *authenticator) store(key [32]byte, e tokenEntry) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.entries) >= maxTokenEntries {
+		now := a.now()
+		for k, old := range a.entries {
+			if !now.Before(old.until) {
+				delete(a.entries, k)
+			}
+		}
+		if len(a.entries) >= maxTokenEntries {
+			clear(a.entries)
+		}
+	}
+	a.entries[key] = e
+}
