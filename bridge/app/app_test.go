@@ -14,6 +14,7 @@ import (
 	"github.com/istio-aux/istio-aux/bridge/internal/testenv"
 	"github.com/istio-aux/istio-aux/bridge/metrics"
 	"github.com/istio-aux/istio-aux/bridge/publish"
+	"github.com/istio-aux/istio-aux/bridge/transport"
 	"github.com/istio-aux/istio-aux/pkg/podevent"
 	"github.com/istio-aux/istio-aux/pkg/slim"
 )
@@ -34,7 +35,7 @@ func TestConfigFromLookup(t *testing.T) {
 		"resync and sidecars": {env: map[string]string{"ISTIO_AUX_RESYNC": "10m", "ISTIO_AUX_SIDECARS": "vault-agent, fluent-bit"}, check: func(c Config) bool {
 			return c.Resync == 10*time.Minute && len(c.Decision.ExtraSidecars) == 2 && c.Decision.ExtraSidecars[1] == "fluent-bit"
 		}},
-		"resync off":                     {env: map[string]string{"ISTIO_AUX_RESYNC": "0s"}, check: func(c Config) bool { return c.Resync == 0 }},
+		"resync off is refused":          {env: map[string]string{"ISTIO_AUX_RESYNC": "0s"}, wantErr: true},
 		"unknown role":                   {env: map[string]string{"ISTIO_AUX_ROLE": "both"}, wantErr: true},
 		"bad resync":                     {env: map[string]string{"ISTIO_AUX_RESYNC": "often"}, wantErr: true},
 		"resync inside the dedup window": {env: map[string]string{"ISTIO_AUX_RESYNC": "1m"}, wantErr: true},
@@ -91,7 +92,7 @@ func TestRunDispatchRole(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pub := publish.New(nc, js, metrics.NewBridge(nil), 8)
+	pub := publish.New(nc, js, metrics.NewBridge(nil), transport.DefaultName, 8)
 	go func() { _ = pub.Run(ctx) }()
 	ev, err := podevent.New("test", &slim.Pod{Meta: slim.Meta{Name: "p", Namespace: "ns", UID: "u", ResourceVersion: "1"}})
 	if err != nil {

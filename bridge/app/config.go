@@ -32,17 +32,24 @@ func (r Role) Dispatches() bool { return r == RoleAll || r == RoleDispatch }
 
 // Config is everything the bridge reads from its environment, once.
 type Config struct {
-	Kubeconfig  string           // KUBECONFIG; empty: in-cluster
-	NATSURL     string           // NATS_URL; empty: embedded server
-	DataDir     string           // ISTIO_AUX_DATA_DIR, the embedded JetStream store
-	Stream      string           // NATS_STREAM
-	Sink        string           // K_SINK, where the dispatcher POSTs events
-	Role        Role             // ISTIO_AUX_ROLE
-	ClusterName string           // ISTIO_AUX_CLUSTER_NAME; empty: the API server URL
-	Resync      time.Duration    // ISTIO_AUX_RESYNC
-	MetricsAddr string           // METRICS_ADDR
-	SinkTimeout time.Duration    // ISTIO_AUX_SINK_TIMEOUT, per HTTP delivery
-	Decision    decision.Options // ISTIO_AUX_SIDECARS
+	Kubeconfig string // KUBECONFIG; empty: in-cluster
+	NATSURL    string // NATS_URL; empty: embedded server
+	// NATSSecretDir (NATS_SECRET_DIR) holds the NATS credentials and TLS
+	// files (transport.SecurityFromDir), mounted from a Secret.
+	NATSSecretDir string
+	DataDir       string        // ISTIO_AUX_DATA_DIR, the embedded JetStream store
+	Stream        string        // NATS_STREAM
+	Sink          string        // K_SINK, where the dispatcher POSTs events
+	Role          Role          // ISTIO_AUX_ROLE
+	ClusterName   string        // ISTIO_AUX_CLUSTER_NAME; empty: the API server URL
+	Resync        time.Duration // ISTIO_AUX_RESYNC
+	MetricsAddr   string        // METRICS_ADDR
+	SinkTimeout   time.Duration // ISTIO_AUX_SINK_TIMEOUT, per HTTP delivery
+	// SinkTokenFile (ISTIO_AUX_SINK_TOKEN_FILE) holds the bearer token the
+	// dispatcher presents to the function: a projected ServiceAccount token
+	// made for the function's audience.
+	SinkTokenFile string
+	Decision      decision.Options // ISTIO_AUX_SIDECARS
 }
 
 // ConfigFromEnv reads the environment; a set but invalid value is an error.
@@ -58,14 +65,15 @@ func configFromLookup(lookup func(string) (string, bool)) (Config, error) {
 		return def
 	}
 	c := Config{
-		Kubeconfig:  get("KUBECONFIG", ""),
-		NATSURL:     get("NATS_URL", ""),
-		DataDir:     get("ISTIO_AUX_DATA_DIR", filepath.Join(os.TempDir(), "istio-aux-jetstream")),
-		Stream:      get("NATS_STREAM", transport.DefaultName),
-		Sink:        get("K_SINK", ""),
-		Role:        Role(get("ISTIO_AUX_ROLE", string(RoleAll))),
-		ClusterName: get("ISTIO_AUX_CLUSTER_NAME", ""),
-		MetricsAddr: get("METRICS_ADDR", ":9090"),
+		Kubeconfig:    get("KUBECONFIG", ""),
+		NATSURL:       get("NATS_URL", ""),
+		DataDir:       get("ISTIO_AUX_DATA_DIR", filepath.Join(os.TempDir(), "istio-aux-jetstream")),
+		Stream:        get("NATS_STREAM", transport.DefaultName),
+		Sink:          get("K_SINK", ""),
+		Role:          Role(get("ISTIO_AUX_ROLE", string(RoleAll))),
+		ClusterName:   get("ISTIO_AUX_CLUSTER_NAME", ""),
+		MetricsAddr:   get("METRICS_ADDR", ":9090"),
+		SinkTokenFile: get("ISTIO_AUX_SINK_TOKEN_FILE", ""),
 	}
 	switch c.Role {
 	case RoleAll, RoleBridge, RoleDispatch:
@@ -79,10 +87,13 @@ func configFromLookup(lookup func(string) (string, bool)) (Config, error) {
 	if c.SinkTimeout, err = duration(get("ISTIO_AUX_SINK_TIMEOUT", "30s"), "ISTIO_AUX_SINK_TIMEOUT"); err != nil {
 		return c, err
 	}
-	if c.Resync > 0 && c.Resync <= transport.DuplicateWindow {
-		// A resync inside the dedup window is always dropped as a
-		// duplicate, so it could never retry a lost quit.
-		return c, fmt.Errorf("ISTIO_AUX_RESYNC=%v must exceed the %v duplicate window", c.Resync, transport.DuplicateWindow)
+	if c.Resync <= transport.DuplicateWindow {
+		// The resync is what retries a quit lost downstream (an event that
+		// exhausted its deliveries); without one, such a pod would wait for
+		// ever. A resync inside the dedup window is always dropped as a
+		// duplicate, so it could not retry anything either.
+		return c, fmt.Errorf("ISTIO_AUX_RESYNC=%v must exceed the %v duplicate window (it retries quits lost downstream; 0 would never)",
+			c.Resync, transport.DuplicateWindow)
 	}
 	if c.Decision, err = decision.OptionsFromEnv(lookup); err != nil {
 		return c, err

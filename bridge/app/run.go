@@ -42,7 +42,7 @@ func HTTPSink(cfg Config) NewSink {
 		if cfg.Sink == "" {
 			return nil, ErrNoSink
 		}
-		return dispatch.NewHTTPSink(cfg.Sink, cfg.SinkTimeout)
+		return dispatch.NewHTTPSink(cfg.Sink, cfg.SinkTimeout, cfg.SinkTokenFile)
 	}
 }
 
@@ -64,10 +64,17 @@ func Run(ctx context.Context, cfg Config, newSink NewSink, listening chan<- net.
 		url = srv.URL()
 		logger.Infow("Started embedded nats-server", zap.String("url", url), zap.String("store", cfg.DataDir))
 	}
-	nc, err := nats.Connect(url, nats.Name("istio-aux-"+string(cfg.Role)), nats.MaxReconnects(-1),
-		nats.RetryOnFailedConnect(true), nats.ReconnectWait(time.Second))
+	var sec transport.Security
+	if cfg.NATSURL != "" {
+		var err error
+		if sec, err = transport.SecurityFromDir(cfg.NATSSecretDir); err != nil {
+			return err
+		}
+		logger.Infow("Connecting to NATS", zap.String("url", url), zap.Strings("using", sec.Using))
+	}
+	nc, err := transport.Connect(url, "istio-aux-"+string(cfg.Role), sec, logger)
 	if err != nil {
-		return fmt.Errorf("connecting to NATS at %s: %w", url, err)
+		return err
 	}
 	defer nc.Close()
 	js, err := publish.NewJetStream(nc, maxPending)
@@ -124,7 +131,7 @@ func newWatcher(cfg Config, rc *rest.Config, nc *nats.Conn, js jetstream.JetStre
 		source = rc.Host
 	}
 	m := metrics.NewBridge(reg)
-	pub := publish.New(nc, js, m, maxPending)
+	pub := publish.New(nc, js, m, cfg.Stream, maxPending)
 	lists := watch.Lists{Pods: client.PodListWatch(watch.PodFieldSelector), Namespaces: client.NamespaceListWatch()}
 	w := watch.New(lists, pub, m, watch.Options{Source: source, Resync: cfg.Resync, Decision: cfg.Decision})
 	return w, pub, nil

@@ -25,14 +25,19 @@ func (a Action) String() string {
 
 // Classify maps a sink result to an action and a metric class (2xx, 4xx,
 // 5xx, error), the same for HTTP and in-process results. Like Knative
-// delivery, 404, 408, 409 and 429 are retried; other 4xx are not.
+// delivery, 404, 408, 409 and 429 are retried; so are 401 and 403, which a
+// mesh or policy layer in front of the function (or a token not yet valid,
+// a ServiceAccount not yet bound) answers while a deployment converges:
+// dropping the event would leave its pod to the resync, minutes later.
+// Retries are spaced out and bounded (MaxDeliver). Other 4xx are final.
 func Classify(res cloudevents.Result) (Action, string) {
 	var r *cehttp.Result
 	if cloudevents.ResultAs(res, &r) {
 		switch c := r.StatusCode; {
 		case c >= 200 && c < 300:
 			return Ack, "2xx"
-		case c == http.StatusNotFound, c == http.StatusRequestTimeout, c == http.StatusConflict, c == http.StatusTooManyRequests:
+		case c == http.StatusUnauthorized, c == http.StatusForbidden, c == http.StatusNotFound,
+			c == http.StatusRequestTimeout, c == http.StatusConflict, c == http.StatusTooManyRequests:
 			return Nak, "4xx"
 		case c >= 400 && c < 500:
 			return Term, "4xx"

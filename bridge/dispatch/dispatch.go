@@ -28,8 +28,12 @@ type Options struct {
 	// Consumer tunes the durable consumer.
 	Consumer transport.ConsumerOptions
 	// BaseDelay and MaxDelay bound the exponential nak delay (by delivery
-	// count). Defaults 1s and 1m.
+	// count), and the wait before re-creating a lost consumer. Defaults 1s
+	// and 1m.
 	BaseDelay, MaxDelay time.Duration
+	// Heartbeat is how often the server tells a waiting pull it is alive;
+	// two missed ones mean the consumer is lost (default 5s).
+	Heartbeat time.Duration
 }
 
 // Dispatcher delivers events from the stream to a Sink.
@@ -55,45 +59,101 @@ func New(js jetstream.JetStream, sink Sink, m *metrics.Dispatch, o Options) *Dis
 	if o.MaxDelay <= 0 {
 		o.MaxDelay = time.Minute
 	}
+	if o.Heartbeat <= 0 {
+		o.Heartbeat = 5 * time.Second
+	}
 	return &Dispatcher{js: js, sink: sink, m: m, o: o}
 }
 
 // Running reports whether the consumer is consuming (readiness).
 func (d *Dispatcher) Running() bool { return d.running.Load() }
 
+// Waits before re-creating a lost consumer: short, because events wait
+// meanwhile (a NATS outage ends with a reconnect, then at most this long).
+const (
+	restoreDelay    = 500 * time.Millisecond
+	maxRestoreDelay = 4 * time.Second
+)
+
 // Run consumes until ctx is done, then waits for deliveries under way.
+// When the durable consumer (or its stream) disappears — deleted by hand,
+// NATS reinstalled without its volume — it is re-created, with a warning,
+// and Running reports false until it is.
 func (d *Dispatcher) Run(ctx context.Context) error {
 	logger := logging.FromContext(ctx)
-	cons, err := transport.EnsureConsumer(ctx, d.js, d.o.Stream, d.o.Consumer)
-	if err != nil {
-		return err
-	}
 	// MaxAckPending already bounds deliveries across replicas; the
 	// semaphore bounds this replica's goroutines to the same number.
 	sem := make(chan struct{}, d.o.Consumer.MaxAckPending)
 	var wg sync.WaitGroup
-	cc, err := cons.Consume(func(msg jetstream.Msg) {
+	defer wg.Wait()
+	handler := func(msg jetstream.Msg) {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
 			d.handle(ctx, msg)
 		})
-	}, jetstream.PullMaxMessages(d.o.Consumer.MaxAckPending),
+	}
+	for attempt := 0; ; attempt++ {
+		lost, err := d.consume(ctx, handler)
+		d.running.Store(false)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			logger.Warnw("The durable consumer is unavailable; retrying", zap.String("consumer", transport.Durable), zap.Error(err))
+		} else {
+			d.m.ConsumerRestores.Inc()
+			logger.Warnw("The durable consumer is gone; re-creating it", zap.String("consumer", transport.Durable), zap.Error(lost))
+		}
+		if err == nil {
+			attempt = 0 // it consumed: the back-off starts over
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(min(restoreDelay<<min(attempt, 3), maxRestoreDelay)):
+		}
+	}
+}
+
+// consume ensures the stream and the consumer, then consumes until ctx is
+// done or the consumer is lost (the error that said so).
+func (d *Dispatcher) consume(ctx context.Context, handler jetstream.MessageHandler) (lost, err error) {
+	logger := logging.FromContext(ctx)
+	if _, err := transport.Ensure(ctx, d.js, d.o.Stream); err != nil {
+		return nil, err
+	}
+	cons, err := transport.EnsureConsumer(ctx, d.js, d.o.Stream, d.o.Consumer)
+	if err != nil {
+		return nil, err
+	}
+	gone := make(chan error, 1)
+	cc, err := cons.Consume(handler, jetstream.PullMaxMessages(d.o.Consumer.MaxAckPending),
+		jetstream.PullHeartbeat(d.o.Heartbeat),
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-			if !errors.Is(err, context.Canceled) {
+			switch {
+			case errors.Is(err, jetstream.ErrConsumerDeleted), errors.Is(err, jetstream.ErrConsumerNotFound),
+				errors.Is(err, jetstream.ErrStreamNotFound), errors.Is(err, jetstream.ErrNoHeartbeat):
+				select {
+				case gone <- err:
+				default:
+				}
+			case !errors.Is(err, context.Canceled):
 				logger.Debugw("Consumer", zap.Error(err))
 			}
 		}))
 	if err != nil {
-		return fmt.Errorf("consuming %s: %w", transport.Durable, err)
+		return nil, fmt.Errorf("consuming %s: %w", transport.Durable, err)
 	}
+	defer cc.Stop()
 	d.running.Store(true)
 	logger.Infow("Dispatching", zap.String("stream", d.o.Stream), zap.String("consumer", transport.Durable))
-	<-ctx.Done()
-	d.running.Store(false)
-	cc.Stop()
-	wg.Wait()
-	return nil
+	select {
+	case <-ctx.Done():
+		return nil, nil
+	case lost := <-gone:
+		return lost, nil
+	}
 }
 
 // handle delivers one message and settles it.

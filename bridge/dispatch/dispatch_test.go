@@ -11,6 +11,7 @@ import (
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
 	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -64,6 +65,8 @@ func pod(name, rv string) *corev1.Pod {
 
 type env struct {
 	srv   *testenv.Server
+	js    jetstream.JetStream
+	d     *dispatch.Dispatcher
 	pub   *publish.Publisher
 	bm    *metrics.Bridge
 	dm    *metrics.Dispatch
@@ -89,8 +92,8 @@ func startWith(t *testing.T, sink dispatch.Sink, consumer transport.ConsumerOpti
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{srv: srv, bm: metrics.NewBridge(nil), dm: metrics.NewDispatch(nil), ctx: ctx}
-	e.pub = publish.New(nc, js, e.bm, 64)
+	e := &env{srv: srv, js: js, bm: metrics.NewBridge(nil), dm: metrics.NewDispatch(nil), ctx: ctx}
+	e.pub = publish.New(nc, js, e.bm, transport.DefaultName, 64)
 	go func() { _ = e.pub.Run(ctx) }()
 	e.stats = func() uint64 {
 		info, err := st.Info(ctx)
@@ -99,12 +102,12 @@ func startWith(t *testing.T, sink dispatch.Sink, consumer transport.ConsumerOpti
 		}
 		return info.State.Msgs
 	}
-	d := dispatch.New(js, sink, e.dm, dispatch.Options{
+	e.d = dispatch.New(js, sink, e.dm, dispatch.Options{
 		Consumer:  consumer,
 		BaseDelay: 10 * time.Millisecond, MaxDelay: 50 * time.Millisecond,
 	})
 	done := make(chan struct{})
-	go func() { defer close(done); _ = d.Run(ctx) }()
+	go func() { defer close(done); _ = e.d.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
 	return e
 }
@@ -171,7 +174,7 @@ func TestPoisonMessageIsTerminated(t *testing.T) {
 	h := newHandler(nil)
 	e := start(t, dispatch.SinkFunc(h.Handle))
 	nc := testenv.Connect(t, e.srv.URL())
-	if err := nc.Publish(transport.Subject("ns"), []byte("not a cloudevent")); err != nil {
+	if err := nc.Publish(transport.Subject("ns", "p"), []byte("not a cloudevent")); err != nil {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, 5*time.Second, "the poison metric", func() bool {
@@ -210,7 +213,7 @@ func TestHTTPSink(t *testing.T) {
 		w.WriteHeader(http.StatusAccepted)
 	}))
 	defer srv.Close()
-	sink, err := dispatch.NewHTTPSink(srv.URL, time.Second)
+	sink, err := dispatch.NewHTTPSink(srv.URL, time.Second, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,7 +237,7 @@ func TestHTTPSinkUnreachable(t *testing.T) {
 	srv := httptest.NewServer(http.NotFoundHandler())
 	url := srv.URL
 	srv.Close() // nothing listens there any more
-	sink, err := dispatch.NewHTTPSink(url, time.Second)
+	sink, err := dispatch.NewHTTPSink(url, time.Second, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -266,4 +269,23 @@ func TestSlowDeliveryIsNotRedelivered(t *testing.T) {
 	if n := testutil.ToFloat64(e.dm.Redeliveries); n != 0 {
 		t.Errorf("%v redeliveries, want 0", n)
 	}
+}
+
+// TestConsumerIsRestored: the durable consumer deleted under a running
+// dispatcher (by hand, or NATS reinstalled without its volume) is re-created
+// — readiness is false meanwhile — and delivery goes on.
+func TestConsumerIsRestored(t *testing.T) {
+	h := newHandler(nil)
+	e := start(t, dispatch.SinkFunc(h.Handle))
+	e.publish(t, pod("before", "1"))
+	testenv.Eventually(t, 10*time.Second, "the first delivery", func() bool { return h.deliveries("before") == 1 })
+	if err := e.js.DeleteConsumer(e.ctx, transport.DefaultName, transport.Durable); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 20*time.Second, "the consumer re-created", func() bool {
+		_, err := e.js.Consumer(e.ctx, transport.DefaultName, transport.Durable)
+		return err == nil && testutil.ToFloat64(e.dm.ConsumerRestores) >= 1 && e.d.Running()
+	})
+	e.publish(t, pod("after", "2"))
+	testenv.Eventually(t, 10*time.Second, "delivery after the restore", func() bool { return h.deliveries("after") == 1 })
 }

@@ -30,9 +30,15 @@ type HTTPSink struct {
 	timeout time.Duration
 }
 
-// NewHTTPSink returns a sink for target whose requests give up after timeout.
-func NewHTTPSink(target string, timeout time.Duration) (*HTTPSink, error) {
-	p, err := cehttp.New(cehttp.WithClient(http.Client{Timeout: timeout}))
+// NewHTTPSink returns a sink for target whose requests give up after
+// timeout. With a tokenFile, every request carries the token in it as a
+// bearer token (the function authenticates its callers).
+func NewHTTPSink(target string, timeout time.Duration, tokenFile string) (*HTTPSink, error) {
+	client := http.Client{Timeout: timeout}
+	if tokenFile != "" {
+		client.Transport = newBearer(http.DefaultTransport, tokenFile)
+	}
+	p, err := cehttp.New(cehttp.WithClient(client))
 	if err != nil {
 		return nil, fmt.Errorf("http sink: %w", err)
 	}

@@ -20,6 +20,8 @@ type Bridge struct {
 	Retries prometheus.Counter
 	// InFlight is the number of publishes awaiting their ack.
 	InFlight prometheus.Gauge
+	// StreamRestores counts re-creations of a stream that had gone.
+	StreamRestores prometheus.Counter
 }
 
 // NewBridge registers the bridge metrics on reg (nil: not registered).
@@ -39,9 +41,11 @@ func NewBridge(reg prometheus.Registerer) *Bridge {
 			Name: "istio_aux_bridge_publish_retries_total", Help: "Pods re-queued with back-off after a publish error."}),
 		InFlight: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "istio_aux_bridge_publish_in_flight", Help: "Publishes awaiting their JetStream ack."}),
+		StreamRestores: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "istio_aux_bridge_stream_restores_total", Help: "Re-creations of the JetStream stream after it had gone."}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.WatchEvents, m.Filtered, m.Published, m.Deduplicated, m.PublishErrors, m.Retries, m.InFlight)
+		reg.MustRegister(m.WatchEvents, m.Filtered, m.Published, m.Deduplicated, m.PublishErrors, m.Retries, m.InFlight, m.StreamRestores)
 	}
 	return m
 }
@@ -60,6 +64,8 @@ type Dispatch struct {
 	InFlight prometheus.Gauge
 	// Duration of sink calls.
 	Duration prometheus.Histogram
+	// ConsumerRestores counts re-creations of a durable consumer that had gone.
+	ConsumerRestores prometheus.Counter
 }
 
 // NewDispatch registers the dispatcher metrics on reg (nil: not registered).
@@ -78,9 +84,11 @@ func NewDispatch(reg prometheus.Registerer) *Dispatch {
 		Duration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "istio_aux_dispatch_duration_seconds", Help: "Sink call duration.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 4, 8)}),
+		ConsumerRestores: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "istio_aux_dispatch_consumer_restores_total", Help: "Re-creations of the durable consumer after it had gone."}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.Delivered, m.Poison, m.Redeliveries, m.Exhausted, m.InFlight, m.Duration)
+		reg.MustRegister(m.Delivered, m.Poison, m.Redeliveries, m.Exhausted, m.InFlight, m.Duration, m.ConsumerRestores)
 	}
 	return m
 }

@@ -11,6 +11,9 @@ import (
 	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+	"golang.org/x/sync/singleflight"
+	"knative.dev/pkg/logging"
 
 	"github.com/istio-aux/istio-aux/bridge/metrics"
 	"github.com/istio-aux/istio-aux/bridge/transport"
@@ -27,7 +30,10 @@ type Publisher struct {
 	nc      *nats.Conn
 	js      jetstream.JetStream
 	m       *metrics.Bridge
+	stream  string
 	pending chan pending
+	// restore re-creates the stream when it has gone, at most once at a time.
+	restore singleflight.Group
 }
 
 type pending struct {
@@ -36,10 +42,10 @@ type pending struct {
 	done   func(error)
 }
 
-// New returns a publisher over js (see NewJetStream for the options it
-// expects). maxPending bounds publishes awaiting their ack.
-func New(nc *nats.Conn, js jetstream.JetStream, m *metrics.Bridge, maxPending int) *Publisher {
-	return &Publisher{nc: nc, js: js, m: m, pending: make(chan pending, maxPending)}
+// New returns a publisher to stream over js (see NewJetStream for the
+// options it expects). maxPending bounds publishes awaiting their ack.
+func New(nc *nats.Conn, js jetstream.JetStream, m *metrics.Bridge, stream string, maxPending int) *Publisher {
+	return &Publisher{nc: nc, js: js, m: m, stream: stream, pending: make(chan pending, maxPending)}
 }
 
 // NewJetStream is the JetStream context the publisher needs: at most
@@ -65,11 +71,12 @@ func (p *Publisher) Publish(ctx context.Context, e *event.Event, dedupID string,
 		return ErrNotConnected
 	}
 	ns, _ := e.Extensions()[podevent.ExtNamespace].(string)
-	if ns == "" {
+	name, _ := e.Extensions()[podevent.ExtName].(string)
+	if ns == "" || name == "" {
 		p.m.PublishErrors.WithLabelValues("encode").Inc()
-		return fmt.Errorf("event %s has no namespace extension", e.ID())
+		return fmt.Errorf("event %s has no namespace or name extension", e.ID())
 	}
-	msg := &nats.Msg{Subject: transport.Subject(ns), Header: nats.Header{}}
+	msg := &nats.Msg{Subject: transport.Subject(ns, name), Header: nats.Header{}}
 	if err := transport.WriteEvent(ctx, e, msg); err != nil {
 		p.m.PublishErrors.WithLabelValues("encode").Inc()
 		return err
@@ -117,8 +124,29 @@ func (p *Publisher) settle(ctx context.Context, pf pending) {
 		pf.done(nil)
 	case err := <-pf.future.Err():
 		p.m.PublishErrors.WithLabelValues("ack").Inc()
+		if errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders) {
+			// Nothing stores the subject: the stream was deleted (NATS
+			// reinstalled without its volume, or by hand). The caller's
+			// retry will find it again.
+			go p.restoreStream(ctx)
+		}
 		pf.done(fmt.Errorf("ack for %s: %w", pf.event.ID(), err))
 	case <-ctx.Done():
 		pf.done(ctx.Err())
 	}
+}
+
+// restoreStream re-creates the stream, once for all the publishes that
+// found it missing at the same time.
+func (p *Publisher) restoreStream(ctx context.Context) {
+	_, _, _ = p.restore.Do(p.stream, func() (any, error) {
+		logger := logging.FromContext(ctx)
+		logger.Warnw("The JetStream stream is gone; re-creating it", zap.String("stream", p.stream))
+		if _, err := transport.Ensure(ctx, p.js, p.stream); err != nil {
+			logger.Warnw("Re-creating the stream failed; the next publish tries again", zap.Error(err))
+			return nil, err
+		}
+		p.m.StreamRestores.Inc()
+		return nil, nil
+	})
 }

@@ -39,7 +39,7 @@ func TestPublishStores(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := metrics.NewBridge(nil)
-	p := publish.New(nc, js, m, 4)
+	p := publish.New(nc, js, m, transport.DefaultName, 4)
 	go func() { _ = p.Run(ctx) }()
 
 	results := make(chan error, 3)
@@ -61,7 +61,7 @@ func TestPublishStores(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if msg.Subject != "istio-aux.pods.jobs" || msg.Header.Get(jetstream.MsgIDHeader) != "uid-x/1" || msg.Header.Get("ce-id") != "uid-x/1" {
+	if msg.Subject != "istio-aux.pods.jobs.a" || msg.Header.Get(jetstream.MsgIDHeader) != "uid-x/1" || msg.Header.Get("ce-id") != "uid-x/1" {
 		t.Errorf("stored %s with headers %v", msg.Subject, msg.Header)
 	}
 }
@@ -75,7 +75,7 @@ func TestPublishWhileDisconnected(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := metrics.NewBridge(nil)
-	p := publish.New(nc, js, m, 4)
+	p := publish.New(nc, js, m, transport.DefaultName, 4)
 	go func() { _ = p.Run(ctx) }()
 	srv.Shutdown()
 	testenv.Eventually(t, 5*time.Second, "disconnect", func() bool { return !nc.IsConnected() })
@@ -86,5 +86,46 @@ func TestPublishWhileDisconnected(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(m.PublishErrors.WithLabelValues("publish")); got != 1 {
 		t.Errorf("publish errors %v, want 1", got)
+	}
+}
+
+// TestPublishRestoresADeletedStream: NATS reinstalled without its volume (or
+// the stream deleted by hand) loses the stream; the publish that finds it
+// gone fails (the caller retries it), the stream is re-created with a
+// warning, and the retry is stored.
+func TestPublishRestoresADeletedStream(t *testing.T) {
+	ctx := testenv.Context(t)
+	srv := testenv.StartServer(t)
+	nc := testenv.Connect(t, srv.URL())
+	js, _ := publish.NewJetStream(nc, 4)
+	if _, err := transport.Ensure(ctx, js, transport.DefaultName); err != nil {
+		t.Fatal(err)
+	}
+	m := metrics.NewBridge(nil)
+	p := publish.New(nc, js, m, transport.DefaultName, 4)
+	go func() { _ = p.Run(ctx) }()
+	publishOnce := func(name string) error {
+		e := event(t, name, "1")
+		done := make(chan error, 1)
+		if err := p.Publish(ctx, &e, "", func(err error) { done <- err }); err != nil {
+			return err
+		}
+		return <-done
+	}
+	if err := publishOnce("a"); err != nil {
+		t.Fatal(err)
+	}
+	if err := js.DeleteStream(ctx, transport.DefaultName); err != nil {
+		t.Fatal(err)
+	}
+	if err := publishOnce("b"); err == nil {
+		t.Fatal("a publish to a deleted stream succeeded")
+	}
+	testenv.Eventually(t, 5*time.Second, "the stream re-created", func() bool {
+		_, err := js.Stream(ctx, transport.DefaultName)
+		return err == nil && testutil.ToFloat64(m.StreamRestores) == 1
+	})
+	if err := publishOnce("b"); err != nil {
+		t.Fatalf("the retried publish: %v", err)
 	}
 }

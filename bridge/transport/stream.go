@@ -16,7 +16,7 @@ import (
 const (
 	// DefaultName is the stream name (NATS_STREAM).
 	DefaultName = "ISTIO_AUX"
-	// SubjectPrefix is followed by the pod's namespace.
+	// SubjectPrefix is followed by the pod's namespace and name.
 	SubjectPrefix = "istio-aux.pods."
 	// Durable is the consumer every dispatcher replica shares.
 	Durable = "istio-aux-dispatch"
@@ -31,10 +31,20 @@ const (
 	// MaxAge drops events nobody consumed in a day: by then the live pod,
 	// not the event, is the truth and the resync republishes what matters.
 	MaxAge = 24 * time.Hour
+	// MaxMsgSize bounds one event: a slim pod is well under a KiB per
+	// container (pkg/slim bounds a pod to MaxContainers).
+	MaxMsgSize = 256 << 10
+	// MaxBytes bounds the whole stream on disk. With one event kept per pod
+	// (MaxMsgsPerSubject), it holds the undelivered events of hundreds of
+	// thousands of pods; past it the oldest go first, and the resync
+	// republishes any pod that still needs its quit.
+	MaxBytes = 512 << 20
 )
 
-// Subject is where events about pods in namespace go.
-func Subject(namespace string) string { return SubjectPrefix + namespace }
+// Subject is where events about one pod go: one subject per pod, so that
+// the stream keeps at most one event per pod (the newest; the function
+// reads the live pod anyway) and a flood of updates cannot grow it.
+func Subject(namespace, name string) string { return SubjectPrefix + namespace + "." + name }
 
 // StreamConfig is the stream: WorkQueue retention, so an event acked by a
 // dispatcher is gone and the store holds only undelivered work.
@@ -48,6 +58,10 @@ func StreamConfig(name string) jetstream.StreamConfig {
 		MaxAge:      MaxAge,
 		Duplicates:  DuplicateWindow,
 		Discard:     jetstream.DiscardOld,
+		// One event per pod: a newer state replaces one not yet delivered.
+		MaxMsgsPerSubject: 1,
+		MaxMsgSize:        MaxMsgSize,
+		MaxBytes:          MaxBytes,
 	}
 }
 

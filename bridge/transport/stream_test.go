@@ -47,7 +47,7 @@ func TestEnsureIsIdempotent(t *testing.T) {
 	if transport.DuplicateWindow >= 5*time.Minute {
 		t.Error("the dedup window must stay below the default 5m resync")
 	}
-	if got := transport.Subject("jobs"); got != "istio-aux.pods.jobs" {
+	if got := transport.Subject("jobs", "mnist-0"); got != "istio-aux.pods.jobs.mnist-0" {
 		t.Errorf("Subject = %q", got)
 	}
 }

@@ -93,7 +93,7 @@ func BenchmarkPipeline(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	pub := publish.New(nc, js, metrics.NewBridge(nil), 1024)
+	pub := publish.New(nc, js, metrics.NewBridge(nil), transport.DefaultName, 1024)
 	go func() { _ = pub.Run(ctx) }()
 
 	// Like the watcher's workers, several goroutines run the pipeline, each

@@ -156,7 +156,7 @@ func startBridge(t *testing.T, ctx context.Context, client kubernetes.Interface,
 		t.Fatal(err)
 	}
 	b := &bridge{m: metrics.NewBridge(nil)}
-	pub := publish.New(nc, js, b.m, 128)
+	pub := publish.New(nc, js, b.m, transport.DefaultName, 128)
 	if o.Source == "" {
 		o.Source = "test"
 	}
