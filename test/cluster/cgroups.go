@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -28,14 +29,28 @@ func cgroupMounts() ([]string, error) {
 		return nil, err
 	}
 	defer f.Close()
+	return mountPoints(f, func(fstype, _ string) bool { return fstype == "cgroup" || fstype == "cgroup2" })
+}
+
+// mountPoints reads a mountinfo file and returns the (unescaped) mount
+// points of the mounts that keep accepts, in mount order.
+func mountPoints(mountinfo io.Reader, keep func(fstype, mountPoint string) bool) ([]string, error) {
 	var out []string
-	s := bufio.NewScanner(f)
+	s := bufio.NewScanner(mountinfo)
 	for s.Scan() {
-		// "36 30 0:33 / /sys/fs/cgroup/freezer rw,relatime - cgroup cgroup rw,freezer"
+		// "36 30 0:33 / /sys/fs/cgroup/freezer rw,relatime - cgroup cgroup rw,freezer":
+		// the mount point is field 5, the type follows the "-" separator.
 		fields := strings.Fields(s.Text())
-		for i, fld := range fields {
-			if fld == "-" && i+1 < len(fields) && (fields[i+1] == "cgroup" || fields[i+1] == "cgroup2") && len(fields) > 4 {
-				out = append(out, fields[4])
+		if len(fields) < 5 {
+			continue
+		}
+		mp := unescapeMount(fields[4])
+		for i := 5; i < len(fields)-1; i++ {
+			if fields[i] == "-" {
+				if keep(fields[i+1], mp) {
+					out = append(out, mp)
+				}
+				break
 			}
 		}
 	}
@@ -51,15 +66,20 @@ func cgroupBase() (string, error) {
 	if err != nil {
 		return "", err
 	}
+	return deepestCgroup(string(b)), nil
+}
+
+// deepestCgroup is the longest path in a /proc/<pid>/cgroup file.
+func deepestCgroup(procCgroup string) string {
 	base := "/"
-	for line := range strings.Lines(string(b)) {
+	for line := range strings.Lines(procCgroup) {
 		// "4:memory:/process_api/67b3...": the path is after the second colon.
 		parts := strings.SplitN(strings.TrimSpace(line), ":", 3)
 		if len(parts) == 3 && len(parts[2]) > len(base) {
 			base = parts[2]
 		}
 	}
-	return base, nil
+	return base
 }
 
 // makeCgroup creates root and root/sub in every hierarchy and returns the

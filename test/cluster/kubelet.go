@@ -66,6 +66,12 @@ volumePluginDir: {{dir}}/volume-plugins
 registerNode: true
 `
 
+// kubeletConfigFor fills kubeletConfig in: the cgroup root, containerd's
+// socket and the cluster dir (certificates, logs, resolv.conf).
+func kubeletConfigFor(cgroup, socket, dir string) string {
+	return strings.NewReplacer("{{cgroup}}", cgroup, "{{socket}}", socket, "{{nodeIP}}", NodeIP, "{{dir}}", dir).Replace(kubeletConfig)
+}
+
 // startKubelet starts the kubelet against containerd and waits until its
 // node is Ready.
 func (c *Cluster) startKubelet(ctx context.Context) error {
@@ -76,9 +82,8 @@ func (c *Cluster) startKubelet(ctx context.Context) error {
 		return err
 	}
 	files := map[string]string{
-		"resolv.conf": "nameserver 127.0.0.1\n",
-		"kubelet.yaml": strings.NewReplacer("{{cgroup}}", filepath.Join(c.node.cgroup), "{{socket}}", c.node.socket,
-			"{{nodeIP}}", NodeIP, "{{dir}}", c.dir).Replace(kubeletConfig),
+		"resolv.conf":        "nameserver 127.0.0.1\n",
+		"kubelet.yaml":       kubeletConfigFor(c.node.cgroup, c.node.socket, c.dir),
 		"kubelet.kubeconfig": c.certKubeconfig("kubelet-client"),
 	}
 	for name, data := range files {

@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -39,13 +38,27 @@ func (c *Cluster) startNode(ctx, hctx context.Context) error {
 		return err
 	}
 	c.node = &node{cgroup: os.Getenv(envCgroup)}
+	start := time.Now()
 	if err := c.startContainerd(ctx); err != nil {
 		return err
 	}
+	ctrd := time.Since(start)
 	if err := c.startKubelet(ctx); err != nil {
 		return err
 	}
+	fmt.Fprintf(logFor(c.opts.Log), "harness| real node: containerd up with the sandbox image in %s, then kubelet Ready in %s\n",
+		ctrd.Round(time.Millisecond), (time.Since(start) - ctrd).Round(time.Millisecond))
 	return c.startPodHelpers(hctx, RealNodeName, false)
+}
+
+// NodeCgroup is the real node's cgroup root, the same path below every
+// cgroup hierarchy's mount point: the pods are in NodeCgroup()/kubepods,
+// containerd, its shims and the harness in NodeCgroup()/harness.
+func (c *Cluster) NodeCgroup() string {
+	if c.node == nil {
+		return ""
+	}
+	return c.node.cgroup
 }
 
 // nodeAlone fails when another real node already runs in this namespace:
@@ -103,18 +116,11 @@ func unmountUnder(dir string) error {
 	if err != nil {
 		return err
 	}
-	var mounts []string
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		fields := strings.Fields(s.Text())
-		if len(fields) > 4 {
-			mp := unescapeMount(fields[4])
-			if mp == dir || strings.HasPrefix(mp, dir+"/") {
-				mounts = append(mounts, mp)
-			}
-		}
-	}
+	mounts, err := mountPoints(f, func(_, mp string) bool { return mp == dir || strings.HasPrefix(mp, dir+"/") })
 	f.Close()
+	if err != nil {
+		return err
+	}
 	sort.Slice(mounts, func(i, j int) bool { return len(mounts[i]) > len(mounts[j]) })
 	var errs []error
 	for _, mp := range mounts {
