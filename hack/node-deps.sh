@@ -2,7 +2,7 @@
 # Installs what the real node in the test harness (test/cluster/node*.go)
 # needs from Debian, and only what is missing: containerd (+ ctr), runc, the
 # CNI plugins (bridge, host-local, loopback), iptables (the bridge plugin
-# calls it), iproute2 (ip netns, ip link) and util-linux (nsenter, mount).
+# calls it), iproute2 (ip link, ip addr) and util-linux (nsenter).
 # CI starts from a machine with only Go, so the e2e scripts call this. When
 # everything is there it runs no apt at all and takes a few milliseconds.
 set -o errexit -o nounset -o pipefail

@@ -162,7 +162,7 @@ func (r *run) runChild() (int, error) {
 // would hide the machine's), joins the run's cgroup, and mounts the private
 // directories.
 func enterChild(name string) error {
-	want, err := inode(filepath.Join(netnsDir, name))
+	want, err := inode(netnsPathOf(name))
 	if err != nil {
 		return err
 	}

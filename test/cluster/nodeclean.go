@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -45,7 +44,6 @@ func staleRuns() []string {
 			names[filepath.Base(m)] = true
 		}
 	}
-	add(filepath.Join(netnsDir, netnsPrefix+"*"))
 	add(filepath.Join(os.TempDir(), netnsPrefix+"*"))
 	mounts, _ := cgroupMounts()
 	base, _ := cgroupBase()
@@ -86,8 +84,7 @@ func runAlive(name string) bool {
 // sweep removes everything of run r: it kills every process in its
 // network namespace or cgroup (the child is gone by then; what is left is
 // shims, pods and anything that outlived a crash), then removes the
-// cgroups, the namespace (with the bridge, veths, iptables rules and
-// sysctls in it) and the state directory.
+// cgroups, the namespace's handle and the state directory.
 func (r *run) sweep(log io.Writer) error {
 	var errs []error
 	if err := killAll(r.processes, 15*time.Second); err != nil {
@@ -103,13 +100,10 @@ func (r *run) sweep(log io.Writer) error {
 		}
 	}
 	removeEmptyCgroups(r.CreatedCgroupDirs)
-	if _, err := os.Stat(r.netnsPath()); err == nil {
-		if out, err := exec.Command("ip", "netns", "delete", r.name).CombinedOutput(); err != nil {
-			errs = append(errs, fmt.Errorf("ip netns delete %s: %w: %s", r.name, err, strings.TrimSpace(string(out))))
-		}
-	}
-	if r.CreatedNetnsDir {
-		r.removeNetnsDir()
+	// Unmounting the handle frees the namespace, with the bridge, veths,
+	// iptables rules and sysctls in it, once no process is left inside.
+	if err := syscall.Unmount(r.netnsPath(), syscall.MNT_DETACH); err != nil && !errors.Is(err, syscall.EINVAL) && !errors.Is(err, syscall.ENOENT) {
+		errs = append(errs, fmt.Errorf("unmounting %s: %w", r.netnsPath(), err))
 	}
 	if os.Getenv("ISTIO_AUX_KEEP_CLUSTER_DIR") != "" {
 		fmt.Fprintf(log, "real node: kept %s\n", r.stateDir())
@@ -187,16 +181,6 @@ func killAll(list func() map[int]bool, timeout time.Duration) error {
 		return fmt.Errorf("processes still alive after SIGKILL: %v", keys(left))
 	}
 	return nil
-}
-
-// removeNetnsDir undoes what the first `ip netns add` did to /run/netns
-// (a self bind mount), once no namespace is left in it.
-func (r *run) removeNetnsDir() {
-	if entries, err := os.ReadDir(netnsDir); err != nil || len(entries) > 0 {
-		return
-	}
-	_ = syscall.Unmount(netnsDir, syscall.MNT_DETACH)
-	_ = os.Remove(netnsDir)
 }
 
 func keys(m map[int]bool) []int {

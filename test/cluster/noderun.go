@@ -8,16 +8,19 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 )
 
-// netnsDir is where `ip netns` keeps named network namespaces.
-const netnsDir = "/run/netns"
-
-// run is one RunInNetns in the parent: its network namespace, cgroup and
-// state directory all carry its name, istio-aux-node-<parent pid>, so that a
-// later run can find and remove them if this one crashes.
+// run is one RunInNetns in the parent: its cgroup and state directory carry
+// its name, istio-aux-node-<parent pid>, and the state directory holds the
+// handle of its network namespace (a bind mount of the namespace on the
+// file "netns"), so that a later run can find and remove them all if this
+// one crashes. Not `ip netns add`: that makes /run/netns a shared mount of
+// its own that nobody can tell when to remove; from the host, enter the
+// namespace with `nsenter --net=/tmp/istio-aux-node-<pid>/netns`.
 type run struct {
 	name string
 	// runRecord is kept in the state directory as run.json.
@@ -36,15 +39,13 @@ type runRecord struct {
 	// CreatedCgroupDirs are the ancestors of Cgroup this run created (a
 	// hierarchy where this process sat higher up); removed when empty.
 	CreatedCgroupDirs []string `json:"createdCgroupDirs,omitempty"`
-	// CreatedNetnsDir is true when this run's `ip netns add` created
-	// /run/netns (a mount of its own).
-	CreatedNetnsDir bool `json:"createdNetnsDir,omitempty"`
 }
 
-func (r *run) netnsPath() string { return filepath.Join(netnsDir, r.name) }
+func (r *run) netnsPath() string { return netnsPathOf(r.name) }
 func (r *run) stateDir() string  { return stateDirOf(r.name) }
 
-func stateDirOf(name string) string { return filepath.Join(os.TempDir(), name) }
+func stateDirOf(name string) string  { return filepath.Join(os.TempDir(), name) }
+func netnsPathOf(name string) string { return filepath.Join(stateDirOf(name), "netns") }
 
 // newRun creates the state directory first (so that a concurrent Cleanup
 // never takes a starting run for a dead one), then the cgroup and the
@@ -69,31 +70,52 @@ func newRun(pid int) (r *run, err error) {
 			_ = r.sweep(os.Stderr)
 		}
 	}()
-	if _, err := os.Stat(netnsDir); errors.Is(err, fs.ErrNotExist) {
-		r.CreatedNetnsDir = true
-	}
 	if r.CreatedCgroupDirs, err = makeCgroup(r.Cgroup, "harness"); err != nil {
 		return r, err
 	}
 	if err := r.save(); err != nil {
 		return r, err
 	}
+	if err := newNetns(r.netnsPath()); err != nil {
+		return r, fmt.Errorf("creating a network namespace: %w", err)
+	}
 	steps := [][]string{
-		{"netns", "add", r.name},
-		{"-n", r.name, "link", "set", "lo", "up"},
-		{"-n", r.name, "link", "add", bridgeName, "type", "bridge"},
-		{"-n", r.name, "addr", "add", NodeIP + "/16", "dev", bridgeName},
-		{"-n", r.name, "link", "set", bridgeName, "up"},
+		{"link", "set", "lo", "up"},
+		{"link", "add", bridgeName, "type", "bridge"},
+		{"addr", "add", NodeIP + "/16", "dev", bridgeName},
+		{"link", "set", bridgeName, "up"},
 		// The bridge plugin will need veth pairs: prove the kernel has them.
-		{"-n", r.name, "link", "add", "ia-probe0", "type", "veth", "peer", "name", "ia-probe1"},
-		{"-n", r.name, "link", "del", "ia-probe0"},
+		{"link", "add", "ia-probe0", "type", "veth", "peer", "name", "ia-probe1"},
+		{"link", "del", "ia-probe0"},
 	}
 	for _, args := range steps {
-		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+		cmd := exec.Command("nsenter", append([]string{"--net=" + r.netnsPath(), "ip"}, args...)...)
+		if out, err := cmd.CombinedOutput(); err != nil {
 			return r, fmt.Errorf("ip %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
 		}
 	}
 	return r, nil
+}
+
+// newNetns creates a network namespace and keeps it alive by bind-mounting
+// it on file. A thread of this process enters the namespace to make it;
+// that thread stays locked and ends with its goroutine, so no other code
+// ever runs in the namespace by accident.
+func newNetns(file string) error {
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		return err
+	}
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread exits with the goroutine
+		if err := syscall.Unshare(syscall.CLONE_NEWNET); err != nil {
+			errc <- err
+			return
+		}
+		src := fmt.Sprintf("/proc/self/task/%d/ns/net", syscall.Gettid())
+		errc <- syscall.Mount(src, file, "", syscall.MS_BIND, "")
+	}()
+	return <-errc
 }
 
 func (r *run) save() error {
