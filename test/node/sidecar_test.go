@@ -9,6 +9,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/istio-aux/istio-aux/test/cluster"
 )
 
 // holdHook is what Istio's injector adds to istio-proxy with
@@ -30,33 +32,38 @@ func quit(t *testing.T, ns, pod string) int {
 }
 
 // TestNodePostStartHold: a postStart exec hook on the first container
-// (istio-proxy, ready only after 2 s) holds the app's start until the proxy
-// is ready, so the app's download works at the first attempt; the same pod
-// without the hook starts the app at once and its download is refused.
+// (istio-proxy, ready only after 3 s) holds the app's start until the proxy
+// is ready: the app's first line comes after the proxy's "ready" and its
+// download works at the first attempt. The control pod, whose proxy never
+// gets ready and has no hook, shows what the hold prevents: the app starts
+// at once and its download is refused.
 func TestNodePostStartHold(t *testing.T) {
 	c := nodeCluster(t)
 	t.Parallel()
 	ns := namespace(t, c)
 	app := appContainer(map[string]string{"APP_RUN_FOR": "1s"})
-	held := proxyContainer("2s")
+	held := proxyContainer("3s")
 	held.Lifecycle = holdHook
 	create(t, c, newPod(ns, "held", corev1.RestartPolicyNever, held, app))
-	create(t, c, newPod(ns, "unheld", corev1.RestartPolicyNever, proxyContainer("2s"), app))
+	create(t, c, newPod(ns, "unheld", corev1.RestartPolicyNever, proxyContainer("1h"), app))
 
 	p := waitPod(t, c, ns, "held", time.Minute, func(p *corev1.Pod) bool { return terminated(p, "app") != nil })
 	if s := terminated(p, "app"); s.ExitCode != 0 || status(p, "app").RestartCount != 0 || !running(p, "istio-proxy") {
 		t.Errorf("held: %s; want the app's first attempt to exit 0 while the proxy runs", describe(p.Status.ContainerStatuses))
 	}
-	if out, _ := kubectl(t, c, "logs", "-n", ns, "held", "-c", "app"); !strings.Contains(out, "app: dataset downloaded") {
-		t.Errorf("held app's log = %q, want the download to have worked", out)
+	ready := logTime(t, c, ns, "held", "istio-proxy", "proxy: ready")
+	started := logTime(t, c, ns, "held", "app", "app: attempt 1")
+	if started.Before(ready) {
+		t.Errorf("held: the app started at %s, before the proxy was ready at %s", started, ready)
 	}
+	t.Logf("held: proxy ready -> app's first line: %s", started.Sub(ready).Round(time.Millisecond))
+	logTime(t, c, ns, "held", "app", "app: dataset downloaded")
+
 	u := waitPod(t, c, ns, "unheld", time.Minute, func(p *corev1.Pod) bool { return terminated(p, "app") != nil })
 	if s := terminated(u, "app"); s.ExitCode != 1 {
 		t.Errorf("unheld: %s; want the app to exit 1, its download refused", describe(u.Status.ContainerStatuses))
 	}
-	if out, _ := kubectl(t, c, "logs", "-n", ns, "unheld", "-c", "app"); !strings.Contains(out, "connection refused") {
-		t.Errorf("unheld app's log = %q, want the refused download", out)
-	}
+	logTime(t, c, ns, "unheld", "app", "connection refused")
 	// Both pods end once their proxy is quit, with the apps' real outcome.
 	for name, phase := range map[string]corev1.PodPhase{"held": corev1.PodSucceeded, "unheld": corev1.PodFailed} {
 		if code := quit(t, ns, name); code != 0 {
@@ -64,6 +71,22 @@ func TestNodePostStartHold(t *testing.T) {
 		}
 		waitPod(t, c, ns, name, 30*time.Second, func(p *corev1.Pod) bool { return p.Status.Phase == phase })
 	}
+}
+
+// logTime is when the container logged its first line containing text,
+// by the runtime's timestamp; the test fails if there is no such line.
+func logTime(t *testing.T, c *cluster.Cluster, ns, pod, container, text string) time.Time {
+	t.Helper()
+	out, code := kubectl(t, c, "logs", "--timestamps", "-n", ns, pod, "-c", container)
+	for line := range strings.Lines(out) {
+		if ts, rest, ok := strings.Cut(line, " "); ok && code == 0 && strings.Contains(rest, text) {
+			if at, err := time.Parse(time.RFC3339Nano, ts); err == nil {
+				return at
+			}
+		}
+	}
+	t.Fatalf("%s/%s %s logged no line with %q (kubectl exit %d): %s", ns, pod, container, text, code, out)
+	return time.Time{}
 }
 
 // TestNodeNativeSidecar: a native sidecar (an init container with
