@@ -128,10 +128,12 @@ func (r *run) runChild() (int, error) {
 	}
 	cmd := exec.Command("nsenter", append([]string{"--net=" + r.netnsPath(), "--", exe}, os.Args[1:]...)...)
 	cmd.Env = append(os.Environ(), envNetns+"="+r.name, envCgroup+"="+r.Cgroup)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	// A private mount namespace (Go makes / recursively private in it):
 	// mounts made inside never reach the machine and vanish with the child.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Unshareflags: syscall.CLONE_NEWNS, Pdeathsig: syscall.SIGKILL}
+	// A process group of its own: a terminal's Ctrl-C reaches the child once,
+	// passed on below, not twice.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Unshareflags: syscall.CLONE_NEWNS, Pdeathsig: syscall.SIGKILL, Setpgid: true}
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigs)
