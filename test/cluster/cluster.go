@@ -78,6 +78,9 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	if opts.Log == nil {
 		opts.Log = io.Discard
 	}
+	if opts.Node && opts.Kwok {
+		return nil, errors.New("options Node and Kwok are exclusive: the pod binder serves one node")
+	}
 	// A real node's files go to the run's state directory, which the
 	// parent removes even if this process dies.
 	base := ""

@@ -21,7 +21,9 @@ import (
 // The test binary re-executes itself inside: the parent (outside) creates
 // the namespace, its bridge and a cgroup, runs the child through
 // `nsenter --net` in a fresh private mount namespace, waits, and removes
-// whatever the child left (see nodeclean.go). The child mounts private
+// whatever the child left (see nodeclean.go). Not `ip netns exec`: it
+// remounts /sys for the namespace, and the cgroup hierarchies mounted under
+// /sys/fs/cgroup are gone in the child, where the kubelet and runc need them. The child mounts private
 // tmpfs over /run, /var/log, /var/lib/kubelet and /var/lib/cni, where
 // containerd and the kubelet write regardless of the directories they are
 // given (shim sockets, /var/log/containers, the device plugin socket, CNI
@@ -45,8 +47,14 @@ const (
 	bridgeName = "ia-br0"
 )
 
-// insideNetns is the namespace's name when this process is the child.
-var insideNetns = os.Getenv(envNetns)
+// insideNetns is the namespace's name when this process is the child, and
+// nodeCgroup its cgroup root. Both are taken from the environment once and
+// removed from it, so that programs the child starts (another test binary)
+// do not take themselves for the child.
+var (
+	insideNetns = os.Getenv(envNetns)
+	nodeCgroup  = os.Getenv(envCgroup)
+)
 
 // nodeUnavailable says why this process cannot run a real node, when it
 // cannot; RequireNode reports it.
@@ -183,11 +191,12 @@ func enterChild(name string) error {
 	if err := os.Setenv("KUBECACHEDIR", filepath.Join(stateDirOf(name), "kube-cache")); err != nil {
 		return err
 	}
-	cg := os.Getenv(envCgroup)
-	if cg == "" {
+	_ = os.Unsetenv(envNetns)
+	_ = os.Unsetenv(envCgroup)
+	if nodeCgroup == "" {
 		return errors.New(envCgroup + " is not set")
 	}
-	if err := joinCgroup(filepath.Join(cg, "harness")); err != nil {
+	if err := joinCgroup(filepath.Join(nodeCgroup, "harness")); err != nil {
 		return err
 	}
 	for _, dir := range privateDirs {

@@ -31,13 +31,10 @@ func (c *Cluster) startNode(ctx, hctx context.Context) error {
 	if insideNetns == "" {
 		return fmt.Errorf("a real node runs only inside RunInNetns's network namespace (%s)", nodeUnavailable)
 	}
-	if c.opts.Kwok {
-		return errors.New("options Node and Kwok are exclusive: the pod binder serves one node")
-	}
 	if err := nodeAlone(); err != nil {
 		return err
 	}
-	c.node = &node{cgroup: os.Getenv(envCgroup)}
+	c.node = &node{cgroup: nodeCgroup}
 	start := time.Now()
 	if err := c.startContainerd(ctx); err != nil {
 		return err
@@ -64,7 +61,7 @@ func (c *Cluster) NodeCgroup() string {
 // nodeAlone fails when another real node already runs in this namespace:
 // they would share the kubelet's ports and the cgroup.
 func nodeAlone() error {
-	for _, p := range cgroupPidsNamed(os.Getenv(envCgroup), "kubelet") {
+	for _, p := range cgroupPidsNamed(nodeCgroup, "kubelet") {
 		return fmt.Errorf("a kubelet (pid %d) already runs in this namespace: one real node at a time", p)
 	}
 	return nil
