@@ -1,10 +1,12 @@
 # istio-aux: a thin front door. Every target is a script in hack/.
-.PHONY: test e2e bench chaos run record verify-config build clean
+.PHONY: test e2e e2e-node bench chaos run record verify-config build clean
 
 test:          ## fast tests: no cluster (embedded NATS is fine)
 	hack/test.sh
 e2e:           ## end to end on a real kube-apiserver, Job controller and kwok; config/ dry-run; ko resolve
 	hack/e2e.sh
+e2e-node:      ## the harness's real node (containerd, runc, kubelet in a network namespace); needs root
+	hack/e2e-node.sh
 chaos:         ## faults: processes killed, NATS stopped, webhook down, garbage on the wire
 	hack/chaos.sh
 bench:         ## benchmarks, printed as one table

@@ -1,9 +1,11 @@
 // Package cluster runs a real, local Kubernetes control plane for end-to-end
 // tests and the demo: etcd and kube-apiserver built from source (see
 // hack/build-k8s.sh), optionally the real kube-controller-manager (for the Job
-// controller) and kwok (fake node and pod lifecycle, driven by the Stages in
-// test/kwok). Everything binds 127.0.0.1 on free ports and lives in a
-// temporary work directory removed by Stop.
+// controller), and either kwok (fake node and pod lifecycle, driven by the
+// Stages in test/kwok) or a real node: containerd, runc and the kubelet, in a
+// network namespace of the test binary's own (RunInNetns). Everything binds
+// 127.0.0.1 on free ports (the real node also its bridge address, NodeIP)
+// and lives in a temporary work directory removed by Stop.
 package cluster
 
 import (
@@ -37,6 +39,11 @@ type Options struct {
 	// Kwok runs kwok with one fake node, our Stages, a pod binder and a
 	// per-pod Exec so that `kubectl exec` runs the stub pilot-agent.
 	Kwok bool
+	// Node runs a real node, RealNodeName: containerd and the kubelet
+	// (see node.go). The process must run inside RunInNetns; tests call
+	// RequireNode first. Pods without a node are bound to it; images come
+	// from ImportImage, never from a registry.
+	Node bool
 	// Log receives every process's output; nil discards it.
 	Log io.Writer
 }
@@ -57,6 +64,11 @@ type Cluster struct {
 	mu    sync.Mutex
 	procs []*process // in start order; stopped in reverse
 	quits string     // the stub pilot-agent's record file
+	node  *node      // the real node, with Options.Node
+
+	// extraArgs are flags that other parts of the harness add to a process,
+	// by process name (the real node's for kube-apiserver).
+	extraArgs map[string][]string
 }
 
 // Start brings the control plane up and returns once it serves requests
@@ -66,7 +78,16 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	if opts.Log == nil {
 		opts.Log = io.Discard
 	}
-	dir, err := os.MkdirTemp("", "istio-aux-cluster-")
+	if opts.Node && opts.Kwok {
+		return nil, errors.New("options Node and Kwok are exclusive: the pod binder serves one node")
+	}
+	// A real node's files go to the run's state directory, which the
+	// parent removes even if this process dies.
+	base := ""
+	if opts.Node && insideNetns != "" {
+		base = stateDirOf(insideNetns)
+	}
+	dir, err := os.MkdirTemp(base, "istio-aux-cluster-")
 	if err != nil {
 		return nil, fmt.Errorf("creating work dir: %w", err)
 	}
@@ -101,6 +122,11 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 			return nil, err
 		}
 	}
+	if opts.Node {
+		if err := c.startNode(ctx, hctx); err != nil {
+			return nil, err
+		}
+	}
 	return c, nil
 }
 
@@ -124,9 +150,10 @@ func (c *Cluster) Dir() string { return c.dir }
 func (c *Cluster) CA() *CA { return c.ca }
 
 // Stop stops the harness's clients, then every process in reverse start
-// order (kwok and kube-controller-manager before kube-apiserver, which would
-// otherwise wait about a minute for their watches, then etcd), and removes
-// the work directory.
+// order (the kubelet, containerd, kwok and kube-controller-manager before
+// kube-apiserver, which would otherwise wait about a minute for their
+// watches, then etcd), then the real node's pods and shims, and removes the
+// work directory.
 func (c *Cluster) Stop() error {
 	if c.cancel != nil {
 		c.cancel()
@@ -142,6 +169,7 @@ func (c *Cluster) Stop() error {
 			errs = append(errs, err)
 		}
 	}
+	errs = append(errs, c.stopNode())
 	if os.Getenv("ISTIO_AUX_KEEP_CLUSTER_DIR") == "" {
 		errs = append(errs, os.RemoveAll(c.dir))
 	}

@@ -74,6 +74,9 @@ func (c *Cluster) startAPIServer(ctx context.Context, etcdURL string) error {
 	if err != nil {
 		return err
 	}
+	if err := c.addAPIServerNodeArgs(); err != nil {
+		return err
+	}
 	server := fmt.Sprintf("https://127.0.0.1:%d", port)
 	p, err := c.start("kube-apiserver", nil, filepath.Join(c.binDir, "kube-apiserver"),
 		"--etcd-servers="+etcdURL,
@@ -91,7 +94,7 @@ func (c *Cluster) startAPIServer(ctx context.Context, etcdURL string) error {
 		"--endpoint-reconciler-type=none",
 		"--service-cluster-ip-range=10.96.0.0/16",
 		"--kubelet-preferred-address-types=InternalIP",
-		// kwok's serving certificate comes from our CA.
+		// kwok's and the kubelet's serving certificates come from our CA.
 		"--kubelet-certificate-authority="+c.path("ca.crt"),
 		"--allow-privileged=true",
 		"--profiling=false",

@@ -109,7 +109,7 @@ func (c *Cluster) startKwok(ctx context.Context, hctx context.Context) error {
 	}); err != nil {
 		return err
 	}
-	return c.startPodHelpers(hctx)
+	return c.startPodHelpers(hctx, NodeName, true)
 }
 
 // Kubectl runs the cached kubectl against the cluster; its output goes to

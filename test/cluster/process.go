@@ -120,6 +120,7 @@ func (p *process) stop(grace time.Duration) error {
 }
 
 func (c *Cluster) start(name string, env []string, path string, args ...string) (*process, error) {
+	args = append(args, c.extraArgs[name]...)
 	p, err := startProcess(name, c.opts.Log, env, path, args...)
 	if err != nil {
 		return nil, err

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The real-node suite: containerd, runc and the kubelet v1.36 in a network
+# namespace of the test binary's own (test/cluster/netns.go), proving the
+# kubelet behaviour the kwok Stages imitate (test/node). Installs the node's
+# Debian packages when missing (needs root), builds or reuses the cached
+# Kubernetes binaries; the test builds and imports its own images. Without
+# root the tests skip and say why; with CI=true they fail instead.
+# Arguments go to `go test` (e.g. -run TestNodeExec).
+set -o errexit -o nounset -o pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "${root}"
+stages=()
+timed() {
+  local name="$1"; shift
+  local start=${SECONDS} rc=0
+  "$@" || rc=$?
+  stages+=("$(printf '%-32s %4ds%s' "${name}" $((SECONDS - start)) "$( ((rc)) && echo '  FAILED')")")
+  return "${rc}"
+}
+report() {
+  echo "--- e2e-node stage times ---"
+  printf '%s\n' "${stages[@]}"
+}
+trap report EXIT
+
+if ((EUID == 0)); then
+  timed "node packages" hack/node-deps.sh
+fi
+timed "kubernetes binaries" hack/build-k8s.sh >/dev/null
+# The tests mostly wait on the kubelet: run them all at once, not two by two.
+timed "real-node tests" go test -tags e2e -count=1 -timeout 10m -parallel 8 -v ./test/node/... "$@"

@@ -1,0 +1,162 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/istio-aux/istio-aux/test/images"
+)
+
+// containerdConfig is containerd 1.6's configuration for the node. Each
+// setting below was a hard failure on this kind of machine until set:
+//   - restrict_oom_score_adj: the VM lacks CAP_SYS_RESOURCE, so runc cannot
+//     lower a container's oom_score_adj below containerd's own; without it
+//     every sandbox fails with "can't get final child's PID from pipe: EOF".
+//   - sandbox_image: a locally imported image; nothing can be pulled.
+//   - runc with SystemdCgroup = false: there is no systemd; the kubelet
+//     uses the cgroupfs driver too.
+//
+// Everything containerd keeps goes under dir (the opt plugin defaults to
+// /opt/containerd, runc's state to /run/containerd/runc), and pod network
+// namespaces go under the state dir instead of /run/netns.
+const containerdConfig = `version = 2
+root = "{{dir}}/root"
+state = "{{dir}}/state"
+oom_score = 0
+disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper"]
+
+[grpc]
+  address = "{{socket}}"
+
+[debug]
+  level = "warn"
+
+[plugins."io.containerd.internal.v1.opt"]
+  path = "{{dir}}/opt"
+
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "{{pause}}"
+  restrict_oom_score_adj = true
+  netns_mounts_under_state_dir = true
+  disable_apparmor = true
+  stream_server_address = "127.0.0.1"
+  stream_server_port = "0"
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        SystemdCgroup = false
+        BinaryName = "{{runc}}"
+        Root = "{{dir}}/runc"
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "{{cnibin}}"
+    conf_dir = "{{cniconf}}"
+    max_conf_num = 1
+`
+
+// cniConfig is the pod network: a bridge that already exists (created with
+// the node IP by RunInNetns) and host-local addresses, with no default
+// route (pods reach only the pod subnet) and no masquerading. isGateway
+// keeps the node IP on the bridge; the plugin then also turns on
+// net.ipv4.ip_forward, inside the run's namespace.
+func cniConfig(name, ipamDir string) ([]byte, error) {
+	return json.MarshalIndent(map[string]any{
+		"cniVersion": "0.4.0",
+		"name":       name,
+		"plugins": []any{map[string]any{
+			"type":      "bridge",
+			"bridge":    bridgeName,
+			"isGateway": true,
+			"ipMasq":    false,
+			"ipam": map[string]any{
+				"type":    "host-local",
+				"ranges":  []any{[]any{map[string]any{"subnet": PodSubnet, "gateway": NodeIP}}},
+				"dataDir": ipamDir,
+			},
+		}},
+	}, "", "  ")
+}
+
+// startContainerd writes containerd's and the CNI configuration, starts
+// containerd and imports the sandbox image.
+func (c *Cluster) startContainerd(ctx context.Context) error {
+	n := c.node
+	dir := c.path("containerd")
+	n.socket = filepath.Join(dir, "containerd.sock")
+	cniConf := c.path("cni")
+	if err := os.MkdirAll(cniConf, 0o755); err != nil {
+		return err
+	}
+	conf, err := cniConfig(insideNetns, c.path("cni-ipam"))
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(cniConf, "10-istio-aux.conflist"), conf, 0o644); err != nil {
+		return err
+	}
+	runc, err := exec.LookPath("runc")
+	if err != nil {
+		return err
+	}
+	if n.ctr, err = exec.LookPath("ctr"); err != nil {
+		return err
+	}
+	cfg := strings.NewReplacer("{{dir}}", dir, "{{socket}}", n.socket, "{{pause}}", images.PauseRef,
+		"{{runc}}", runc, "{{cnibin}}", cniBinDir, "{{cniconf}}", cniConf).Replace(containerdConfig)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "config.toml"), []byte(cfg), 0o600); err != nil {
+		return err
+	}
+	// The sandbox image builds while containerd starts.
+	pause := make(chan error, 1)
+	var pauseImg images.Image
+	go func() {
+		var err error
+		pauseImg, err = images.Pause(ctx, c.path("images"))
+		pause <- err
+	}()
+	p, err := c.start("containerd", nil, "containerd", "--config", filepath.Join(dir, "config.toml"))
+	if err != nil {
+		return err
+	}
+	if err := waitUp(ctx, p, 30*time.Second, func(ctx context.Context) error {
+		out, err := exec.CommandContext(ctx, n.ctr, "-a", n.socket, "version").CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("ctr version: %w: %s", err, out)
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	if err := <-pause; err != nil {
+		return err
+	}
+	return c.ImportImage(ctx, pauseImg)
+}
+
+// ImportImage imports img into the real node's containerd, where pods find
+// it by reference with imagePullPolicy IfNotPresent or Never.
+func (c *Cluster) ImportImage(ctx context.Context, img images.Image) error {
+	if c.node == nil {
+		return fmt.Errorf("importing %s: the cluster has no real node", img.Ref)
+	}
+	return img.Import(ctx, c.node.ctr, c.node.socket)
+}
+
+// ContainerdSocket is the real node's containerd socket (for ctr -a).
+func (c *Cluster) ContainerdSocket() string {
+	if c.node == nil {
+		return ""
+	}
+	return c.node.socket
+}

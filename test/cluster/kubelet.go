@@ -1,0 +1,164 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// RealNodeName is the real node's name (the kubelet's hostname override).
+const RealNodeName = "node-0"
+
+// kubeletConfig is the kubelet's configuration file. What each setting
+// avoids on this kind of machine:
+//   - failCgroupV1 false: since 1.35 the kubelet refuses cgroup v1 by default;
+//   - cgroupDriver cgroupfs: no systemd; cgroupRoot puts the pods under the
+//     run's cgroup, where the cleanup finds them;
+//   - failSwapOn false, oomScoreAdj 0, maxOpenFiles within the hard limit:
+//     no CAP_SYS_RESOURCE to raise limits or lower its own OOM score;
+//   - image GC off (100%) and only a memory eviction threshold: a full disk
+//     must not delete the imported images (they cannot be pulled back) or
+//     evict test pods;
+//   - resolvConf: the machine's resolver is an address pods must never
+//     reach; pods with dnsPolicy Default get 127.0.0.1 (their own loopback);
+//   - podLogsDir, volumePluginDir: inside the cluster dir, not /var/log/pods
+//     and /usr/libexec/kubernetes;
+//   - x509 client certificates only, and Webhook authorization: the API
+//     server gets in for exec and logs with its client certificate.
+const kubeletConfig = `apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+failCgroupV1: false
+cgroupDriver: cgroupfs
+cgroupRoot: {{cgroup}}
+failSwapOn: false
+oomScoreAdj: 0
+maxOpenFiles: 10000
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+evictionHard:
+  memory.available: 100Mi
+mergeDefaultEvictionSettings: false
+containerRuntimeEndpoint: unix://{{socket}}
+address: {{nodeIP}}
+port: 10250
+readOnlyPort: 0
+healthzBindAddress: 127.0.0.1
+healthzPort: 10248
+tlsCertFile: {{dir}}/kubelet-serving.crt
+tlsPrivateKeyFile: {{dir}}/kubelet-serving.key
+authentication:
+  anonymous: {enabled: false}
+  webhook: {enabled: false}
+  x509: {clientCAFile: {{dir}}/ca.crt}
+authorization:
+  mode: Webhook
+podLogsDir: {{dir}}/pod-logs
+resolvConf: {{dir}}/resolv.conf
+volumePluginDir: {{dir}}/volume-plugins
+registerNode: true
+`
+
+// kubeletConfigFor fills kubeletConfig in: the cgroup root, containerd's
+// socket and the cluster dir (certificates, logs, resolv.conf).
+func kubeletConfigFor(cgroup, socket, dir string) string {
+	return strings.NewReplacer("{{cgroup}}", cgroup, "{{socket}}", socket, "{{nodeIP}}", NodeIP, "{{dir}}", dir).Replace(kubeletConfig)
+}
+
+// startKubelet starts the kubelet against containerd and waits until its
+// node is Ready.
+func (c *Cluster) startKubelet(ctx context.Context) error {
+	if err := c.kubeletCerts(); err != nil {
+		return err
+	}
+	if err := c.nodeRBAC(ctx); err != nil {
+		return err
+	}
+	files := map[string]string{
+		"resolv.conf":        "nameserver 127.0.0.1\n",
+		"kubelet.yaml":       kubeletConfigFor(c.node.cgroup, c.node.socket, c.dir),
+		"kubelet.kubeconfig": c.certKubeconfig("kubelet-client"),
+	}
+	for name, data := range files {
+		if err := os.WriteFile(c.path(name), []byte(data), 0o600); err != nil {
+			return err
+		}
+	}
+	p, err := c.start("kubelet", nil, filepath.Join(c.binDir, "kubelet"),
+		"--config="+c.path("kubelet.yaml"),
+		"--kubeconfig="+c.path("kubelet.kubeconfig"),
+		// Neither is in the configuration file; both default to /var/lib/kubelet.
+		"--root-dir="+c.path("kubelet"),
+		"--cert-dir="+c.path("kubelet-pki"),
+		"--hostname-override="+RealNodeName,
+		"--node-ip="+NodeIP,
+		"--v=1",
+	)
+	if err != nil {
+		return err
+	}
+	return waitUp(ctx, p, 60*time.Second, func(ctx context.Context) error {
+		n, err := c.client.CoreV1().Nodes().Get(ctx, RealNodeName, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		for _, cond := range n.Status.Conditions {
+			if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
+				return nil
+			}
+		}
+		return fmt.Errorf("node %s not Ready yet", RealNodeName)
+	})
+}
+
+// nodeRBAC lets kubelets (group system:nodes) do a node's work, as the Node
+// authorizer would, and lets the API server use the kubelet's API.
+func (c *Cluster) nodeRBAC(ctx context.Context) error {
+	bindings := []*rbacv1.ClusterRoleBinding{
+		{
+			ObjectMeta: metav1.ObjectMeta{Name: "istio-aux-test:nodes"},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "system:node"},
+			Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.GroupKind, Name: "system:nodes"}},
+		},
+		{
+			ObjectMeta: metav1.ObjectMeta{Name: "istio-aux-test:apiserver-kubelet"},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "system:kubelet-api-admin"},
+			Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: apiServerKubeletUser}},
+		},
+	}
+	for _, b := range bindings {
+		_, err := c.client.RbacV1().ClusterRoleBindings().Create(ctx, b, metav1.CreateOptions{})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating ClusterRoleBinding %s: %w", b.Name, err)
+		}
+	}
+	return nil
+}
+
+// certKubeconfig is a kubeconfig for the client certificate c.path(name+".crt").
+func (c *Cluster) certKubeconfig(name string) string {
+	return fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters:
+- name: local
+  cluster:
+    server: %s
+    certificate-authority: %s
+users:
+- name: %s
+  user:
+    client-certificate: %s
+    client-key: %s
+contexts:
+- name: local
+  context: {cluster: local, user: %s}
+current-context: local
+`, c.rest.Host, c.path("ca.crt"), name, c.path(name+".crt"), c.path(name+".key"), name)
+}

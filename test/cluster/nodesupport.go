@@ -1,0 +1,66 @@
+package cluster
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+// cniBinDir is where Debian's containernetworking-plugins installs the
+// plugins.
+const cniBinDir = "/usr/lib/cni"
+
+// nodeTools are the programs the real node runs from PATH; all come from
+// Debian packages that hack/node-deps.sh installs.
+var nodeTools = []string{"nsenter", "ip", "iptables", "containerd", "containerd-shim-runc-v2", "ctr", "runc"}
+
+// nodeSupport says why this machine cannot host a real node, or "".
+func nodeSupport() string {
+	if uid := os.Geteuid(); uid != 0 {
+		return fmt.Sprintf("not root (uid %d): network namespaces, mounts and cgroups need root", uid)
+	}
+	var missing []string
+	for _, t := range nodeTools {
+		if _, err := exec.LookPath(t); err != nil {
+			missing = append(missing, t)
+		}
+	}
+	for _, p := range []string{"bridge", "host-local", "loopback"} {
+		if _, err := os.Stat(filepath.Join(cniBinDir, p)); err != nil {
+			missing = append(missing, filepath.Join(cniBinDir, p))
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Sprintf("%s missing (run hack/node-deps.sh)", strings.Join(missing, ", "))
+	}
+	for _, b := range []string{"etcd", "kube-apiserver", "kubectl", "kubelet"} {
+		if _, err := os.Stat(filepath.Join(K8sBinDir(), b)); err != nil {
+			missing = append(missing, b)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Sprintf("%s missing in %s (run hack/build-k8s.sh)", strings.Join(missing, ", "), K8sBinDir())
+	}
+	fss, err := os.ReadFile("/proc/filesystems")
+	if err != nil {
+		return err.Error()
+	}
+	for _, fs := range []string{"overlay", "tmpfs", "cgroup"} {
+		if !strings.Contains(string(fss), "\t"+fs+"\n") {
+			return fmt.Sprintf("the kernel lacks the %s file system", fs)
+		}
+	}
+	if _, err := os.Stat("/proc/self/ns/net"); err != nil {
+		return "the kernel lacks network namespaces: " + err.Error()
+	}
+	// The kubelet's cgroupfs driver on cgroup v1 needs these hierarchies; a
+	// pure cgroup v2 machine would need another cgroup setup here.
+	for _, h := range []string{"cpu", "cpuacct", "cpuset", "memory", "pids", "devices", "freezer"} {
+		if _, err := os.Stat(filepath.Join("/sys/fs/cgroup", h, "cgroup.procs")); err != nil {
+			return fmt.Sprintf("cgroup v1 hierarchy %q not mounted at /sys/fs/cgroup/%s (the harness supports cgroup v1 and hybrid layouts only)", h, h)
+		}
+	}
+	return ""
+}

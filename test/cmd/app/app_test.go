@@ -1,0 +1,59 @@
+package main
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+func TestConfigExitCodePerAttempt(t *testing.T) {
+	cases := map[string]struct {
+		env     map[string]string
+		attempt int
+		want    int
+		wantErr bool
+	}{
+		"default exits 0":        {attempt: 1, want: 0},
+		"first attempt fails":    {env: map[string]string{"APP_EXIT_CODES": "1,0"}, attempt: 1, want: 1},
+		"second attempt passes":  {env: map[string]string{"APP_EXIT_CODES": "1,0"}, attempt: 2, want: 0},
+		"last code repeats":      {env: map[string]string{"APP_EXIT_CODES": "3, 4"}, attempt: 9, want: 4},
+		"bad code":               {env: map[string]string{"APP_EXIT_CODES": "1,x"}, wantErr: true},
+		"code out of range":      {env: map[string]string{"APP_EXIT_CODES": "256"}, wantErr: true},
+		"bad duration":           {env: map[string]string{"APP_RUN_FOR": "2"}, wantErr: true},
+		"bad network switch":     {env: map[string]string{"APP_NEEDS_NETWORK": "maybe"}, wantErr: true},
+		"network switch and run": {env: map[string]string{"APP_NEEDS_NETWORK": "false", "APP_RUN_FOR": "0s"}, attempt: 1, want: 0},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			cfg, err := configFrom(func(k string) string { return tc.env[k] })
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("err = %v, want error %v", err, tc.wantErr)
+			}
+			if err == nil {
+				if got := cfg.exitCode(tc.attempt); got != tc.want {
+					t.Errorf("exitCode(%d) = %d, want %d", tc.attempt, got, tc.want)
+				}
+			}
+		})
+	}
+}
+
+// The attempt count survives runs through the file (an emptyDir in a pod).
+func TestRunCountsAttemptsAndNeedsTheProxy(t *testing.T) {
+	ready := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	defer ready.Close()
+	cfg := config{needsNetwork: true, datasetURL: ready.URL, exitCodes: []int{1, 0},
+		attemptFile: filepath.Join(t.TempDir(), "attempts")}
+	noSleep := func(time.Duration) {}
+	for i, want := range []int{1, 0, 0} {
+		if got := run(cfg, ready.Client(), noSleep); got != want {
+			t.Errorf("attempt %d exited %d, want %d", i+1, got, want)
+		}
+	}
+	cfg.datasetURL = "http://127.0.0.1:1/refused"
+	if got := run(cfg, ready.Client(), noSleep); got != 1 {
+		t.Errorf("without a proxy the app exited %d, want 1", got)
+	}
+}

@@ -1,0 +1,88 @@
+// Command app is the test workload of the real node (test/cluster), shaped
+// like the reference demo's training worker: it first "downloads its
+// dataset" through the pod's network, then trains for a while and exits.
+//
+//	app            run as a worker (configured by the environment below)
+//	app exit N     exit with code N at once (for `kubectl exec` tests)
+//
+// Environment:
+//
+//	APP_NEEDS_NETWORK  "false" skips the download (default true)
+//	APP_DATASET_URL    what the download GETs (default
+//	                   http://127.0.0.1:15021/healthz/ready: Envoy's health
+//	                   port in the pod, refused until the proxy is ready,
+//	                   as the real download fails with "Network is
+//	                   unreachable" before Istio's proxy is)
+//	APP_RUN_FOR        how long one attempt trains, e.g. "2s" (default 1s)
+//	APP_EXIT_CODES     exit code per attempt, e.g. "1,0": the first attempt
+//	                   exits 1, every later one 0 (default "0")
+//	APP_ATTEMPT_FILE   where attempts are counted. A container restart
+//	                   starts from the image again, so the count must live
+//	                   on a volume that outlives the container: mount an
+//	                   emptyDir and point this into it. Unset, every run is
+//	                   attempt 1.
+//
+// A failed download prints the error and exits 1 whatever the attempt.
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+	"strconv"
+	"time"
+)
+
+func main() {
+	if len(os.Args) == 3 && os.Args[1] == "exit" {
+		code, err := strconv.Atoi(os.Args[2])
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "app exit:", err)
+			os.Exit(2)
+		}
+		os.Exit(code)
+	}
+	cfg, err := configFrom(os.Getenv)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "app:", err)
+		os.Exit(2)
+	}
+	os.Exit(run(cfg, &http.Client{Timeout: 5 * time.Second}, time.Sleep))
+}
+
+// run is one attempt; it returns the exit code.
+func run(cfg config, client *http.Client, sleep func(time.Duration)) int {
+	attempt, err := nextAttempt(cfg.attemptFile)
+	if err != nil {
+		fmt.Println("app: counting attempts:", err)
+		return 2
+	}
+	code := cfg.exitCode(attempt)
+	fmt.Printf("app: attempt %d, will exit %d after %s\n", attempt, code, cfg.runFor)
+	if cfg.needsNetwork {
+		if err := download(client, cfg.datasetURL); err != nil {
+			fmt.Println("app: downloading the dataset failed:", err)
+			return 1
+		}
+		fmt.Println("app: dataset downloaded")
+	}
+	const epochs = 3
+	for i := 1; i <= epochs; i++ {
+		sleep(cfg.runFor / epochs)
+		fmt.Printf("app: epoch %d/%d done\n", i, epochs)
+	}
+	fmt.Printf("app: exiting with %d\n", code)
+	return code
+}
+
+func download(client *http.Client, url string) error {
+	resp, err := client.Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	return nil
+}

@@ -1,0 +1,253 @@
+// Package images builds one-layer OCI images from local files (static Go
+// binaries and data) and imports them into containerd, so the real node in
+// test/cluster runs pods without any registry: pods name the imported
+// reference with imagePullPolicy IfNotPresent (or Never) and nothing is
+// ever pulled.
+package images
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"time"
+)
+
+// File is one file of an image layer: its content is Data, or else the
+// host file Src (copied when the layer is written).
+type File struct {
+	Path string // absolute path in the image, e.g. "/app"
+	Mode os.FileMode
+	Data []byte
+	Src  string
+}
+
+// Image is a one-layer OCI image built from files, imported into
+// containerd's k8s.io namespace (the one the CRI plugin serves).
+type Image struct {
+	// Ref is the name pods use. Its first component must contain a dot or a
+	// colon ("istio-aux.test/app:dev"): otherwise the CRI plugin reads it as
+	// docker.io/library/... and would look for another name.
+	Ref        string
+	Files      []File
+	Entrypoint []string
+	Cmd        []string
+	Env        []string
+	User       string
+	WorkingDir string
+}
+
+// OCI media types of the layout written here (uncompressed layer: the
+// import is local, compression would only cost CPU).
+const (
+	mediaManifest = "application/vnd.oci.image.manifest.v1+json"
+	mediaConfig   = "application/vnd.oci.image.config.v1+json"
+	mediaLayer    = "application/vnd.oci.image.layer.v1.tar"
+)
+
+// descriptor is an OCI content descriptor.
+type descriptor struct {
+	MediaType   string            `json:"mediaType"`
+	Digest      string            `json:"digest"`
+	Size        int64             `json:"size"`
+	Annotations map[string]string `json:"annotations,omitempty"`
+}
+
+// Import writes the image as an OCI image layout archive in a temporary
+// directory and imports it with `ctr -a <socket> -n k8s.io images import`,
+// which also unpacks it for the default (overlayfs) snapshotter.
+func (img Image) Import(ctx context.Context, ctrBin, socket string) error {
+	if img.Ref == "" || len(img.Files) == 0 {
+		return fmt.Errorf("image %q: a reference and at least one file are needed", img.Ref)
+	}
+	dir, err := os.MkdirTemp("", "istio-aux-image-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	archive := filepath.Join(dir, "image.tar")
+	if err := img.WriteArchive(archive); err != nil {
+		return err
+	}
+	cmd := exec.CommandContext(ctx, ctrBin, "-a", socket, "-n", "k8s.io", "images", "import", archive)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("ctr images import %s: %w: %s", img.Ref, err, bytes.TrimSpace(out))
+	}
+	return nil
+}
+
+// WriteArchive writes the image as a tar of an OCI image layout (the form
+// `ctr images import` reads) to file.
+func (img Image) WriteArchive(file string) error {
+	layer, err := img.layer()
+	if err != nil {
+		return err
+	}
+	layerDesc := blob(mediaLayer, layer)
+	cfg, err := json.Marshal(img.config(layerDesc.Digest))
+	if err != nil {
+		return err
+	}
+	cfgDesc := blob(mediaConfig, cfg)
+	manifest, err := json.Marshal(map[string]any{
+		"schemaVersion": 2,
+		"mediaType":     mediaManifest,
+		"config":        cfgDesc,
+		"layers":        []descriptor{layerDesc},
+	})
+	if err != nil {
+		return err
+	}
+	manDesc := blob(mediaManifest, manifest)
+	manDesc.Annotations = map[string]string{
+		// containerd names the imported image after this annotation.
+		"io.containerd.image.name":          img.Ref,
+		"org.opencontainers.image.ref.name": tagOf(img.Ref),
+	}
+	index, err := json.Marshal(map[string]any{
+		"schemaVersion": 2,
+		"manifests":     []descriptor{manDesc},
+	})
+	if err != nil {
+		return err
+	}
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	tw := tar.NewWriter(f)
+	entries := []struct {
+		name string
+		data []byte
+	}{
+		{"oci-layout", []byte(`{"imageLayoutVersion":"1.0.0"}`)},
+		{"index.json", index},
+		{blobPath(layerDesc), layer},
+		{blobPath(cfgDesc), cfg},
+		{blobPath(manDesc), manifest},
+	}
+	for _, e := range entries {
+		if err := writeEntry(tw, e.name, 0o644, e.data); err != nil {
+			f.Close()
+			return err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// config is the OCI image configuration; the layer is its only diff.
+func (img Image) config(diffID string) map[string]any {
+	c := map[string]any{}
+	set := func(k string, v any, empty bool) {
+		if !empty {
+			c[k] = v
+		}
+	}
+	set("Entrypoint", img.Entrypoint, len(img.Entrypoint) == 0)
+	set("Cmd", img.Cmd, len(img.Cmd) == 0)
+	set("Env", img.Env, len(img.Env) == 0)
+	set("User", img.User, img.User == "")
+	set("WorkingDir", img.WorkingDir, img.WorkingDir == "")
+	return map[string]any{
+		"architecture": runtime.GOARCH,
+		"os":           "linux",
+		"config":       c,
+		"rootfs":       map[string]any{"type": "layers", "diff_ids": []string{diffID}},
+	}
+}
+
+// layer is the uncompressed tar of the files, with an entry for every
+// parent directory, in a fixed order and with fixed times, so the same files
+// always give the same digest.
+func (img Image) layer() ([]byte, error) {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	dirs := map[string]bool{}
+	files := append([]File(nil), img.Files...)
+	sort.Slice(files, func(i, j int) bool { return files[i].Path < files[j].Path })
+	for _, f := range files {
+		p := strings.TrimPrefix(path.Clean("/"+f.Path), "/")
+		if p == "" {
+			return nil, fmt.Errorf("image %s: file without a path", img.Ref)
+		}
+		for d := path.Dir(p); d != "."; d = path.Dir(d) {
+			dirs[d] = true
+		}
+	}
+	sortedDirs := make([]string, 0, len(dirs))
+	for d := range dirs {
+		sortedDirs = append(sortedDirs, d)
+	}
+	sort.Strings(sortedDirs) // parents sort before their children
+	for _, d := range sortedDirs {
+		hdr := &tar.Header{Typeflag: tar.TypeDir, Name: d + "/", Mode: 0o755, ModTime: epoch, Format: tar.FormatPAX}
+		if err := tw.WriteHeader(hdr); err != nil {
+			return nil, err
+		}
+	}
+	for _, f := range files {
+		data := f.Data
+		if f.Src != "" {
+			var err error
+			if data, err = os.ReadFile(f.Src); err != nil {
+				return nil, fmt.Errorf("image %s: %w", img.Ref, err)
+			}
+		}
+		mode := f.Mode
+		if mode == 0 {
+			mode = 0o644
+		}
+		if err := writeEntry(tw, strings.TrimPrefix(path.Clean("/"+f.Path), "/"), int64(mode.Perm()), data); err != nil {
+			return nil, err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// epoch is the modification time of every entry (reproducible digests).
+var epoch = time.Unix(0, 0)
+
+func writeEntry(tw *tar.Writer, name string, mode int64, data []byte) error {
+	hdr := &tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: mode, Size: int64(len(data)), ModTime: epoch, Format: tar.FormatPAX}
+	if err := tw.WriteHeader(hdr); err != nil {
+		return err
+	}
+	_, err := io.Copy(tw, bytes.NewReader(data))
+	return err
+}
+
+func blob(mediaType string, data []byte) descriptor {
+	sum := sha256.Sum256(data)
+	return descriptor{MediaType: mediaType, Digest: "sha256:" + hex.EncodeToString(sum[:]), Size: int64(len(data))}
+}
+
+func blobPath(d descriptor) string {
+	return "blobs/sha256/" + strings.TrimPrefix(d.Digest, "sha256:")
+}
+
+// tagOf is the tag of a reference ("latest" when it has none).
+func tagOf(ref string) string {
+	last := ref[strings.LastIndex(ref, "/")+1:]
+	if i := strings.LastIndex(last, ":"); i >= 0 {
+		return last[i+1:]
+	}
+	return "latest"
+}

@@ -1,0 +1,233 @@
+//go:build e2e
+
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/istio-aux/istio-aux/test/cluster"
+	"github.com/istio-aux/istio-aux/test/images"
+)
+
+// One real node serves every test of the package (each in a namespace of
+// its own): starting one takes seconds.
+var shared struct {
+	once     sync.Once
+	c        *cluster.Cluster
+	err      error
+	closeLog func()
+}
+
+// nodeCluster returns the shared cluster with a real node and the app and
+// stand-in proxy images imported, starting it on first use. It skips the
+// test where the machine cannot host a node (fails it with CI=true).
+func nodeCluster(t *testing.T) *cluster.Cluster {
+	t.Helper()
+	cluster.RequireNode(t)
+	shared.once.Do(func() {
+		var log io.Writer
+		log, shared.closeLog = cluster.ProcessLog("istio-aux-node.log", "NODE_VERBOSE")
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		start := time.Now()
+		shared.c, shared.err = cluster.Start(ctx, cluster.Options{Node: true, Log: log})
+		if shared.err != nil {
+			return
+		}
+		up := time.Since(start)
+		shared.err = importTestImages(ctx, shared.c)
+		fmt.Fprintf(os.Stderr, "real node Ready in %s, test images imported in %s more\n",
+			up.Round(time.Millisecond), (time.Since(start) - up).Round(time.Millisecond))
+	})
+	if shared.err != nil {
+		t.Fatal(shared.err)
+	}
+	return shared.c
+}
+
+func importTestImages(ctx context.Context, c *cluster.Cluster) error {
+	dir := filepath.Join(c.Dir(), "test-images")
+	g, ctx := errgroup.WithContext(ctx)
+	for _, build := range []func(context.Context, string) (images.Image, error){images.App, images.ProxyIsh} {
+		g.Go(func() error {
+			img, err := build(ctx, dir)
+			if err != nil {
+				return err
+			}
+			return c.ImportImage(ctx, img)
+		})
+	}
+	return g.Wait()
+}
+
+func stopShared() {
+	if shared.c != nil {
+		if err := shared.c.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "stopping the real node's cluster:", err)
+		}
+	}
+	if shared.closeLog != nil {
+		shared.closeLog()
+	}
+}
+
+// namespace creates a namespace for the test, named after it.
+func namespace(t *testing.T, c *cluster.Cluster) string {
+	t.Helper()
+	name := strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-"))
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if _, err := c.Client().CoreV1().Namespaces().Create(context.Background(), ns, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return name
+}
+
+// appContainer runs the test app with APP_* settings (test/cmd/app).
+func appContainer(env map[string]string) corev1.Container {
+	ctr := corev1.Container{Name: "app", Image: images.AppRef, ImagePullPolicy: corev1.PullNever}
+	for k, v := range env {
+		ctr.Env = append(ctr.Env, corev1.EnvVar{Name: k, Value: v})
+	}
+	return ctr
+}
+
+// proxyContainer is the stand-in istio-proxy (test/cmd/istio-proxy-ish),
+// ready after readyAfter.
+func proxyContainer(readyAfter string) corev1.Container {
+	return corev1.Container{
+		Name: "istio-proxy", Image: images.ProxyIshRef, ImagePullPolicy: corev1.PullNever,
+		Env: []corev1.EnvVar{{Name: "PROXY_READY_AFTER", Value: readyAfter}},
+	}
+}
+
+// newPod is a pod for the real node: no cluster DNS, no service account
+// token (there is no token controller), a short grace period.
+func newPod(ns, name string, policy corev1.RestartPolicy, containers ...corev1.Container) *corev1.Pod {
+	grace := int64(5)
+	no := false
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: corev1.PodSpec{
+			RestartPolicy:                 policy,
+			DNSPolicy:                     corev1.DNSDefault,
+			AutomountServiceAccountToken:  &no,
+			TerminationGracePeriodSeconds: &grace,
+			Containers:                    containers,
+		},
+	}
+}
+
+func create(t *testing.T, c *cluster.Cluster, pod *corev1.Pod) {
+	t.Helper()
+	if _, err := c.Client().CoreV1().Pods(pod.Namespace).Create(context.Background(), pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitPod polls the pod until cond holds, failing the test after timeout.
+func waitPod(t *testing.T, c *cluster.Cluster, ns, name string, timeout time.Duration, cond func(*corev1.Pod) bool) *corev1.Pod {
+	t.Helper()
+	var last *corev1.Pod
+	err := cluster.Poll(context.Background(), 50*time.Millisecond, timeout, func(ctx context.Context) (bool, error) {
+		p, err := c.Client().CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		last = p
+		return cond(p), nil
+	})
+	if err != nil {
+		if last != nil {
+			t.Fatalf("pod %s/%s: %v; last status: phase %s, init %s, containers %s", ns, name, err,
+				last.Status.Phase, describe(last.Status.InitContainerStatuses), describe(last.Status.ContainerStatuses))
+		}
+		t.Fatalf("pod %s/%s: %v", ns, name, err)
+	}
+	return last
+}
+
+// stays checks that cond holds at every poll for the whole duration: the
+// pod must not move on by itself (a check, not a wait for something).
+func stays(t *testing.T, c *cluster.Cluster, ns, name string, d time.Duration, what string, cond func(*corev1.Pod) bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		p := waitPod(t, c, ns, name, time.Second, func(*corev1.Pod) bool { return true })
+		if !cond(p) {
+			t.Fatalf("pod %s/%s: %s no longer holds: phase %s, containers %s", ns, name, what, p.Status.Phase, describe(p.Status.ContainerStatuses))
+		}
+		time.Sleep(100 * time.Millisecond) // the polling interval of this check
+	}
+}
+
+func status(p *corev1.Pod, name string) corev1.ContainerStatus {
+	for _, s := range append(append([]corev1.ContainerStatus(nil), p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
+		if s.Name == name {
+			return s
+		}
+	}
+	return corev1.ContainerStatus{}
+}
+
+func terminated(p *corev1.Pod, name string) *corev1.ContainerStateTerminated {
+	return status(p, name).State.Terminated
+}
+
+func running(p *corev1.Pod, name string) bool { return status(p, name).State.Running != nil }
+
+func describe(ss []corev1.ContainerStatus) string {
+	var parts []string
+	for _, s := range ss {
+		state := "waiting"
+		switch {
+		case s.State.Running != nil:
+			state = "running"
+		case s.State.Terminated != nil:
+			state = fmt.Sprintf("terminated(%d,%s)", s.State.Terminated.ExitCode, s.State.Terminated.Reason)
+		case s.State.Waiting != nil:
+			state = "waiting(" + s.State.Waiting.Reason + ")"
+		}
+		parts = append(parts, fmt.Sprintf("%s=%s restarts=%d ready=%t", s.Name, state, s.RestartCount, s.Ready))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// kubectl runs the cluster's kubectl; it returns the combined output and
+// the exit code (errors other than a non-zero exit fail the test).
+func kubectl(t *testing.T, c *cluster.Cluster, args ...string) (string, int) {
+	t.Helper()
+	return kubectlEnv(t, c, nil, args...)
+}
+
+// kubectlEnv is kubectl with variables added to its environment (t.Setenv
+// is not for parallel tests).
+func kubectlEnv(t *testing.T, c *cluster.Cluster, env []string, args ...string) (string, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(c.BinDir(), "kubectl"), append([]string{"--kubeconfig=" + c.Kubeconfig()}, args...)...)
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		return string(out), exit.ExitCode()
+	}
+	if err != nil {
+		t.Fatalf("kubectl %s: %v: %s", strings.Join(args, " "), err, out)
+	}
+	return string(out), 0
+}
