@@ -7,6 +7,10 @@ import (
 	"go.opentelemetry.io/otel/metric"
 )
 
+// MetricAdmissions is the admissions counter's OpenTelemetry name; knative's
+// Prometheus exporter serves it as istio_aux_webhook_admissions_total.
+const MetricAdmissions = "istio_aux.webhook.admissions"
+
 // metrics counts admissions. It uses OpenTelemetry, like knative.dev/pkg's
 // own webhook metrics, so the component's config-observability decides the
 // export (metrics-protocol: prometheus serves them on :9090/metrics).
@@ -18,7 +22,7 @@ func newMetrics(mp metric.MeterProvider) *metrics {
 	meter := mp.Meter("github.com/istio-aux/istio-aux/webhook")
 	// The only error is an invalid instrument name, which is a constant here;
 	// the returned no-op counter keeps admission working regardless.
-	c, _ := meter.Int64Counter("istio_aux.webhook.admissions",
+	c, _ := meter.Int64Counter(MetricAdmissions,
 		metric.WithDescription("Pod admissions by outcome (mutated, skipped, warned) and reason"),
 		metric.WithUnit("{admission}"))
 	return &metrics{admissions: c}

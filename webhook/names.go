@@ -12,7 +12,7 @@ package webhook
 
 import "time"
 
-// Names shared with config/ and the e2e harness (see the common contracts).
+// Names shared with config/ and the e2e harness.
 const (
 	// ConfigurationName is the MutatingWebhookConfiguration's name. The API
 	// server calls mutating configurations in name order, and this must run

@@ -71,7 +71,7 @@ func TestRunDispatchRole(t *testing.T) {
 		MetricsAddr: "127.0.0.1:0", SinkTimeout: time.Second}
 	addrs := make(chan net.Addr, 1)
 	done := make(chan error, 1)
-	go func() { done <- Run(ctx, cfg, HTTPSink(cfg), addrs) }()
+	go func() { done <- Run(ctx, cfg, nil, HTTPSink(cfg), addrs) }()
 	defer func() {
 		cancel()
 		if err := <-done; err != nil {

@@ -14,6 +14,10 @@ import (
 	"github.com/istio-aux/istio-aux/pkg/decision"
 )
 
+// Component is the bridge's logger name and its level's key in
+// config-logging (loglevel.istio-aux-bridge).
+const Component = "istio-aux-bridge"
+
 // Role says which halves of the pipeline a process runs.
 type Role string
 

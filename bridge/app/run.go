@@ -46,10 +46,25 @@ func HTTPSink(cfg Config) NewSink {
 	}
 }
 
-// Run runs the components of cfg.Role until ctx is done, delivering events
-// to the sink newSink builds (when the role dispatches). If listening is not
-// nil it receives the metrics/health address once it listens (tests).
-func Run(ctx context.Context, cfg Config, newSink NewSink, listening chan<- net.Addr) error {
+// RESTConfig is the Kubernetes client configuration of cfg (KUBECONFIG, or
+// in-cluster), or nil when there is none and the role needs none (a
+// dispatcher delivering over HTTP).
+func RESTConfig(cfg Config) (*rest.Config, error) {
+	rc, err := clientcmd.BuildConfigFromFlags("", cfg.Kubeconfig)
+	if err != nil {
+		if cfg.Role.Watches() {
+			return nil, fmt.Errorf("kubernetes client config: %w", err)
+		}
+		return nil, nil
+	}
+	return rc, nil
+}
+
+// Run runs the components of cfg.Role until ctx is done, with the
+// Kubernetes client configuration rc (RESTConfig), delivering events to the
+// sink newSink builds (when the role dispatches). If listening is not nil
+// it receives the metrics/health address once it listens (tests).
+func Run(ctx context.Context, cfg Config, rc *rest.Config, newSink NewSink, listening chan<- net.Addr) error {
 	logger := logging.FromContext(ctx)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -85,12 +100,8 @@ func Run(ctx context.Context, cfg Config, newSink NewSink, listening chan<- net.
 		return err
 	}
 
-	rc, err := clientcmd.BuildConfigFromFlags("", cfg.Kubeconfig)
-	if err != nil {
-		if cfg.Role.Watches() {
-			return fmt.Errorf("kubernetes client config: %w", err)
-		}
-		rc = nil // a dispatcher over HTTP needs none
+	if rc == nil && cfg.Role.Watches() {
+		return errors.New("the watcher needs a Kubernetes client configuration")
 	}
 
 	g, ctx := errgroup.WithContext(ctx)

@@ -75,6 +75,9 @@ func New(cfg Config, cluster Cluster, exec Execer, recorder record.EventRecorder
 // metrics registered on reg (nil: not registered). Kubernetes Events are
 // sent until ctx is done.
 func NewFromConfig(ctx context.Context, rc *rest.Config, cfg Config, reg prometheus.Registerer) (*Function, error) {
+	if rc == nil {
+		return nil, errors.New("proxyquit: no Kubernetes client configuration")
+	}
 	rc = rest.CopyConfig(rc)
 	if rc.QPS == 0 {
 		// client-go's default (5 QPS, burst 10) allows about two quits a

@@ -52,7 +52,7 @@ type replayScenario struct {
 	check func(t *testing.T, evs []recorded)
 }
 
-// scenarios are written from the decision table (DESIGN.md), not copied
+// scenarios are written from the decision table (docs/design.md), not copied
 // from the function's output.
 var scenarios = map[string]replayScenario{
 	"tfjob-mnist-2-workers": {

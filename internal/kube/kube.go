@@ -1,10 +1,10 @@
 // Package kube is the Kubernetes client of the bridge and the proxy-quit
-// function: the core/v1 API and nothing else. client-go's clientset (and
-// its scheme) registers the types of every API group when the binary
-// starts; a process that only reads pods and namespaces, execs and writes
-// Events pays for that on every start and in every MiB of its RSS (a
-// program holding a clientset measured 19.8 MiB RSS idle, one holding this
-// client 11.2 MiB). Requests are protobuf, falling back to JSON.
+// function: the core/v1 API and the one authentication call the function
+// makes, nothing else. client-go's clientset (and its scheme) registers the
+// types of every API group when the binary starts; a process that only
+// reads pods and namespaces, execs and writes Events would pay for that on
+// every start and in its RSS (make bench measures the bridge's; deps_test.go
+// keeps the clientset out). Requests are protobuf, falling back to JSON.
 package kube
 
 import (
@@ -83,6 +83,20 @@ func (c *Client) Namespace(ctx context.Context, name string) (*corev1.Namespace,
 	return out, err
 }
 
+// ConfigMap reads a ConfigMap.
+func (c *Client) ConfigMap(ctx context.Context, namespace, name string) (*corev1.ConfigMap, error) {
+	out := &corev1.ConfigMap{}
+	err := c.rest.Get().Namespace(namespace).Resource("configmaps").Name(name).
+		VersionedParams(&metav1.GetOptions{}, ParameterCodec).Do(ctx).Into(out)
+	return out, err
+}
+
+// ConfigMapListWatch lists and watches one ConfigMap (a field selector on
+// its name, which RBAC can grant by resourceNames).
+func (c *Client) ConfigMapListWatch(namespace, name string) *cache.ListWatch {
+	return c.listWatchIn(namespace, "configmaps", "metadata.name="+name, func() runtime.Object { return &corev1.ConfigMapList{} })
+}
+
 // PodListWatch lists and watches pods in every namespace, with a field
 // selector (empty: all pods).
 func (c *Client) PodListWatch(fieldSelector string) *cache.ListWatch {
@@ -95,6 +109,11 @@ func (c *Client) NamespaceListWatch() *cache.ListWatch {
 }
 
 func (c *Client) listWatch(resource, fieldSelector string, list func() runtime.Object) *cache.ListWatch {
+	return c.listWatchIn("", resource, fieldSelector, list)
+}
+
+// listWatchIn lists and watches resource in namespace ("": all).
+func (c *Client) listWatchIn(namespace, resource, fieldSelector string, list func() runtime.Object) *cache.ListWatch {
 	tweak := func(o *metav1.ListOptions) {
 		if fieldSelector != "" {
 			o.FieldSelector = fieldSelector
@@ -104,13 +123,13 @@ func (c *Client) listWatch(resource, fieldSelector string, list func() runtime.O
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			tweak(&o)
 			out := list()
-			err := c.rest.Get().Resource(resource).VersionedParams(&o, ParameterCodec).Do(ctx).Into(out)
+			err := c.rest.Get().Namespace(namespace).Resource(resource).VersionedParams(&o, ParameterCodec).Do(ctx).Into(out)
 			return out, err
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			tweak(&o)
 			o.Watch = true
-			return c.rest.Get().Resource(resource).VersionedParams(&o, ParameterCodec).Watch(ctx)
+			return c.rest.Get().Namespace(namespace).Resource(resource).VersionedParams(&o, ParameterCodec).Watch(ctx)
 		},
 	}
 }

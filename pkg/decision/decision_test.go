@@ -163,7 +163,7 @@ func TestDecide(t *testing.T) {
 
 // TestDecideMatrix crosses restart policies, app exit codes and proxy
 // states for a single-app pod. Each expected outcome is written out, one row
-// per policy, so a change to the table in DESIGN.md shows up here.
+// per policy, so a change to the table in docs/design.md shows up here.
 func TestDecideMatrix(t *testing.T) {
 	ignore, wait, quit := decision.Ignore, decision.Wait, decision.Quit
 	codes := []int32{0, 1, 2, 137, 143, -1}

@@ -97,18 +97,20 @@ func Start(ctx context.Context, c *cluster.Cluster, log io.Writer) (*IstioAux, e
 	}, metav1.CreateOptions{}); err != nil {
 		return nil, err
 	}
-	// The webhook's logging, as config/ ships it.
-	raw, err := os.ReadFile(filepath.Join(cluster.RepoRoot(), "config", "300-config-logging.yaml"))
-	if err != nil {
-		return nil, err
-	}
-	var logging corev1.ConfigMap
-	if err := yaml.UnmarshalStrict(raw, &logging); err != nil {
-		return nil, fmt.Errorf("config/300-config-logging.yaml: %w", err)
-	}
-	logging.Namespace = systemNamespace
-	if _, err := cs.CoreV1().ConfigMaps(systemNamespace).Create(ctx, &logging, metav1.CreateOptions{}); err != nil {
-		return nil, err
+	// Logging and metrics settings, as config/ ships them.
+	for _, file := range []string{"300-config-logging.yaml", "300-config-observability.yaml"} {
+		raw, err := os.ReadFile(filepath.Join(cluster.RepoRoot(), "config", file))
+		if err != nil {
+			return nil, err
+		}
+		var cm corev1.ConfigMap
+		if err := yaml.UnmarshalStrict(raw, &cm); err != nil {
+			return nil, fmt.Errorf("config/%s: %w", file, err)
+		}
+		cm.Namespace = systemNamespace
+		if _, err := cs.CoreV1().ConfigMaps(systemNamespace).Create(ctx, &cm, metav1.CreateOptions{}); err != nil {
+			return nil, err
+		}
 	}
 	// knative's certificate has DNS SANs only, and the API server reaches
 	// the webhook by URL on 127.0.0.1: pre-create a certificate valid for

@@ -16,33 +16,28 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	"k8s.io/client-go/rest"
-	"knative.dev/pkg/logging"
+	knlogging "knative.dev/pkg/logging"
 
 	"github.com/istio-aux/istio-aux/bridge/app"
 	"github.com/istio-aux/istio-aux/bridge/dispatch"
 	"github.com/istio-aux/istio-aux/functions/proxyquit"
+	"github.com/istio-aux/istio-aux/internal/logging"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	logger, _ := zap.NewProduction()
-	ctx = logging.WithLogger(ctx, logger.Sugar().Named("istio-aux"))
-	cfg, err := app.ConfigFromEnv()
-	if err != nil {
-		logger.Fatal("Invalid configuration", zap.Error(err))
-	}
-	fcfg, err := proxyquit.ConfigFromEnv()
-	if err != nil {
-		logger.Fatal("Invalid function configuration", zap.Error(err))
-	}
+	cfg, cfgErr := app.ConfigFromEnv()
+	fcfg, fnErr := proxyquit.ConfigFromEnv()
 	fcfg.Decision = cfg.Decision // read once, shared
-	sink := func(ctx context.Context, rc *rest.Config, reg prometheus.Registerer) (dispatch.Sink, error) {
+	rc, rcErr := app.RESTConfig(cfg)
+	logger := logging.New(ctx, rc, app.Component)
+	if err := errors.Join(cfgErr, fnErr, rcErr); err != nil {
+		logger.Fatalw("Invalid configuration", zap.Error(err))
+	}
+	inProcess := func(ctx context.Context, rc *rest.Config, reg prometheus.Registerer) (dispatch.Sink, error) {
 		if cfg.Sink != "" {
 			return app.HTTPSink(cfg)(ctx, rc, reg)
-		}
-		if rc == nil {
-			return nil, errors.New("the in-process function needs a Kubernetes client configuration")
 		}
 		fn, err := proxyquit.NewFromConfig(ctx, rc, fcfg, reg)
 		if err != nil {
@@ -50,7 +45,7 @@ func main() {
 		}
 		return dispatch.SinkFunc(fn.Handle), nil
 	}
-	if err := app.Run(ctx, cfg, sink, nil); err != nil {
-		logger.Fatal("istio-aux stopped", zap.Error(err))
+	if err := app.Run(knlogging.WithLogger(ctx, logger), cfg, rc, inProcess, nil); err != nil {
+		logger.Fatalw("istio-aux stopped", zap.Error(err))
 	}
 }

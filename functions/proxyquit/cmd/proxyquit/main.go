@@ -1,13 +1,14 @@
 // Command proxyquit serves istio-aux's proxy-quit function over HTTP, as a
 // Knative Service (or any HTTP CloudEvents sink). Configuration is the
-// environment: PORT (8080), KUBECONFIG (in-cluster otherwise), and the
-// ISTIO_AUX_* variables of proxyquit.ConfigFromEnv.
+// environment: PORT (8080), KUBECONFIG (in-cluster otherwise),
+// SYSTEM_NAMESPACE (where config-logging is), and the ISTIO_AUX_* variables
+// of proxyquit.ConfigFromEnv.
 package main
 
 import (
 	"cmp"
 	"context"
-	"log"
+	"errors"
 	"os"
 	"os/signal"
 	"syscall"
@@ -16,28 +17,22 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"go.uber.org/zap"
 	"k8s.io/client-go/tools/clientcmd"
-	"knative.dev/pkg/logging"
+	knlogging "knative.dev/pkg/logging"
 
 	"github.com/istio-aux/istio-aux/functions/proxyquit"
+	"github.com/istio-aux/istio-aux/internal/logging"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	zl, err := zap.NewProduction()
-	if err != nil {
-		log.Fatalf("creating the logger: %v", err)
-	}
-	logger := zl.Sugar().Named(proxyquit.Component)
-	ctx = logging.WithLogger(ctx, logger)
-	cfg, err := proxyquit.ConfigFromEnv()
-	if err != nil {
+	cfg, cfgErr := proxyquit.ConfigFromEnv()
+	rc, rcErr := clientcmd.BuildConfigFromFlags("", os.Getenv("KUBECONFIG")) // empty: in-cluster
+	logger := logging.New(ctx, rc, proxyquit.Component)
+	if err := errors.Join(cfgErr, rcErr); err != nil {
 		logger.Fatalw("Invalid configuration", zap.Error(err))
 	}
-	rc, err := clientcmd.BuildConfigFromFlags("", os.Getenv("KUBECONFIG")) // empty: in-cluster
-	if err != nil {
-		logger.Fatalw("Kubernetes client configuration", zap.Error(err))
-	}
+	ctx = knlogging.WithLogger(ctx, logger)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	fn, err := proxyquit.NewFromConfig(ctx, rc, cfg, reg)
