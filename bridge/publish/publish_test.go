@@ -2,6 +2,8 @@ package publish_test
 
 import (
 	"errors"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -127,5 +129,57 @@ func TestPublishRestoresADeletedStream(t *testing.T) {
 	})
 	if err := publishOnce("b"); err != nil {
 		t.Fatalf("the retried publish: %v", err)
+	}
+}
+
+// TestStreamKeepsOneEventPerPod: a flood of states of one pod (1,000, as a
+// pod whose status churns, or a publisher gone mad) leaves one message in
+// the stream, the newest, next to the other pods' own.
+func TestStreamKeepsOneEventPerPod(t *testing.T) {
+	ctx := testenv.Context(t)
+	srv := testenv.StartServer(t)
+	nc := testenv.Connect(t, srv.URL())
+	js, _ := publish.NewJetStream(nc, 64)
+	st, err := transport.Ensure(ctx, js, transport.DefaultName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := publish.New(nc, js, metrics.NewBridge(nil), transport.DefaultName, 64)
+	go func() { _ = p.Run(ctx) }()
+	results := make(chan error, 1001)
+	send := func(name, rv string) {
+		e := event(t, name, rv)
+		for {
+			err := p.Publish(ctx, &e, "", func(err error) { results <- err })
+			if err == nil {
+				return
+			}
+			if !strings.Contains(err.Error(), jetstream.ErrTooManyStalledMsgs.Error()) {
+				t.Fatal(err)
+			}
+		}
+	}
+	for i := range 1000 {
+		send("flood", strconv.Itoa(i+1))
+	}
+	send("quiet", "5000") // an id of its own: the events of this test share a uid
+	for range 1001 {
+		if err := <-results; err != nil {
+			t.Fatal(err)
+		}
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Msgs != 2 {
+		t.Errorf("stream holds %d messages after 1,000 states of one pod and one of another, want 2", info.State.Msgs)
+	}
+	last, err := st.GetLastMsgForSubject(ctx, transport.Subject("jobs", "flood"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id := last.Header.Get("ce-id"); id != "uid-x/1000" {
+		t.Errorf("kept %s, want the newest state uid-x/1000", id)
 	}
 }

@@ -344,3 +344,33 @@ func TestNATSRestartLosesNothing(t *testing.T) {
 		}
 	}
 }
+
+// TestAnnotationChurnMakesOneEvent: on a finished pod whose proxy still
+// runs, rewriting the sidecars annotation (names of no container of the
+// pod, respellings) is not a new state: one event in all, not one per
+// update, so churn cannot make the function exec again and again.
+func TestAnnotationChurnMakesOneEvent(t *testing.T) {
+	ctx := testenv.Context(t)
+	srv := testenv.StartServer(t)
+	s := &sink{seen: map[string]int{}}
+	startDispatcher(t, ctx, srv.URL(), s)
+	c := newCluster(t)
+	b := startBridge(t, ctx, c.client, srv.URL(), watch.Options{})
+	c.createJob("jobs", "job")
+	c.update("jobs", "job", appExits(0))
+	testenv.Eventually(t, 5*time.Second, "the finished pod's event", func() bool { return s.total() == 1 })
+	for i := range 50 {
+		c.update("jobs", "job", func(p *corev1.Pod) {
+			p.Annotations[keys.AnnotationSidecars] = fmt.Sprintf(" nope-%d, ,also-not-%d", i, i%3)
+		})
+	}
+	testenv.Eventually(t, 5*time.Second, "the filter to see every update", func() bool {
+		return testutil.ToFloat64(b.m.WatchEvents.WithLabelValues("pod", "update")) == 51
+	})
+	if got := testutil.ToFloat64(b.m.Published); got != 1 {
+		t.Errorf("published %v events for one state, want 1", got)
+	}
+	if got := s.total(); got != 1 {
+		t.Errorf("the function saw %d events, want 1", got)
+	}
+}

@@ -2,10 +2,14 @@ package proxyquit
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -98,5 +102,87 @@ func TestHTTPGarbage(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != 200 || len(h.exec.Calls()) != 1 {
 		t.Errorf("valid event: status %d, %d execs; want 200 and 1", resp.StatusCode, len(h.exec.Calls()))
+	}
+}
+
+// heapCost runs f and returns the bytes it allocated and the time it took.
+func heapCost(f func()) (uint64, time.Duration) {
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	start := time.Now()
+	f()
+	elapsed := time.Since(start)
+	runtime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc, elapsed
+}
+
+// TestHostileBodiesAreCheap sends, from an authenticated caller, the two
+// bodies that used to cost the function most before any API call: 1 MiB of
+// empty containers (474 MiB of RSS when decoded into a v1.Pod, over the
+// 128 MiB limit) and 250k sidecar names with 38k containers (41 s of CPU).
+// Both are refused for a bounded, small cost; a body within the bounds with
+// the 250k names is decided in milliseconds. None execs.
+func TestHostileBodiesAreCheap(t *testing.T) {
+	h := newHarness(t, DefaultConfig(), optedIn)
+	url := serve(t, h)
+	base := `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","namespace":"` + testNS + `","uid":"u"%s},` +
+		`"spec":{"restartPolicy":"Never","containers":[%s]},"status":{"phase":"Running","containerStatuses":[%s]}}`
+	names := `,"annotations":{"istio-aux.dev/sidecars":"` + strings.Repeat("x,", 250_000) + `"}`
+	list := func(n int, item func(i int) string) string {
+		var b strings.Builder
+		for i := range n {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString(item(i))
+		}
+		return b.String()
+	}
+	container := func(i int) string { return `{"name":"c` + strconv.Itoa(i) + `"}` }
+	done := func(i int) string { return `{"name":"c` + strconv.Itoa(i) + `","state":{"terminated":{"exitCode":0}}}` }
+	bodies := map[string]struct {
+		data string
+		code int
+	}{
+		"1 MiB of empty containers": {fmt.Sprintf(base, "", list((1<<20)/3, func(int) string { return "{}" }), ""), 400},
+		"250k sidecar names, 38k containers": {fmt.Sprintf(base, names, list(38_000, func(int) string { return `{"name":"x"}` }), ""), 400},
+		// Within every bound: decoded and decided (the 250k names read
+		// lazily), then the live pod is read: it does not exist.
+		"250k sidecar names, 256 done containers": {fmt.Sprintf(base, names,
+			`{"name":"istio-proxy"},`+list(255, container), list(255, done)), 200},
+	}
+	for name, body := range bodies {
+		data := body.data
+		req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(data))
+		req.Header.Set("Content-Type", "application/json")
+		authorize(req)
+		for k, v := range map[string]string{"ce-specversion": "1.0", "ce-type": podevent.TypePodUpdated, "ce-id": "x", "ce-source": "s"} {
+			req.Header.Set(k, v)
+		}
+		var code int
+		alloc, took := heapCost(func() {
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			code = resp.StatusCode
+			resp.Body.Close()
+		})
+		t.Logf("%s (%d KiB): %d in %v, %d KiB allocated", name, len(data)>>10, code, took.Round(time.Millisecond), alloc>>10)
+		if code != body.code {
+			t.Errorf("%s: %d, want %d", name, code, body.code)
+		}
+		// The body itself is read (at most maxRequestBytes); decoding it
+		// must cost little more than that.
+		if limit := uint64(4 * maxRequestBytes); alloc > limit {
+			t.Errorf("%s: %d KiB allocated, want at most %d KiB", name, alloc>>10, limit>>10)
+		}
+		if took > 2*time.Second {
+			t.Errorf("%s: %v, want well under a second", name, took)
+		}
+	}
+	if n := apiCalls(h, "get", "pods"); n != 1 || len(h.exec.Calls()) != 0 {
+		t.Errorf("hostile bodies caused %d pod reads and %d execs, want the one read of the body within bounds", n, len(h.exec.Calls()))
 	}
 }
