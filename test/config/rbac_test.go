@@ -170,7 +170,9 @@ func TestBridgeRunsWithItsRole(t *testing.T) {
 	ports := freePorts(t, 1)
 	addr := "127.0.0.1:" + strconv.Itoa(ports[0])
 	log, start := runAs(ctx, t, c, "istio-aux-bridge", "./bridge/cmd/bridge",
-		"ISTIO_AUX_ROLE=bridge", "NATS_URL=", "ISTIO_AUX_DATA_DIR="+t.TempDir(), "METRICS_ADDR="+addr)
+		"ISTIO_AUX_ROLE=bridge", "NATS_URL=", "ISTIO_AUX_DATA_DIR="+t.TempDir(), "METRICS_ADDR="+addr,
+		// It reads and watches config-logging there (204-rbac-logging.yaml).
+		"SYSTEM_NAMESPACE=istio-aux")
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/readyz", nil)
 		resp, err := http.DefaultClient.Do(req)
@@ -186,6 +188,9 @@ func TestBridgeRunsWithItsRole(t *testing.T) {
 	t.Logf("bridge ready %v after start", time.Since(start).Round(time.Millisecond))
 	if strings.Contains(strings.ToLower(log.String()), "forbidden") {
 		t.Errorf("the bridge was refused something by RBAC:\n%s", grepLines(log.String(), "forbidden"))
+	}
+	if strings.Contains(log.String(), "config-logging is unreadable") {
+		t.Errorf("the bridge could not read config-logging:\n%s", grepLines(log.String(), "config-logging"))
 	}
 }
 
