@@ -24,6 +24,9 @@ trap report EXIT
 timed "kubernetes binaries" hack/build-k8s.sh >/dev/null
 timed "kwok" hack/build-kwok.sh >/dev/null
 timed "istio-aux binaries + stub" hack/build-ours.sh
+# pkg/decision's copy of the kubelet's restart rule, against the kubelet's
+# own function (k8s.io/kubernetes, in the tools module that builds it).
+timed "kubelet restart parity" bash -c 'cd hack/tools/k8s && GOFLAGS=-mod=mod go test -count=1 ./kubeletparity/'
 timed "harness test" go test -tags e2e -count=1 -timeout 5m ./test/cluster/...
 timed "e2e tests" go test -tags e2e -count=1 -timeout 20m -v ./test/e2e/... "$@"
 # config/ against the real API with the real Knative CRDs, and each component
