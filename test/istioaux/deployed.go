@@ -7,7 +7,9 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
+	"unicode"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -108,6 +110,12 @@ func Token(ctx context.Context, cs kubernetes.Interface, namespace, name, audien
 	if err != nil {
 		return "", fmt.Errorf("token for %s/%s: %w", namespace, name, err)
 	}
-	file := filepath.Join(dir, namespace+"-"+name+"-"+audience+".token")
+	safe := strings.Map(func(r rune) rune {
+		if r == '-' || r == '.' || unicode.IsLetter(r) || unicode.IsDigit(r) {
+			return r
+		}
+		return '_'
+	}, audience)
+	file := filepath.Join(dir, namespace+"-"+name+"-"+safe+".token")
 	return file, os.WriteFile(file, []byte(tr.Status.Token), 0o600)
 }
