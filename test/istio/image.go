@@ -1,6 +1,7 @@
 package istio
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 )
@@ -45,9 +46,10 @@ type Image struct {
 // over SDS, gets ready and quits normally (agent_e2e_test.go). It does need
 // /var/run/secrets/istio/root-cert.pem, which the pod mounts from the
 // istio-ca-root-cert ConfigMap that istiod publishes in every namespace.
-// binDir is BinDir(); envoy is EnvoyBin().
-func ProxyImageContents(binDir, envoy string) *Image {
-	return &Image{
+// binDir is BinDir(); envoy is EnvoyBin(). It fails if a file to copy is
+// missing.
+func ProxyImageContents(binDir, envoy string) (*Image, error) {
+	img := &Image{
 		Ref: ProxyImage,
 		Files: []ImageFile{
 			{Path: "/usr/local/bin/pilot-agent", Mode: 0o755, Src: filepath.Join(binDir, "pilot-agent")},
@@ -63,4 +65,13 @@ func ProxyImageContents(binDir, envoy string) *Image {
 		// the container as 1337.
 		WorkingDir: "/",
 	}
+	for _, f := range img.Files {
+		if f.Src == "" {
+			continue
+		}
+		if _, err := os.Stat(f.Src); err != nil {
+			return nil, fmt.Errorf("proxy image %s: %w (run hack/build-istio.sh and hack/build-ours.sh)", f.Path, err)
+		}
+	}
+	return img, nil
 }
