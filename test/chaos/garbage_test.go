@@ -22,6 +22,7 @@ import (
 	"github.com/istio-aux/istio-aux/functions/decision"
 	"github.com/istio-aux/istio-aux/functions/podevent"
 	"github.com/istio-aux/istio-aux/test/cluster"
+	"github.com/istio-aux/istio-aux/test/istio"
 )
 
 const (
@@ -36,7 +37,7 @@ func stuckPod(t *testing.T, ns, name string) *corev1.Pod {
 	t.Helper()
 	p := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Annotations: map[string]string{cluster.AnnotationRunFor: "1s"}},
-		Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever,
+		Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, ServiceAccountName: istio.ServiceAccount,
 			Containers: []corev1.Container{{Name: app, Image: "busybox"}}},
 	}
 	if _, err := env.Client().CoreV1().Pods(ns).Create(context.Background(), p, metav1.CreateOptions{}); err != nil {
