@@ -134,6 +134,7 @@ func Start(ctx context.Context, c *cluster.Cluster, opts Options) (_ *Istiod, er
 		return nil, err
 	}
 	tlsClient := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: certPool(c.CA().CertPEM), MinVersion: tls.VersionTLS12}}}
+	defer tlsClient.CloseIdleConnections()
 	if err := i.proc.WaitUp(ctx, 60*time.Second, func(ctx context.Context) error {
 		if err := cluster.GetOK(ctx, fmt.Sprintf("http://%s/ready", addr(httpPort))); err != nil {
 			return err
