@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # End-to-end tests (make e2e): builds or reuses the cached control-plane
-# binaries, builds istio-aux's binaries and the stub pilot-agent, runs the
-# e2e-tagged tests against a real kube-apiserver + Job controller + kwok, and
-# prints the wall time of every stage at the end.
+# binaries, istiod and pilot-agent, builds istio-aux's binaries, the stub
+# pilot-agent and the Envoy stand-in, runs the e2e-tagged tests against a
+# real kube-apiserver + Job controller + kwok + istiod, and prints the wall
+# time of every stage at the end.
 set -o errexit -o nounset -o pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -23,11 +24,15 @@ trap report EXIT
 
 timed "kubernetes binaries" hack/build-k8s.sh >/dev/null
 timed "kwok" hack/build-kwok.sh >/dev/null
-timed "istio-aux binaries + stub" hack/build-ours.sh
+timed "istiod + pilot-agent" hack/build-istio.sh >/dev/null
+timed "istio-aux binaries + stubs" hack/build-ours.sh
 # pkg/decision's copy of the kubelet's restart rule, against the kubelet's
 # own function (k8s.io/kubernetes, in the tools module that builds it).
 timed "kubelet restart parity" bash -c 'cd hack/tools/k8s && GOFLAGS=-mod=mod go test -count=1 ./kubeletparity/'
 timed "harness test" go test -tags e2e -count=1 -timeout 5m ./test/cluster/...
+# istiod's injection of every pod shape, and the real pilot-agent with the
+# Envoy stand-in (wait, quit, SIGTERM drain, native stop; needs root).
+timed "istio harness test" go test -tags e2e -count=1 -timeout 5m ./test/istio/...
 timed "e2e tests" go test -tags e2e -count=1 -timeout 20m -v ./test/e2e/... "$@"
 # config/ against the real API with the real Knative CRDs, and each component
 # under its own ServiceAccount; then every ko:// image built offline.

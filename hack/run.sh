@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The local demo (make run): builds what it needs, then execs test/cmd/local.
 # Without KUBECONFIG or ~/.kube/config it runs a whole local control plane
-# with kwok, a stand-in Istio injector and istio-aux, and submits the demo
+# with kwok, istiod as the sidecar injector and istio-aux, and submits the demo
 # Job; with one it runs the bridge alone against that cluster.
 set -o errexit -o nounset -o pipefail
 
@@ -14,6 +14,7 @@ export ISTIO_AUX_BRIDGE="${cache}/bin/allinone"
 if [[ -z "${KUBECONFIG:-}" && ! -f "${HOME}/.kube/config" ]]; then
   hack/build-k8s.sh >/dev/null
   hack/build-kwok.sh >/dev/null
+  hack/build-istio.sh >/dev/null
   go build -o "${cache}/bin/webhook" ./webhook/cmd/webhook
   go build -o "${cache}/stub/bin/pilot-agent" ./test/cmd/pilot-agent
 fi

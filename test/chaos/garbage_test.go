@@ -26,6 +26,7 @@ import (
 	"github.com/istio-aux/istio-aux/pkg/podevent"
 	"github.com/istio-aux/istio-aux/pkg/slim"
 	"github.com/istio-aux/istio-aux/test/cluster"
+	"github.com/istio-aux/istio-aux/test/istio"
 	"github.com/istio-aux/istio-aux/test/istioaux"
 )
 
@@ -41,7 +42,7 @@ func stuckPod(t *testing.T, ns, name string) *corev1.Pod {
 	t.Helper()
 	p := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Annotations: map[string]string{cluster.AnnotationRunFor: "1s"}},
-		Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever,
+		Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, ServiceAccountName: istio.ServiceAccount,
 			Containers: []corev1.Container{{Name: app, Image: "busybox"}}},
 	}
 	if _, err := env.Client().CoreV1().Pods(ns).Create(context.Background(), p, metav1.CreateOptions{}); err != nil {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/istio-aux/istio-aux/pkg/keys"
 	"github.com/istio-aux/istio-aux/test/cluster"
+	"github.com/istio-aux/istio-aux/test/istio"
 )
 
 // app is the one application container of every test Job.
@@ -83,8 +84,11 @@ func (j testJob) object() *batchv1.Job {
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Annotations: ann},
 				Spec: corev1.PodSpec{
-					RestartPolicy: policy,
-					Containers:    []corev1.Container{{Name: app, Image: "busybox", Command: []string{"sh", "-c", "work"}}},
+					// What the ServiceAccount admission plugin sets on a
+					// real cluster; istiod's token volume needs it.
+					ServiceAccountName: istio.ServiceAccount,
+					RestartPolicy:      policy,
+					Containers:         []corev1.Container{{Name: app, Image: "busybox", Command: []string{"sh", "-c", "work"}}},
 				},
 			},
 		},

@@ -1,8 +1,9 @@
 //go:build chaos
 
 // Package chaos proves istio-aux loses nothing under faults, on the local
-// control plane (test/cluster: kube-apiserver, the Job controller, kwok and
-// the stand-in Istio injector). istio-aux runs split into separate
+// control plane (test/cluster: kube-apiserver, the Job controller, kwok) with
+// Istio's real injector, istiod out of cluster (test/istio, classic
+// sidecars). istio-aux runs split into separate
 // processes — nats-server, the bridge (ISTIO_AUX_ROLE=bridge), a dispatcher
 // (ISTIO_AUX_ROLE=dispatch, K_SINK) and the proxy-quit function over HTTP —
 // so that each can be SIGKILLed and restarted while Jobs run. hack/chaos.sh
@@ -18,7 +19,7 @@ import (
 	"time"
 
 	"github.com/istio-aux/istio-aux/test/cluster"
-	"github.com/istio-aux/istio-aux/test/injector"
+	"github.com/istio-aux/istio-aux/test/istio"
 	"github.com/istio-aux/istio-aux/test/istioaux"
 )
 
@@ -51,12 +52,16 @@ func run(m *testing.M) int {
 			fmt.Fprintln(os.Stderr, "stopping cluster:", err)
 		}
 	}()
-	stopInjector, err := injector.ServeCluster(ctx, c)
+	istiod, err := istio.Start(ctx, c, istio.Options{NativeSidecars: "false", Log: logOut})
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
+		fmt.Fprintln(os.Stderr, "starting istiod:", err)
 		return 1
 	}
-	defer stopInjector()
+	defer func() {
+		if err := istiod.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "stopping istiod:", err)
+		}
+	}()
 	// istioaux.Start installs istio-aux's configuration and runs the real
 	// webhook, then an all-in-one bridge; the chaos tests run their own
 	// split pipeline instead, so that bridge goes at once.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/istio-aux/istio-aux/pkg/keys"
 	"github.com/istio-aux/istio-aux/test/cluster"
+	"github.com/istio-aux/istio-aux/test/istio"
 )
 
 // TestWebhookDown stops the webhook for good (so it runs last): with
@@ -32,7 +33,7 @@ func TestWebhookDown(t *testing.T) {
 	// A pod create now calls a webhook that refuses connections.
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: ns},
-		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: app, Image: "busybox"}}},
+		Spec:       corev1.PodSpec{ServiceAccountName: istio.ServiceAccount, Containers: []corev1.Container{{Name: app, Image: "busybox"}}},
 	}
 	start := time.Now()
 	created, err := env.Client().CoreV1().Pods(ns).Create(context.Background(), pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})

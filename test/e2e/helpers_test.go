@@ -15,6 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/istio-aux/istio-aux/test/cluster"
+	"github.com/istio-aux/istio-aux/test/istio"
 )
 
 // namespace creates a fresh namespace with Istio injection and the given
@@ -54,7 +55,10 @@ func trainingJob(name string, policy corev1.RestartPolicy, runFor, exitCodes str
 					cluster.AnnotationExitCodes: exitCodes,
 				}},
 				Spec: corev1.PodSpec{
-					RestartPolicy: policy,
+					// Set by the ServiceAccount admission plugin on a real
+					// cluster; istiod's injected token volume needs it.
+					ServiceAccountName: istio.ServiceAccount,
+					RestartPolicy:      policy,
 					Containers: []corev1.Container{{
 						Name: "tensorflow", Image: "kubeflow/tf-mnist", Command: []string{"python", "-u", "mnist.py"},
 					}},

@@ -15,7 +15,7 @@ import (
 
 	"github.com/istio-aux/istio-aux/pkg/keys"
 	"github.com/istio-aux/istio-aux/test/cluster"
-	"github.com/istio-aux/istio-aux/test/injector"
+	"github.com/istio-aux/istio-aux/test/istio"
 	"github.com/istio-aux/istio-aux/test/istioaux"
 )
 
@@ -41,11 +41,16 @@ func demo(ctx context.Context) error {
 			fmt.Fprintln(os.Stderr, err)
 		}
 	}()
-	stopInjector, err := injector.ServeCluster(ctx, c)
+	step("starting istiod as the sidecar injector")
+	istiod, err := istio.Start(ctx, c, istio.Options{NativeSidecars: "false", Log: logf})
 	if err != nil {
 		return err
 	}
-	defer stopInjector()
+	defer func() {
+		if err := istiod.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+		}
+	}()
 	step("starting istio-aux (webhook, bridge with embedded NATS)")
 	aux, err := istioaux.Start(ctx, c, logf)
 	if err != nil {
@@ -70,7 +75,7 @@ func demo(ctx context.Context) error {
 	fmt.Printf("\nThe cluster stays up until Ctrl-C. Try:\n  export KUBECONFIG=%s\n  %s get pods,jobs -n %s\n  %s get events -n %s\n",
 		c.Kubeconfig(), filepath.Join(c.BinDir(), "kubectl"), demoNamespace, filepath.Join(c.BinDir(), "kubectl"), demoNamespace)
 	<-ctx.Done()
-	step("stopping istio-aux, the injector, kwok, kube-controller-manager, kube-apiserver and etcd")
+	step("stopping istio-aux, istiod, kwok, kube-controller-manager, kube-apiserver and etcd")
 	return nil
 }
 
@@ -82,7 +87,11 @@ func mnistJob() *batchv1.Job {
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{cluster.AnnotationRunFor: "3s"}},
 				Spec: corev1.PodSpec{
-					RestartPolicy: corev1.RestartPolicyOnFailure,
+					// A real cluster's ServiceAccount admission plugin sets
+					// this; the local API server runs without it, and
+					// istiod's injected token volume needs it.
+					ServiceAccountName: istio.ServiceAccount,
+					RestartPolicy:      corev1.RestartPolicyOnFailure,
 					Containers: []corev1.Container{{
 						Name: "tensorflow", Image: "kubeflow/tf-mnist", Command: []string{"python", "-u", "mnist.py"},
 					}},

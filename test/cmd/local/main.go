@@ -1,9 +1,9 @@
 // Command local is the demo behind `make run`. Without a configured cluster
 // (no KUBECONFIG, no ~/.kube/config) it starts a local control plane with
-// kwok and a stand-in Istio injector, runs istio-aux (webhook and bridge),
-// submits the reference demo's 2-worker training Job to an opted-in
-// namespace, prints the pod timeline until the Job completes, and stays up
-// until Ctrl-C. With a kubeconfig it runs the bridge alone against that
+// kwok and Istio's real sidecar injector (istiod, out of cluster), runs
+// istio-aux (webhook and bridge), submits the reference demo's 2-worker
+// training Job to an opted-in namespace, prints the pod timeline until the
+// Job completes, and stays up until Ctrl-C. With a kubeconfig it runs the bridge alone against that
 // cluster (the webhook needs in-cluster networking there).
 package main
 

@@ -14,7 +14,7 @@ import (
 
 	"github.com/istio-aux/istio-aux/pkg/podevent"
 	"github.com/istio-aux/istio-aux/test/cluster"
-	"github.com/istio-aux/istio-aux/test/injector"
+	"github.com/istio-aux/istio-aux/test/istio"
 	"github.com/istio-aux/istio-aux/test/record"
 )
 
@@ -88,7 +88,7 @@ func source(sc scenario, f format) string {
 	}
 	fmt.Fprintf(&b, "pods: %s\n", strings.Join(podNames(sc), ", "))
 	b.WriteString("run: kube-apiserver and etcd " + cluster.K8sVersion + " built from source, kwok " + cluster.KwokVersion +
-		" with the Stages in test/kwok,\n  the stand-in Istio injector (test/injector, proxy " + injector.ProxyImage +
+		" with the Stages in test/kwok,\n  istiod as the sidecar injector (test/istio, istio.io/istio " + istio.Version + ", proxy " + istio.ProxyImage +
 		"), istio-aux's real webhook and bridge\n  (embedded NATS, proxy-quit in-process; kwok runs the stub pilot-agent on exec)\n")
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		fmt.Fprintf(&b, "built with: %s\n", bi.GoVersion)

@@ -1,5 +1,5 @@
 // Command record runs istio-aux's scenarios on the local control plane
-// (test/cluster with kwok, the stand-in Istio injector, the real webhook and
+// (test/cluster with kwok, istiod as the sidecar injector, the real webhook and
 // bridge) and writes what was delivered into test/testdata, one folder per
 // scenario: the events the bridge publishes for every state change (its own
 // watcher and filter, in-process, with a recorder as publisher) or, where a

@@ -16,7 +16,7 @@ import (
 
 	"github.com/istio-aux/istio-aux/pkg/podevent"
 	"github.com/istio-aux/istio-aux/test/cluster"
-	"github.com/istio-aux/istio-aux/test/injector"
+	"github.com/istio-aux/istio-aux/test/istio"
 	"github.com/istio-aux/istio-aux/test/istioaux"
 	"github.com/istio-aux/istio-aux/test/record"
 )
@@ -64,11 +64,11 @@ func runScenarios(ctx context.Context, log io.Writer, bridgeDir string, scs []sc
 		return nil, err
 	}
 	defer func() { err = errors.Join(err, c.Stop()) }()
-	stopInjector, err := injector.ServeCluster(ctx, c)
+	istiod, err := istio.Start(ctx, c, istio.Options{NativeSidecars: "false", Log: log})
 	if err != nil {
 		return nil, err
 	}
-	defer stopInjector()
+	defer func() { err = errors.Join(err, istiod.Stop()) }()
 	aux, err := istioaux.Start(ctx, c, log)
 	if aux != nil {
 		defer func() {
@@ -91,7 +91,7 @@ func runScenarios(ctx context.Context, log io.Writer, bridgeDir string, scs []sc
 	if err := recordBridgeEvents(wctx, c.RESTConfig(), bridgeDir); err != nil {
 		return nil, err
 	}
-	step("cluster, injector, webhook and bridge up in %s", time.Since(start).Round(time.Millisecond))
+	step("cluster, istiod, webhook and bridge up in %s", time.Since(start).Round(time.Millisecond))
 
 	errs := make(chan error, len(scs))
 	for _, sc := range scs {
@@ -133,7 +133,7 @@ func runScenarios(ctx context.Context, log io.Writer, bridgeDir string, scs []sc
 // deleted), which is also after the bridge published its last event for
 // it (the quit is triggered by that event).
 func runScenario(ctx context.Context, cs kubernetes.Interface, src *apiServerSource, sc scenario) error {
-	labels := map[string]string{injector.NamespaceLabel: "enabled"}
+	labels := map[string]string{"istio-injection": "enabled"}
 	for k, v := range sc.nsLabels {
 		labels[k] = v
 	}

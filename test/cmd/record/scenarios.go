@@ -6,7 +6,7 @@ import (
 
 	"github.com/istio-aux/istio-aux/pkg/keys"
 	"github.com/istio-aux/istio-aux/test/cluster"
-	"github.com/istio-aux/istio-aux/test/injector"
+	"github.com/istio-aux/istio-aux/test/istio"
 )
 
 // format is what a folder holds.
@@ -82,7 +82,7 @@ func scenarios() []scenario {
 				"Always that the kubelet stops; the bridge publishes nothing for it, so ApiServerSource events",
 			nsLabels: optedIn,
 			pods: []*corev1.Pod{pod("native", corev1.RestartPolicyNever,
-				map[string]string{cluster.AnnotationRunFor: "2s", injector.AnnotationNative: "true"}, "app")},
+				map[string]string{cluster.AnnotationRunFor: "2s", "sidecar.istio.io/nativeSidecar": "true"}, "app")},
 			folders: map[string]format{"native-sidecar": apiServerSourceFormat},
 		},
 		{
@@ -101,7 +101,9 @@ func scenarios() []scenario {
 func pod(name string, policy corev1.RestartPolicy, annotations map[string]string, apps ...string) *corev1.Pod {
 	p := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: annotations, Labels: map[string]string{"app": name}},
-		Spec:       corev1.PodSpec{RestartPolicy: policy},
+		// serviceAccountName: what a real cluster's ServiceAccount admission
+		// plugin sets, and istiod's injected token volume needs.
+		Spec: corev1.PodSpec{RestartPolicy: policy, ServiceAccountName: istio.ServiceAccount},
 	}
 	for _, a := range apps {
 		p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: a, Image: "registry.example/" + a + ":1"})
@@ -110,9 +112,10 @@ func pod(name string, policy corev1.RestartPolicy, annotations map[string]string
 }
 
 // mnistWorker is a TFJob worker pod the way the Kubeflow training operator
-// creates it. The stand-in injector does not add Istio's istio-init
-// (iptables) init container, which a mesh without the CNI plugin has, so
-// the pod carries it itself: it is what makes kubectl show Init:0/1 first.
+// creates it. The harness's istiod injects no istio-init (iptables) init
+// container (interceptionMode NONE, see test/istio), which a mesh without
+// the CNI plugin has, so the pod carries it itself: it is what makes kubectl
+// show Init:0/1 first.
 func mnistWorker(i int) *corev1.Pod {
 	idx := string(rune('0' + i))
 	p := pod("mnist-worker-"+idx, corev1.RestartPolicyOnFailure,
@@ -126,7 +129,7 @@ func mnistWorker(i int) *corev1.Pod {
 	p.Spec.Containers[0].Image = "kubeflow/tf-mnist-with-summaries:latest"
 	p.Spec.Containers[0].Command = []string{"python", "-u", "mnist.py"}
 	p.Spec.InitContainers = []corev1.Container{{
-		Name: "istio-init", Image: injector.ProxyImage,
+		Name: "istio-init", Image: istio.ProxyImage,
 		Args: []string{"istio-iptables", "-p", "15001", "-z", "15006", "-u", "1337", "-m", "REDIRECT", "-i", "*", "-b", "*", "-d", "15090,15021,15020"},
 	}}
 	return p

@@ -1,0 +1,138 @@
+// Command envoy is the smallest stand-in for Envoy that the real
+// pilot-agent can run as its proxy binary (ProxyConfig binaryPath), where
+// Envoy itself (C++) cannot be built. It accepts and logs the flags
+// pilot-agent passes, reads the bootstrap pilot-agent rendered (-c) and
+// serves what that bootstrap declares and the agent uses:
+//   - the admin API (15000): /ready, /server_info, /stats (the counters of
+//     pilot-agent's readiness probe), /stats/prometheus, POST /quitquitquit
+//     (answers, then exits 0), POST /drain_listeners;
+//   - each static listener's prefix routes to static clusters, proxied like
+//     Envoy: 15021 /healthz/ready → the agent's 15020, which in turn reads
+//     this admin API's stats.
+//
+// It becomes ready $ISTIO_AUX_ENVOY_READY_DELAY (default 1s) after it
+// starts, as Envoy does once its first xDS configuration has arrived (set it
+// for a pod through ProxyConfig proxyMetadata). On SIGTERM it drains its
+// listeners and exits 0.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// EnvReadyDelay sets how long after start the stand-in reports ready.
+const EnvReadyDelay = "ISTIO_AUX_ENVOY_READY_DELAY"
+
+func main() {
+	log.SetPrefix("envoy-standin: ")
+	log.SetFlags(log.Ltime | log.Lmicroseconds)
+	if err := run(os.Args[1:]); err != nil {
+		log.Print(err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	config, flags := parseFlags(args)
+	log.Printf("started with %s", strings.Join(args, " "))
+	for _, f := range flags {
+		log.Printf("ignoring flag %s", f)
+	}
+	if config == "" {
+		return errors.New("no bootstrap configuration (-c)")
+	}
+	b, err := readBootstrap(config)
+	if err != nil {
+		return err
+	}
+	delay := time.Second
+	if v := os.Getenv(EnvReadyDelay); v != "" {
+		if delay, err = time.ParseDuration(v); err != nil {
+			return fmt.Errorf("%s: %w", EnvReadyDelay, err)
+		}
+	}
+	p := newProxy(delay, args)
+	servers := []*http.Server{{Addr: b.Admin.Address.hostPort(), Handler: p.adminHandler()}}
+	for _, l := range b.StaticResources.Listeners {
+		routes := b.routes(l)
+		if len(routes) == 0 {
+			log.Printf("listener %s: no route to a static cluster, not served", l.Name)
+			continue
+		}
+		servers = append(servers, &http.Server{Addr: l.Address.hostPort(), Handler: routeHandler(routes)})
+	}
+	errs := make(chan error, len(servers))
+	for _, s := range servers {
+		s.ReadHeaderTimeout = 5 * time.Second
+		l, err := net.Listen("tcp", s.Addr)
+		if err != nil {
+			return err
+		}
+		log.Printf("listening on %s", l.Addr())
+		go func() { errs <- s.Serve(l) }()
+	}
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	select {
+	case err := <-errs:
+		return err
+	case <-p.quit:
+	case s := <-sig:
+		p.mu.Lock()
+		p.draining = true
+		p.mu.Unlock()
+		log.Printf("%s: draining, then exiting 0", s)
+	}
+	// Finish the responses in flight (the quitquitquit answer among them).
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	for _, s := range servers {
+		_ = s.Shutdown(ctx)
+	}
+	log.Printf("exiting 0")
+	return nil
+}
+
+// parseFlags returns the -c (--config-path) value and every other flag,
+// for the log. Envoy's flags take a value unless they are switches.
+func parseFlags(args []string) (config string, others []string) {
+	switches := map[string]bool{
+		"--disable-hot-restart": true, "--allow-unknown-static-fields": true, "--skip-deprecated-logs": true,
+		"--enable-core-dump": true, "--reject-unknown-dynamic-fields": true, "--log-format-escaped": true,
+	}
+	for i := 0; i < len(args); i++ {
+		name, value, hasValue := strings.Cut(args[i], "=")
+		if !hasValue && !switches[name] && i+1 < len(args) {
+			i++
+			value = args[i]
+		}
+		if name == "-c" || name == "--config-path" {
+			config = value
+			continue
+		}
+		others = append(others, strings.TrimSpace(name+" "+value))
+	}
+	return config, others
+}
+
+// routeHandler proxies each prefix to its cluster's address.
+func routeHandler(routes []route) http.Handler {
+	mux := http.NewServeMux()
+	for _, r := range routes {
+		target := &url.URL{Scheme: "http", Host: r.target}
+		mux.Handle(r.prefix, httputil.NewSingleHostReverseProxy(target))
+	}
+	return mux
+}
