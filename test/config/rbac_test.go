@@ -87,6 +87,21 @@ func TestRBAC(t *testing.T) {
 			{verb: "list", resource: "pods"},
 		},
 	}}
+	// config-istio-aux's quit-command and the exec policies (204, 205)
+	// decide what the function may run in every opted-in proxy: no
+	// component of ours may change either.
+	const admissionGroup = "admissionregistration.k8s.io"
+	for i := range cases {
+		cases[i].denied = append(cases[i].denied,
+			call{verb: "update", resource: "configmaps", ns: "istio-aux", name: "config-istio-aux"},
+			call{verb: "patch", resource: "configmaps", ns: "istio-aux", name: "config-istio-aux"},
+			call{verb: "delete", resource: "configmaps", ns: "istio-aux", name: "config-istio-aux"},
+			call{verb: "create", resource: "configmaps", ns: "istio-aux"},
+			call{verb: "update", resource: "validatingadmissionpolicies", group: admissionGroup, name: "istio-aux-proxyquit-exec"},
+			call{verb: "delete", resource: "validatingadmissionpolicybindings", group: admissionGroup, name: "istio-aux-proxyquit-exec-command"},
+			call{verb: "create", resource: "validatingadmissionpolicybindings", group: admissionGroup},
+		)
+	}
 	for _, tc := range cases {
 		for _, want := range []bool{true, false} {
 			calls := tc.allowed
