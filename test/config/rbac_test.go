@@ -32,7 +32,7 @@ import (
 func TestRBAC(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	c, _ := startWithConfig(ctx, t)
+	c, _ := startWithConfig(ctx, t, cluster.Options{})
 
 	type call struct {
 		verb, resource, sub, ns, name string
@@ -132,7 +132,7 @@ func TestRBAC(t *testing.T) {
 func TestWebhookRunsWithItsRole(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	c, _ := startWithConfig(ctx, t)
+	c, _ := startWithConfig(ctx, t, cluster.Options{})
 
 	ports := freePorts(t, 3)
 	log, start := runAs(ctx, t, c, "istio-aux-webhook", "./webhook/cmd/webhook",
@@ -181,7 +181,7 @@ func TestWebhookRunsWithItsRole(t *testing.T) {
 func TestBridgeRunsWithItsRole(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	c, _ := startWithConfig(ctx, t)
+	c, _ := startWithConfig(ctx, t, cluster.Options{})
 	ports := freePorts(t, 1)
 	addr := "127.0.0.1:" + strconv.Itoa(ports[0])
 	log, start := runAs(ctx, t, c, "istio-aux-bridge", "./bridge/cmd/bridge",
@@ -269,11 +269,13 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// startWithConfig starts a control plane and installs, for real, config/'s
-// documents that need no Knative CRD (with ko:// placeholders).
-func startWithConfig(ctx context.Context, t *testing.T) (*cluster.Cluster, *applier) {
+// startWithConfig starts a control plane (opts, logging to a file kept on
+// failure) and installs, for real, config/'s documents that need no Knative
+// CRD (with ko:// placeholders).
+func startWithConfig(ctx context.Context, t *testing.T, opts cluster.Options) (*cluster.Cluster, *applier) {
 	t.Helper()
-	c, err := cluster.Start(ctx, cluster.Options{Log: testLog(t)})
+	opts.Log = testLog(t)
+	c, err := cluster.Start(ctx, opts)
 	if err != nil {
 		t.Fatalf("starting the control plane: %v", err)
 	}
