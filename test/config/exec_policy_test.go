@@ -296,22 +296,30 @@ func TestExecPolicy(t *testing.T) {
 
 // waitForPolicies returns once both policies are in force for fn: the API
 // server loads policies, bindings and the ConfigMap params through
-// informers, a moment after they are created. The probes are harmless if
-// they do run (`true` in the probe pod).
+// informers, a moment after they are created. Each probe breaks one policy
+// only (a request that breaks both is refused in the name of either,
+// whichever the API server happens to evaluate first), and is harmless if
+// it does run (`true`, not a quit).
 func waitForPolicies(ctx context.Context, t *testing.T, fn *rest.Config) {
 	t.Helper()
 	for _, probe := range []struct {
 		req  execRequest
 		want string
 	}{
-		{execRequest{ns: "jobs", pod: "probe", opts: corev1.PodExecOptions{Container: "app", Command: []string{"true"}, Stdout: true, Stderr: true}},
-			"istio-aux-proxyquit may exec only in container istio-proxy"},
+		// "other" is not opted in: the argv policy is not bound there.
+		{execRequest{ns: "other", pod: "target", opts: corev1.PodExecOptions{Container: "app", Command: []string{"true"}, Stdout: true, Stderr: true}},
+			"istio-aux-proxyquit may not exec in namespace other"},
 		{quitIn("jobs", "probe", "true"), "istio-aux-proxyquit may run only the quit-command"},
 	} {
 		var last error
 		err := cluster.Poll(ctx, 200*time.Millisecond, 30*time.Second, func(ctx context.Context) (bool, error) {
-			_, last = execOver(ctx, fn, spdy, probe.req)
-			return last != nil && strings.Contains(last.Error(), probe.want), nil
+			attempt, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			_, err := execOver(attempt, fn, spdy, probe.req)
+			if ctx.Err() == nil { // not cut short by the poll's own deadline
+				last = err
+			}
+			return err != nil && strings.Contains(err.Error(), probe.want), nil
 		})
 		if err != nil {
 			t.Fatalf("policy not in force (want %q): %v; last exec error: %v", probe.want, err, last)
