@@ -232,17 +232,6 @@ func requiredVersion(t *testing.T, goMod, module string) string {
 	return ""
 }
 
-func find(t *testing.T, docs []doc, kind, name string) doc {
-	t.Helper()
-	for _, d := range docs {
-		if d.obj.GetKind() == kind && d.obj.GetName() == name {
-			return d
-		}
-	}
-	t.Fatalf("no %s %s", kind, name)
-	return doc{}
-}
-
 func ptr[T any](v T) *T { return &v }
 
 // testLog sends the control plane's output to a file kept on failure.

@@ -113,18 +113,43 @@ func allDocs(t testing.TB) []doc {
 	return docs
 }
 
+// find returns the document of that kind and name, or fails the test.
+func find(t *testing.T, docs []doc, kind, name string) doc {
+	t.Helper()
+	for _, d := range docs {
+		if d.obj.GetKind() == kind && d.obj.GetName() == name {
+			return d
+		}
+	}
+	t.Fatalf("no %s %s", kind, name)
+	return doc{}
+}
+
 // podSpec returns the pod spec of a workload document, if it has one.
 func podSpec(d doc) (map[string]any, bool) {
 	spec, ok, _ := unstructured.NestedMap(d.obj.Object, "spec", "template", "spec")
 	return spec, ok
 }
 
+// numbered is how every manifest file is named: a three-digit apply-order
+// prefix (100 namespace, 200 accounts, RBAC and policies, 300 config, ...).
+var numbered = regexp.MustCompile(`^[0-9]{3}-[a-z0-9-]+\.yaml$`)
+
 func TestEveryDocumentIsNamedAndNamespaced(t *testing.T) {
-	clusterScoped := map[string]bool{"Namespace": true, "ClusterRole": true, "ClusterRoleBinding": true, "MutatingWebhookConfiguration": true}
+	clusterScoped := map[string]bool{
+		"Namespace": true, "ClusterRole": true, "ClusterRoleBinding": true, "MutatingWebhookConfiguration": true,
+		"ValidatingAdmissionPolicy": true, "ValidatingAdmissionPolicyBinding": true,
+	}
 	seen := map[string]bool{}
 	for _, d := range allDocs(t) {
 		if d.obj.GetAPIVersion() == "" || d.obj.GetKind() == "" || d.obj.GetName() == "" {
 			t.Errorf("%s: apiVersion, kind and metadata.name are required", d)
+		}
+		if !numbered.MatchString(filepath.Base(d.file)) {
+			t.Errorf("%s: file name is not NNN-name.yaml (numbered in apply order)", d)
+		}
+		if l := d.obj.GetLabels()["app.kubernetes.io/name"]; l != "istio-aux" {
+			t.Errorf("%s: label app.kubernetes.io/name = %q, want istio-aux (everything istio-aux installs carries it)", d, l)
 		}
 		if ns := d.obj.GetNamespace(); clusterScoped[d.obj.GetKind()] != (ns == "") || (ns != "" && ns != "istio-aux") {
 			t.Errorf("%s: namespace %q (cluster-scoped kinds have none, the rest live in istio-aux)", d, ns)

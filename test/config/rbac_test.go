@@ -32,7 +32,7 @@ import (
 func TestRBAC(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	c, _ := startWithConfig(ctx, t)
+	c, _ := startWithConfig(ctx, t, cluster.Options{})
 
 	type call struct {
 		verb, resource, sub, ns, name string
@@ -87,6 +87,21 @@ func TestRBAC(t *testing.T) {
 			{verb: "list", resource: "pods"},
 		},
 	}}
+	// config-istio-aux's quit-command and the exec policies (204, 205)
+	// decide what the function may run in every opted-in proxy: no
+	// component of ours may change either.
+	const admissionGroup = "admissionregistration.k8s.io"
+	for i := range cases {
+		cases[i].denied = append(cases[i].denied,
+			call{verb: "update", resource: "configmaps", ns: "istio-aux", name: "config-istio-aux"},
+			call{verb: "patch", resource: "configmaps", ns: "istio-aux", name: "config-istio-aux"},
+			call{verb: "delete", resource: "configmaps", ns: "istio-aux", name: "config-istio-aux"},
+			call{verb: "create", resource: "configmaps", ns: "istio-aux"},
+			call{verb: "update", resource: "validatingadmissionpolicies", group: admissionGroup, name: "istio-aux-proxyquit-exec"},
+			call{verb: "delete", resource: "validatingadmissionpolicybindings", group: admissionGroup, name: "istio-aux-proxyquit-exec-command"},
+			call{verb: "create", resource: "validatingadmissionpolicybindings", group: admissionGroup},
+		)
+	}
 	for _, tc := range cases {
 		for _, want := range []bool{true, false} {
 			calls := tc.allowed
@@ -117,7 +132,7 @@ func TestRBAC(t *testing.T) {
 func TestWebhookRunsWithItsRole(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	c, _ := startWithConfig(ctx, t)
+	c, _ := startWithConfig(ctx, t, cluster.Options{})
 
 	ports := freePorts(t, 3)
 	log, start := runAs(ctx, t, c, "istio-aux-webhook", "./webhook/cmd/webhook",
@@ -166,7 +181,7 @@ func TestWebhookRunsWithItsRole(t *testing.T) {
 func TestBridgeRunsWithItsRole(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	c, _ := startWithConfig(ctx, t)
+	c, _ := startWithConfig(ctx, t, cluster.Options{})
 	ports := freePorts(t, 1)
 	addr := "127.0.0.1:" + strconv.Itoa(ports[0])
 	log, start := runAs(ctx, t, c, "istio-aux-bridge", "./bridge/cmd/bridge",
@@ -259,11 +274,13 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// startWithConfig starts a control plane and installs, for real, config/'s
-// documents that need no Knative CRD (with ko:// placeholders).
-func startWithConfig(ctx context.Context, t *testing.T) (*cluster.Cluster, *applier) {
+// startWithConfig starts a control plane (opts, logging to a file kept on
+// failure) and installs, for real, config/'s documents that need no Knative
+// CRD (with ko:// placeholders).
+func startWithConfig(ctx context.Context, t *testing.T, opts cluster.Options) (*cluster.Cluster, *applier) {
 	t.Helper()
-	c, err := cluster.Start(ctx, cluster.Options{Log: testLog(t)})
+	opts.Log = testLog(t)
+	c, err := cluster.Start(ctx, opts)
 	if err != nil {
 		t.Fatalf("starting the control plane: %v", err)
 	}
