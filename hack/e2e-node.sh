@@ -28,5 +28,9 @@ if ((EUID == 0)); then
   timed "node packages" hack/node-deps.sh
 fi
 timed "kubernetes binaries" hack/build-k8s.sh >/dev/null
+# istiod and pilot-agent for the mesh scenarios, the Envoy stand-in and
+# istio-aux's own binaries.
+timed "istiod + pilot-agent" hack/build-istio.sh >/dev/null
+timed "istio-aux binaries + stubs" hack/build-ours.sh
 # The tests mostly wait on the kubelet: run them all at once, not two by two.
 timed "real-node tests" go test -tags e2e -count=1 -timeout 10m -parallel 8 -v ./test/node/... "$@"

@@ -4,24 +4,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/istio-aux/istio-aux/test/images"
 )
-
-// ImageFile is one file of an image; it mirrors test/images.File: Data is
-// the content, or Src names a file on this host to copy.
-type ImageFile struct {
-	Path string
-	Mode os.FileMode
-	Data []byte
-	Src  string
-}
-
-// Image mirrors test/images.Image.
-type Image struct {
-	Ref                  string
-	Files                []ImageFile
-	Entrypoint, Cmd, Env []string
-	User, WorkingDir     string
-}
 
 // ProxyImageContents is the proxy image (ProxyImage) for a real node, laid
 // out as Istio's proxyv2 image (pilot/docker/Dockerfile.proxyv2) where it
@@ -48,10 +33,10 @@ type Image struct {
 // istio-ca-root-cert ConfigMap that istiod publishes in every namespace.
 // binDir is BinDir(); envoy is EnvoyBin(). It fails if a file to copy is
 // missing.
-func ProxyImageContents(binDir, envoy string) (*Image, error) {
-	img := &Image{
+func ProxyImageContents(binDir, envoy string) (images.Image, error) {
+	img := images.Image{
 		Ref: ProxyImage,
-		Files: []ImageFile{
+		Files: []images.File{
 			{Path: "/usr/local/bin/pilot-agent", Mode: 0o755, Src: filepath.Join(binDir, "pilot-agent")},
 			{Path: "/usr/local/bin/envoy", Mode: 0o755, Src: envoy},
 			{Path: "/" + BootstrapTemplatePath, Mode: 0o644, Src: BootstrapTemplate()},
@@ -70,7 +55,7 @@ func ProxyImageContents(binDir, envoy string) (*Image, error) {
 			continue
 		}
 		if _, err := os.Stat(f.Src); err != nil {
-			return nil, fmt.Errorf("proxy image %s: %w (run hack/build-istio.sh and hack/build-ours.sh)", f.Path, err)
+			return images.Image{}, fmt.Errorf("proxy image %s: %w (run hack/build-istio.sh and hack/build-ours.sh)", f.Path, err)
 		}
 	}
 	return img, nil

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/istio-aux/istio-aux/test/images"
 )
 
 func TestProxyImageContents(t *testing.T) {
@@ -24,7 +26,7 @@ func TestProxyImageContents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	files := map[string]ImageFile{}
+	files := map[string]images.File{}
 	for _, f := range img.Files {
 		files[f.Path] = f
 	}

@@ -29,6 +29,7 @@ var shared struct {
 	once     sync.Once
 	c        *cluster.Cluster
 	err      error
+	log      io.Writer
 	closeLog func()
 }
 
@@ -39,12 +40,14 @@ func nodeCluster(t *testing.T) *cluster.Cluster {
 	t.Helper()
 	cluster.RequireNode(t)
 	shared.once.Do(func() {
-		var log io.Writer
-		log, shared.closeLog = cluster.ProcessLog("istio-aux-node.log", "NODE_VERBOSE")
+		shared.log, shared.closeLog = cluster.ProcessLog("istio-aux-node.log", "NODE_VERBOSE")
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
 		start := time.Now()
-		shared.c, shared.err = cluster.Start(ctx, cluster.Options{Node: true, Log: log})
+		// The Job controller for the scenarios' Jobs, and the service
+		// account controller: Istio's injected token volume needs the
+		// namespace's default ServiceAccount.
+		shared.c, shared.err = cluster.Start(ctx, cluster.Options{Node: true, ControllerManager: true, Log: shared.log})
 		if shared.err != nil {
 			return
 		}
@@ -75,6 +78,7 @@ func importTestImages(ctx context.Context, c *cluster.Cluster) error {
 }
 
 func stopShared() {
+	stopMesh()
 	if shared.c != nil {
 		if err := shared.c.Stop(); err != nil {
 			fmt.Fprintln(os.Stderr, "stopping the real node's cluster:", err)
