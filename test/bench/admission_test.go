@@ -4,7 +4,6 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -160,15 +159,9 @@ func startFloorWebhook(t *testing.T, c *cluster.Cluster, cs kubernetes.Interface
 		t.Fatal(err)
 	}
 	probe := benchPod("floor-probe", nil)
+	probe.Namespace = admissionFloor
 	err = proc.WaitUp(ctx, time.Minute, func(ctx context.Context) error {
-		got, err := cs.CoreV1().Pods(admissionFloor).Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-		if err != nil {
-			return err
-		}
-		if got.Annotations[keys.AnnotationProxyConfig] == "" {
-			return errors.New("a dry-run pod came back unmutated")
-		}
-		return nil
+		return istioaux.DryRunMutated(ctx, cs, probe, istioaux.HasHold)
 	})
 	if err != nil {
 		t.Fatalf("the floor webhook never mutated a pod: %v", err)

@@ -22,7 +22,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/istio-aux/istio-aux/pkg/keys"
 	"github.com/istio-aux/istio-aux/test/cluster"
 	"github.com/istio-aux/istio-aux/webhook"
 )
@@ -163,19 +162,8 @@ func Start(ctx context.Context, c *cluster.Cluster, log io.Writer) (*IstioAux, e
 		return nil, err
 	}
 	// Ready once a dry-run pod in an opted-in namespace comes back mutated.
-	probe := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: "default", Labels: map[string]string{keys.LabelEnabled: "true"}},
-		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "app"}}},
-	}
 	err = a.webhook.WaitUp(ctx, 90*time.Second, func(ctx context.Context) error {
-		p, err := cs.CoreV1().Pods("default").Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-		if err != nil {
-			return err
-		}
-		if p.Annotations[keys.AnnotationProxyConfig] == "" {
-			return errors.New("a dry-run pod came back unmutated")
-		}
-		return nil
+		return DryRunMutated(ctx, cs, ProbePod("default"), HasHold)
 	})
 	if err != nil {
 		return a, fmt.Errorf("webhook never mutated a pod: %w", err)
