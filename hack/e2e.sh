@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # End-to-end tests (make e2e): builds or reuses the cached control-plane
-# binaries, istiod and pilot-agent, builds istio-aux's binaries, the stub
-# pilot-agent and the Envoy stand-in, runs the e2e-tagged tests against a
-# real kube-apiserver + Job controller + kwok + istiod, and prints the wall
-# time of every stage at the end.
+# binaries, istiod and pilot-agent, istio-aux's binaries, the stub
+# pilot-agent and the Envoy stand-in; runs the e2e-tagged tests against a
+# real kube-apiserver, Job controller and istiod, with kwok as the node
+# (test/e2e) and with a real kubelet node (test/node); checks config/
+# against the real API; and prints the wall time of every stage at the end.
 set -o errexit -o nounset -o pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -34,6 +35,14 @@ timed "harness test" go test -tags e2e -count=1 -timeout 5m ./test/cluster/...
 # Envoy stand-in (wait, quit, SIGTERM drain, native stop; needs root).
 timed "istio harness test" go test -tags e2e -count=1 -timeout 5m ./test/istio/...
 timed "e2e tests" go test -tags e2e -count=1 -timeout 20m -v ./test/e2e/... "$@"
+# The real node: containerd, runc and the kubelet in a network namespace of
+# the test's own, with istiod, pilot-agent and istio-aux (test/node). Where
+# the machine cannot host one the tests skip and say why, except with
+# CI=true, where that is a failure.
+if ((EUID == 0)); then
+  timed "node packages" hack/node-deps.sh
+fi
+timed "real-node tests" go test -tags e2e -count=1 -timeout 10m -parallel 8 -v ./test/node/...
 # config/ against the real API with the real Knative CRDs, and each component
 # under its own ServiceAccount; then every ko:// image built offline.
 timed "config: dry-run + RBAC" go test -tags e2e -count=1 -timeout 10m ./test/config/...
