@@ -18,6 +18,7 @@ import (
 
 	"github.com/istio-aux/istio-aux/pkg/keys"
 	"github.com/istio-aux/istio-aux/test/cluster"
+	"github.com/istio-aux/istio-aux/test/mesh"
 )
 
 // parkedNode is a node that does not exist: pods bound to it are left
@@ -115,14 +116,7 @@ func createPods(ctx context.Context, cs kubernetes.Interface, ns, prefix string,
 	return <-errs
 }
 
-func status(p *corev1.Pod, name string) corev1.ContainerStatus {
-	for _, s := range p.Status.ContainerStatuses {
-		if s.Name == name {
-			return s
-		}
-	}
-	return corev1.ContainerStatus{}
-}
+var status = cluster.ContainerStatus
 
 // waiting is "app terminated, proxy running": the moment a reaction clock
 // starts.
@@ -170,11 +164,11 @@ func terminateApp(ctx context.Context, cs kubernetes.Interface, ns, name string)
 	})
 }
 
+// createNamespace is mesh.CreateNamespace, opted in or not.
 func createNamespace(ctx context.Context, cs kubernetes.Interface, name string, optedIn bool) error {
-	labels := map[string]string{}
+	var labels map[string]string
 	if optedIn {
-		labels[keys.LabelEnabled] = "true"
+		labels = mesh.OptedIn
 	}
-	_, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}, metav1.CreateOptions{})
-	return err
+	return mesh.CreateNamespace(ctx, cs, name, labels)
 }

@@ -12,9 +12,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/istio-aux/istio-aux/test/cluster"
+	"github.com/istio-aux/istio-aux/test/mesh"
 )
 
 func waitTCP(ctx context.Context, addr string, timeout time.Duration) error {
@@ -32,25 +32,13 @@ func waitTCP(ctx context.Context, addr string, timeout time.Duration) error {
 // with the cluster.
 func namespace(t *testing.T, name string, labels map[string]string) string {
 	t.Helper()
-	l := map[string]string{"istio-injection": "enabled"}
-	for k, v := range labels {
-		l[k] = v
-	}
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: l}}
-	if _, err := env.Client().CoreV1().Namespaces().Create(context.Background(), ns, metav1.CreateOptions{}); err != nil {
+	if err := mesh.CreateNamespace(context.Background(), env.Client(), name, labels); err != nil {
 		t.Fatal(err)
 	}
 	return name
 }
 
-func containerStatus(p *corev1.Pod, name string) corev1.ContainerStatus {
-	for _, s := range p.Status.ContainerStatuses {
-		if s.Name == name {
-			return s
-		}
-	}
-	return corev1.ContainerStatus{}
-}
+var containerStatus = cluster.ContainerStatus
 
 // stuck: the app has terminated for good and istio-proxy still runs — what
 // a pod istio-aux leaves alone looks like.

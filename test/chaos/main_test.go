@@ -19,8 +19,8 @@ import (
 	"time"
 
 	"github.com/istio-aux/istio-aux/test/cluster"
-	"github.com/istio-aux/istio-aux/test/istio"
 	"github.com/istio-aux/istio-aux/test/istioaux"
+	"github.com/istio-aux/istio-aux/test/mesh"
 )
 
 var (
@@ -38,42 +38,24 @@ func run(m *testing.M) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	start := time.Now()
-	c, err := cluster.Start(ctx, cluster.Options{ControllerManager: true, Kwok: true, Log: logOut})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "starting cluster:", err)
-		return 1
-	}
-	env = c
-	defer func() {
-		if aux != nil {
-			_ = aux.Stop()
-		}
-		if err := c.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "stopping cluster:", err)
-		}
-	}()
-	istiod, err := istio.Start(ctx, c, istio.Options{NativeSidecars: "false", Log: logOut})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "starting istiod:", err)
-		return 1
-	}
-	defer func() {
-		if err := istiod.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "stopping istiod:", err)
-		}
-	}()
-	// istioaux.Start installs istio-aux's configuration and runs the real
-	// webhook, then an all-in-one bridge; the chaos tests run their own
-	// split pipeline instead, so that bridge goes at once.
-	a, err := istioaux.Start(ctx, c, logOut)
-	aux = a
+	// istio-aux's configuration and its real webhook; the chaos tests run
+	// their own split pipeline, so the all-in-one bridge goes at once.
+	stack, err := mesh.Start(ctx, mesh.Options{IstioAux: true, Log: logOut})
 	if err == nil {
-		err = a.StopBridge()
+		err = stack.Aux.StopBridge()
+	}
+	if stack != nil {
+		defer func() {
+			if err := stack.Stop(); err != nil {
+				fmt.Fprintln(os.Stderr, "stopping:", err)
+			}
+		}()
 	}
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "starting istio-aux:", err)
+		fmt.Fprintln(os.Stderr, "starting the control plane, kwok, istiod and istio-aux:", err)
 		return 1
 	}
-	fmt.Fprintf(os.Stderr, "cluster and webhook up in %s (kubeconfig %s)\n", time.Since(start).Round(time.Millisecond), c.Kubeconfig())
+	env, aux = stack.Cluster, stack.Aux
+	fmt.Fprintf(os.Stderr, "cluster and webhook up in %s (kubeconfig %s)\n", time.Since(start).Round(time.Millisecond), env.Kubeconfig())
 	return m.Run()
 }

@@ -108,3 +108,16 @@ func (c *Cluster) ensureExec(ctx context.Context, dyn dynamic.Interface, pod *co
 	}
 	return err
 }
+
+// ContainerStatus is the status of the named container of p, regular or
+// init, or a zero status when p reports none for it yet.
+func ContainerStatus(p *corev1.Pod, name string) corev1.ContainerStatus {
+	for _, ss := range [][]corev1.ContainerStatus{p.Status.ContainerStatuses, p.Status.InitContainerStatuses} {
+		for _, s := range ss {
+			if s.Name == name {
+				return s
+			}
+		}
+	}
+	return corev1.ContainerStatus{}
+}

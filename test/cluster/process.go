@@ -48,6 +48,22 @@ type Process struct{ p *process }
 // Stop sends SIGTERM, waits up to 10s, then kills; it is idempotent.
 func (p *Process) Stop() error { return p.p.stop(10 * time.Second) }
 
+// Kill sends SIGKILL (no chance to clean up, as when a node dies or the
+// OOM killer strikes) and waits until the process is gone; the chaos tests
+// use it. A process that already ended is left alone.
+func (p *Process) Kill() error {
+	select {
+	case <-p.p.done:
+		return nil
+	default:
+	}
+	if err := p.p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		return err
+	}
+	<-p.p.done
+	return nil
+}
+
 // Exited reports whether the process has ended, and why.
 func (p *Process) Exited() (bool, error) { return p.p.exited() }
 

@@ -16,6 +16,7 @@ import (
 
 	"github.com/istio-aux/istio-aux/test/cluster"
 	"github.com/istio-aux/istio-aux/test/istio"
+	"github.com/istio-aux/istio-aux/test/mesh"
 )
 
 // namespace creates a fresh namespace with Istio injection and the given
@@ -26,12 +27,7 @@ func namespace(t *testing.T, labels map[string]string) string {
 	if len(name) > 63 {
 		name = name[len(name)-63:]
 	}
-	l := map[string]string{"istio-injection": "enabled"}
-	for k, v := range labels {
-		l[k] = v
-	}
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: l}}
-	if _, err := env.Client().CoreV1().Namespaces().Create(context.Background(), ns, metav1.CreateOptions{}); err != nil {
+	if err := mesh.CreateNamespace(context.Background(), env.Client(), name, labels); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
@@ -113,14 +109,7 @@ func consistently(t *testing.T, period time.Duration, what string, cond func(ctx
 	}
 }
 
-func containerStatus(p *corev1.Pod, name string) corev1.ContainerStatus {
-	for _, s := range p.Status.ContainerStatuses {
-		if s.Name == name {
-			return s
-		}
-	}
-	return corev1.ContainerStatus{}
-}
+var containerStatus = cluster.ContainerStatus
 
 // stuck is the reference's symptom: the app has terminated, istio-proxy
 // still runs, the pod stays Running at 1/2.

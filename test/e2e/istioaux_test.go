@@ -12,7 +12,6 @@ import (
 
 var (
 	auxOnce sync.Once
-	aux     *istioaux.IstioAux
 	auxErr  error
 )
 
@@ -20,15 +19,9 @@ var (
 // (tests before the first call run without istio-aux).
 func withIstioAux(t *testing.T) *istioaux.IstioAux {
 	t.Helper()
-	auxOnce.Do(func() { aux, auxErr = istioaux.Start(context.Background(), env, logOut) })
+	auxOnce.Do(func() { auxErr = stack.StartIstioAux(context.Background()) })
 	if auxErr != nil {
-		t.Fatalf("starting istio-aux: %v", auxErr)
+		t.Fatal(auxErr)
 	}
-	return aux
-}
-
-func stopIstioAux() {
-	if aux != nil {
-		_ = aux.Stop()
-	}
+	return stack.Aux
 }

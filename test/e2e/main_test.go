@@ -16,10 +16,11 @@ import (
 	"time"
 
 	"github.com/istio-aux/istio-aux/test/cluster"
-	"github.com/istio-aux/istio-aux/test/istio"
+	"github.com/istio-aux/istio-aux/test/mesh"
 )
 
 var (
+	stack  *mesh.Mesh
 	env    *cluster.Cluster
 	logOut io.Writer = io.Discard
 )
@@ -33,28 +34,17 @@ func run(m *testing.M) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	start := time.Now()
-	c, err := cluster.Start(ctx, cluster.Options{ControllerManager: true, Kwok: true, Log: logOut})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "starting cluster:", err)
+	var err error
+	if stack, err = mesh.Start(ctx, mesh.Options{Log: logOut}); err != nil {
+		fmt.Fprintln(os.Stderr, "starting the control plane, kwok and istiod:", err)
 		return 1
 	}
-	env = c
+	env = stack.Cluster
 	defer func() {
-		stopIstioAux()
-		if err := c.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "stopping cluster:", err)
+		if err := stack.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "stopping:", err)
 		}
 	}()
-	istiod, err := istio.Start(ctx, c, istio.Options{NativeSidecars: "false", Log: logOut})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "starting istiod:", err)
-		return 1
-	}
-	defer func() {
-		if err := istiod.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "stopping istiod:", err)
-		}
-	}()
-	fmt.Fprintf(os.Stderr, "cluster and istiod up in %s (kubeconfig %s)\n", time.Since(start).Round(time.Millisecond), c.Kubeconfig())
+	fmt.Fprintf(os.Stderr, "cluster and istiod up in %s (kubeconfig %s)\n", time.Since(start).Round(time.Millisecond), env.Kubeconfig())
 	return m.Run()
 }

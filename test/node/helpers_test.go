@@ -15,73 +15,69 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/istio-aux/istio-aux/test/cluster"
 	"github.com/istio-aux/istio-aux/test/images"
+	"github.com/istio-aux/istio-aux/test/istioaux"
+	"github.com/istio-aux/istio-aux/test/mesh"
 )
 
 // One real node serves every test of the package (each in a namespace of
-// its own): starting one takes seconds.
+// its own): starting one takes seconds. It runs the whole mesh
+// (test/mesh): the Job controller, istiod as the injector and the images
+// its pods run; istio-aux starts on first use (meshCluster).
 var shared struct {
 	once     sync.Once
-	c        *cluster.Cluster
+	m        *mesh.Mesh
 	err      error
-	log      io.Writer
 	closeLog func()
+	auxOnce  sync.Once
+	auxErr   error
 }
 
-// nodeCluster returns the shared cluster with a real node and the app and
-// stand-in proxy images imported, starting it on first use. It skips the
-// test where the machine cannot host a node (fails it with CI=true).
+// nodeCluster returns the shared cluster, starting it on first use. It
+// skips the test where the machine cannot host a node (fails it with
+// CI=true).
 func nodeCluster(t *testing.T) *cluster.Cluster {
 	t.Helper()
 	cluster.RequireNode(t)
 	shared.once.Do(func() {
-		shared.log, shared.closeLog = cluster.ProcessLog("istio-aux-node.log", "NODE_VERBOSE")
+		var log io.Writer
+		log, shared.closeLog = cluster.ProcessLog("istio-aux-node.log", "NODE_VERBOSE")
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
 		start := time.Now()
-		// The Job controller for the scenarios' Jobs, and the service
-		// account controller: Istio's injected token volume needs the
-		// namespace's default ServiceAccount.
-		shared.c, shared.err = cluster.Start(ctx, cluster.Options{Node: true, ControllerManager: true, Log: shared.log})
-		if shared.err != nil {
-			return
-		}
-		up := time.Since(start)
-		shared.err = importTestImages(ctx, shared.c)
-		fmt.Fprintf(os.Stderr, "real node Ready in %s, test images imported in %s more\n",
-			up.Round(time.Millisecond), (time.Since(start) - up).Round(time.Millisecond))
+		shared.m, shared.err = mesh.Start(ctx, mesh.Options{Node: true, Log: log})
+		fmt.Fprintf(os.Stderr, "real node, images and istiod up in %s\n", time.Since(start).Round(time.Millisecond))
 	})
 	if shared.err != nil {
 		t.Fatal(shared.err)
 	}
-	return shared.c
+	return shared.m.Cluster
 }
 
-func importTestImages(ctx context.Context, c *cluster.Cluster) error {
-	dir := filepath.Join(c.Dir(), "test-images")
-	g, ctx := errgroup.WithContext(ctx)
-	for _, build := range []func(context.Context, string) (images.Image, error){images.App, images.ProxyIsh} {
-		g.Go(func() error {
-			img, err := build(ctx, dir)
-			if err != nil {
-				return err
-			}
-			return c.ImportImage(ctx, img)
-		})
+// meshCluster is nodeCluster with istio-aux running too (its webhook and
+// all-in-one bridge, in the node's network namespace).
+func meshCluster(t *testing.T) (*cluster.Cluster, *istioaux.IstioAux) {
+	t.Helper()
+	c := nodeCluster(t)
+	shared.auxOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		shared.auxErr = shared.m.StartIstioAux(ctx)
+	})
+	if shared.auxErr != nil {
+		t.Fatal(shared.auxErr)
 	}
-	return g.Wait()
+	return c, shared.m.Aux
 }
 
 func stopShared() {
-	stopMesh()
-	if shared.c != nil {
-		if err := shared.c.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "stopping the real node's cluster:", err)
+	if shared.m != nil {
+		if err := shared.m.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "stopping the real node's mesh:", err)
 		}
 	}
 	if shared.closeLog != nil {
@@ -178,14 +174,7 @@ func stays(t *testing.T, c *cluster.Cluster, ns, name string, d time.Duration, w
 	}
 }
 
-func status(p *corev1.Pod, name string) corev1.ContainerStatus {
-	for _, s := range append(append([]corev1.ContainerStatus(nil), p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
-		if s.Name == name {
-			return s
-		}
-	}
-	return corev1.ContainerStatus{}
-}
+var status = cluster.ContainerStatus
 
 func terminated(p *corev1.Pod, name string) *corev1.ContainerStateTerminated {
 	return status(p, name).State.Terminated

@@ -14,7 +14,6 @@ import (
 
 	"github.com/istio-aux/istio-aux/pkg/keys"
 	"github.com/istio-aux/istio-aux/test/cluster"
-	"github.com/istio-aux/istio-aux/test/istio"
 	"github.com/istio-aux/istio-aux/test/istioaux"
 )
 
@@ -155,15 +154,11 @@ func setMode(t *testing.T, c *cluster.Cluster, mode string) {
 
 // restartIstiod runs the shared mesh's istiod again with another
 // ENABLE_NATIVE_SIDECARS.
-func restartIstiod(t *testing.T, c *cluster.Cluster, native string) {
+func restartIstiod(t *testing.T, _ *cluster.Cluster, native string) {
 	t.Helper()
-	if err := mesh.istiod.Stop(); err != nil {
-		t.Logf("stopping istiod: %v", err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	var err error
-	if mesh.istiod, err = istio.Start(ctx, c, istio.Options{NativeSidecars: native, Log: shared.log}); err != nil {
+	if err := shared.m.RestartIstiod(ctx, native); err != nil {
 		t.Fatal(err)
 	}
 }

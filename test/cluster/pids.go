@@ -1,7 +1,7 @@
 package cluster
 
-// Accessors for test/bench, which reads the resident memory of processes
-// from /proc/<pid>/status.
+// Process ids, for what reads a process's resources from /proc (the
+// benchmarks' memory and CPU figures).
 
 // Pid is the process id of a process started by StartProcess.
 func (p *Process) Pid() int { return p.p.cmd.Process.Pid }

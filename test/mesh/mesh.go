@@ -1,0 +1,146 @@
+// Package mesh starts the whole local stack istio-aux runs in, for the test
+// suites, the demo (make run), the recordings and the benchmarks: the
+// control plane with the Job controller (test/cluster) and a node — kwok's
+// simulation, or a real kubelet —, istiod as the sidecar injector
+// (test/istio) and, on a real node, the images its pods run; then, when
+// asked, istio-aux itself (test/istioaux). It also builds the workload they
+// share, the reference demo's training Job (workload.go).
+package mesh
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/istio-aux/istio-aux/test/cluster"
+	"github.com/istio-aux/istio-aux/test/images"
+	"github.com/istio-aux/istio-aux/test/istio"
+	"github.com/istio-aux/istio-aux/test/istioaux"
+)
+
+// Options say what Start runs.
+type Options struct {
+	// Node runs a real kubelet node instead of kwok. The caller must run
+	// inside the node's network namespace (cluster.RunInNetns).
+	Node bool
+	// NativeSidecars is istiod's ENABLE_NATIVE_SIDECARS: "false" (the
+	// default: classic sidecars), "true" or "auto".
+	NativeSidecars string
+	// IstioAux starts istio-aux's webhook and all-in-one bridge too.
+	IstioAux bool
+	// Log receives every process's output; nil discards it.
+	Log io.Writer
+}
+
+// Mesh is the running stack.
+type Mesh struct {
+	Cluster *cluster.Cluster
+	Istiod  *istio.Istiod
+	Aux     *istioaux.IstioAux
+	log     io.Writer
+}
+
+// Start brings the stack up; on error everything started is stopped.
+func Start(ctx context.Context, o Options) (m *Mesh, err error) {
+	if o.Log == nil {
+		o.Log = io.Discard
+	}
+	if o.NativeSidecars == "" {
+		o.NativeSidecars = "false"
+	}
+	if err := istio.Built(); err != nil {
+		return nil, err
+	}
+	m = &Mesh{log: o.Log}
+	defer func() {
+		if err != nil {
+			_ = m.Stop()
+			m = nil
+		}
+	}()
+	if m.Cluster, err = cluster.Start(ctx, cluster.Options{ControllerManager: true, Kwok: !o.Node, Node: o.Node, Log: o.Log}); err != nil {
+		return m, err
+	}
+	if o.Node {
+		if err := ImportImages(ctx, m.Cluster); err != nil {
+			return m, err
+		}
+	}
+	if m.Istiod, err = istio.Start(ctx, m.Cluster, istio.Options{NativeSidecars: o.NativeSidecars, Log: o.Log}); err != nil {
+		return m, fmt.Errorf("starting istiod: %w", err)
+	}
+	if o.IstioAux {
+		err = m.StartIstioAux(ctx)
+	}
+	return m, err
+}
+
+// StartIstioAux starts istio-aux's webhook and all-in-one bridge, unless
+// they run.
+func (m *Mesh) StartIstioAux(ctx context.Context) error {
+	if m.Aux != nil {
+		return nil
+	}
+	aux, err := istioaux.Start(ctx, m.Cluster, m.log)
+	m.Aux = aux
+	if err != nil {
+		return fmt.Errorf("starting istio-aux: %w", err)
+	}
+	return nil
+}
+
+// RestartIstiod runs istiod again with another ENABLE_NATIVE_SIDECARS.
+func (m *Mesh) RestartIstiod(ctx context.Context, native string) error {
+	if err := m.Istiod.Stop(); err != nil {
+		fmt.Fprintf(m.log, "mesh| stopping istiod: %v\n", err)
+	}
+	var err error
+	m.Istiod, err = istio.Start(ctx, m.Cluster, istio.Options{NativeSidecars: native, Log: m.log})
+	return err
+}
+
+// Stop stops istio-aux, istiod and the cluster, in that order.
+func (m *Mesh) Stop() error {
+	var errs []error
+	if m.Aux != nil {
+		errs = append(errs, m.Aux.Stop())
+	}
+	if m.Istiod != nil {
+		errs = append(errs, m.Istiod.Stop())
+	}
+	if m.Cluster != nil {
+		errs = append(errs, m.Cluster.Stop())
+	}
+	return errors.Join(errs...)
+}
+
+// ImportImages builds the real node's images and imports them: the
+// training app and the stand-in proxy (test/images), and the proxy image
+// with the real pilot-agent and the Envoy stand-in (test/istio).
+func ImportImages(ctx context.Context, c *cluster.Cluster) error {
+	if err := istio.EnsureEnvoy(ctx); err != nil {
+		return err
+	}
+	dir := filepath.Join(c.Dir(), "test-images")
+	proxy := func(context.Context, string) (images.Image, error) {
+		return istio.ProxyImageContents(istio.BinDir(), istio.EnvoyBin())
+	}
+	g, ctx := errgroup.WithContext(ctx)
+	for _, build := range []func(context.Context, string) (images.Image, error){images.App, images.ProxyIsh, proxy} {
+		g.Go(func() error {
+			img, err := build(ctx, dir)
+			if err != nil {
+				return err
+			}
+			return c.ImportImage(ctx, img)
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return fmt.Errorf("images for the real node: %w", err)
+	}
+	return nil
+}
