@@ -145,7 +145,7 @@ func TestHostileBodiesAreCheap(t *testing.T) {
 		data string
 		code int
 	}{
-		"1 MiB of empty containers": {fmt.Sprintf(base, "", list((1<<20)/3, func(int) string { return "{}" }), ""), 400},
+		"1 MiB of empty containers":          {fmt.Sprintf(base, "", list((1<<20)/3, func(int) string { return "{}" }), ""), 400},
 		"250k sidecar names, 38k containers": {fmt.Sprintf(base, names, list(38_000, func(int) string { return `{"name":"x"}` }), ""), 400},
 		// Within every bound: decoded and decided (the 250k names read
 		// lazily), then the live pod is read: it does not exist.
