@@ -76,7 +76,7 @@ func RunInNetns(run func() int) int {
 			fmt.Fprintf(os.Stderr, "real node: %v\n", err)
 			return 1
 		}
-		nodeUnavailable = ""
+		nodeUnavailable, childNetns = "", insideNetns
 		return run()
 	}
 	if why := nodeSupport(); why != "" {
@@ -104,6 +104,23 @@ func RunInNetns(run func() int) int {
 		fmt.Fprintf(os.Stderr, "real node: cleaning up: %v\n", err)
 	}
 	return code
+}
+
+// NodeUnavailable says why this process cannot start a real node, or ""
+// when it can (it runs inside RunInNetns's namespace): what a program
+// checks where a test calls RequireNode.
+func NodeUnavailable() string { return nodeUnavailable }
+
+// childNetns is the namespace this process was re-executed in, if any.
+var childNetns string
+
+// NetnsPath is the network namespace this process runs in (RunInNetns's
+// child), for a person to enter it with nsenter --net; "" outside one.
+func NetnsPath() string {
+	if childNetns == "" {
+		return ""
+	}
+	return netnsPathOf(childNetns)
 }
 
 // TB is the part of testing.TB that RequireNode uses.

@@ -16,8 +16,15 @@ const cniBinDir = "/usr/lib/cni"
 // Debian packages that hack/node-deps.sh installs.
 var nodeTools = []string{"nsenter", "ip", "iptables", "containerd", "containerd-shim-runc-v2", "ctr", "runc"}
 
+// EnvNoNode, set to a reason, keeps RunInNetns from starting a real node
+// (make run's ISTIO_AUX_NODE=0).
+const EnvNoNode = "ISTIO_AUX_NO_NODE"
+
 // nodeSupport says why this machine cannot host a real node, or "".
 func nodeSupport() string {
+	if why := os.Getenv(EnvNoNode); why != "" {
+		return "turned off: " + why
+	}
 	if uid := os.Geteuid(); uid != 0 {
 		return fmt.Sprintf("not root (uid %d): network namespaces, mounts and cgroups need root", uid)
 	}

@@ -4,24 +4,25 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 
-	"github.com/istio-aux/istio-aux/pkg/keys"
 	"github.com/istio-aux/istio-aux/test/cluster"
-	"github.com/istio-aux/istio-aux/test/istio"
-	"github.com/istio-aux/istio-aux/test/istioaux"
+	"github.com/istio-aux/istio-aux/test/mesh"
 )
 
 const demoNamespace = "kubeflow-demo"
 
-func demo(ctx context.Context) error {
+func demo() error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
 	logPath := filepath.Join(os.TempDir(), "istio-aux-local.log")
 	logf, err := os.Create(logPath)
 	if err != nil {
@@ -31,74 +32,43 @@ func demo(ctx context.Context) error {
 	step := func(format string, args ...any) {
 		fmt.Printf("%s  "+format+"\n", append([]any{time.Now().Format("15:04:05.000")}, args...)...)
 	}
-	step("starting etcd, kube-apiserver, kube-controller-manager and kwok (process logs: %s)", logPath)
-	c, err := cluster.Start(ctx, cluster.Options{ControllerManager: true, Kwok: true, Log: logf})
+	node := cluster.NodeUnavailable() == ""
+	if node {
+		step("on a real node: the kubelet, containerd and runc in network namespace %s; pods are real", cluster.NetnsPath())
+	} else {
+		step("on kwok's simulated node (real node unavailable: %s)", cluster.NodeUnavailable())
+	}
+	step("starting etcd, kube-apiserver, kube-controller-manager, the node, istiod and istio-aux (process logs: %s)", logPath)
+	m, err := mesh.Start(ctx, mesh.Options{Node: node, IstioAux: true, Log: logf})
 	if err != nil {
 		return err
 	}
 	defer func() {
-		if err := c.Stop(); err != nil {
+		step("stopping istio-aux, istiod, the node, kube-controller-manager, kube-apiserver and etcd")
+		if err := m.Stop(); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 		}
 	}()
-	step("starting istiod as the sidecar injector")
-	istiod, err := istio.Start(ctx, c, istio.Options{NativeSidecars: "false", Log: logf})
-	if err != nil {
+	c := m.Cluster
+	if err := mesh.CreateNamespace(ctx, c.Client(), demoNamespace, mesh.OptedIn); err != nil {
 		return err
 	}
-	defer func() {
-		if err := istiod.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-		}
-	}()
-	step("starting istio-aux (webhook, bridge with embedded NATS)")
-	aux, err := istioaux.Start(ctx, c, logf)
-	if err != nil {
+	job := mesh.TrainingJob("mnist", 2, corev1.RestartPolicyOnFailure, mesh.App{RunFor: "3s"}, nil)
+	if _, err := c.Client().BatchV1().Jobs(demoNamespace).Create(ctx, job, metav1.CreateOptions{}); err != nil {
 		return err
 	}
-	defer aux.Stop()
-
-	cs := c.Client()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: demoNamespace, Labels: map[string]string{
-		"istio-injection": "enabled", keys.LabelEnabled: "true",
-	}}}
-	if _, err := cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
-		return err
-	}
-	if _, err := cs.BatchV1().Jobs(demoNamespace).Create(ctx, mnistJob(), metav1.CreateOptions{}); err != nil {
-		return err
-	}
-	step("submitted Job %s/mnist (2 workers, app runs 3s, restartPolicy OnFailure)", demoNamespace)
+	step("submitted Job %s/mnist (2 workers, restartPolicy OnFailure; each downloads its dataset through the proxy, then trains 3s)", demoNamespace)
 	if err := timeline(ctx, c, step); err != nil {
 		return err
 	}
-	fmt.Printf("\nThe cluster stays up until Ctrl-C. Try:\n  export KUBECONFIG=%s\n  %s get pods,jobs -n %s\n  %s get events -n %s\n",
-		c.Kubeconfig(), filepath.Join(c.BinDir(), "kubectl"), demoNamespace, filepath.Join(c.BinDir(), "kubectl"), demoNamespace)
-	<-ctx.Done()
-	step("stopping istio-aux, istiod, kwok, kube-controller-manager, kube-apiserver and etcd")
-	return nil
-}
-
-func mnistJob() *batchv1.Job {
-	return &batchv1.Job{
-		ObjectMeta: metav1.ObjectMeta{Name: "mnist"},
-		Spec: batchv1.JobSpec{
-			Completions: ptr.To(int32(2)), Parallelism: ptr.To(int32(2)),
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{cluster.AnnotationRunFor: "3s"}},
-				Spec: corev1.PodSpec{
-					// A real cluster's ServiceAccount admission plugin sets
-					// this; the local API server runs without it, and
-					// istiod's injected token volume needs it.
-					ServiceAccountName: istio.ServiceAccount,
-					RestartPolicy:      corev1.RestartPolicyOnFailure,
-					Containers: []corev1.Container{{
-						Name: "tensorflow", Image: "kubeflow/tf-mnist", Command: []string{"python", "-u", "mnist.py"},
-					}},
-				},
-			},
-		},
+	kubectl := filepath.Join(c.BinDir(), "kubectl") + " --kubeconfig " + c.Kubeconfig()
+	if node {
+		kubectl = "nsenter --net=" + cluster.NetnsPath() + " " + kubectl
 	}
+	fmt.Printf("\nThe cluster stays up until Ctrl-C. Try:\n  %s get pods,jobs -n %s\n  %s get events -n %s\n  %s logs -n %s -l batch.kubernetes.io/job-name=mnist -c tensorflow\n",
+		kubectl, demoNamespace, kubectl, demoNamespace, kubectl, demoNamespace)
+	<-ctx.Done()
+	return nil
 }
 
 // timeline prints each pod's phase and ready count when it changes, and the

@@ -1,9 +1,12 @@
 // Command local is the demo behind `make run`. Without a configured cluster
-// (no KUBECONFIG, no ~/.kube/config) it starts a local control plane with
-// kwok and Istio's real sidecar injector (istiod, out of cluster), runs
-// istio-aux (webhook and bridge), submits the reference demo's 2-worker
-// training Job to an opted-in namespace, prints the pod timeline until the
-// Job completes, and stays up until Ctrl-C. With a kubeconfig it runs the bridge alone against that
+// (no KUBECONFIG, no ~/.kube/config) it starts the whole local stack
+// (test/mesh): the control plane, a node — a real kubelet with containerd
+// in a network namespace of its own where the machine can host one, else
+// kwok's simulation, and it says which and why —, istiod as the injector
+// and istio-aux; submits the reference demo's 2-worker training Job to an
+// opted-in namespace, prints the pod timeline until the Job completes, and
+// stays up until Ctrl-C, when it stops everything it started. With a
+// kubeconfig it runs istio-aux's all-in-one bridge alone against that
 // cluster (the webhook needs in-cluster networking there).
 package main
 
@@ -16,21 +19,23 @@ import (
 	"os/signal"
 	"path/filepath"
 	"syscall"
+
+	"github.com/istio-aux/istio-aux/test/cluster"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	var err error
 	if kc := configuredKubeconfig(); kc != "" {
-		err = bridgeOnly(ctx, kc)
-	} else {
-		err = demo(ctx)
+		exit(bridgeOnly(kc))
 	}
+	os.Exit(cluster.RunInNetns(func() int { exit(demo()); return 0 }))
+}
+
+func exit(err error) {
 	if err != nil && !errors.Is(err, context.Canceled) {
 		fmt.Fprintln(os.Stderr, "local:", err)
 		os.Exit(1)
 	}
+	os.Exit(0)
 }
 
 func configuredKubeconfig() string {
@@ -47,9 +52,11 @@ func configuredKubeconfig() string {
 
 func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
 
-// bridgeOnly runs the bridge (embedded NATS, in-process function) in the
-// foreground against an existing cluster.
-func bridgeOnly(ctx context.Context, kubeconfig string) error {
+// bridgeOnly runs the all-in-one bridge (embedded NATS, in-process
+// function) in the foreground against an existing cluster.
+func bridgeOnly(kubeconfig string) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
 	bin := os.Getenv("ISTIO_AUX_BRIDGE")
 	if bin == "" {
 		return errors.New("ISTIO_AUX_BRIDGE (the all-in-one binary, bridge/cmd/allinone) is not set; use hack/run.sh")
