@@ -286,7 +286,8 @@ func (f *Function) proxyGone(ctx context.Context, pod *corev1.Pod) (bool, string
 	case live.DeletionTimestamp != nil:
 		return true, "the pod is being deleted"
 	}
-	for _, s := range live.Status.ContainerStatuses {
+	// A classic proxy's status, or a native one's (QuitNative).
+	for _, s := range append(live.Status.ContainerStatuses, live.Status.InitContainerStatuses...) {
 		if s.Name == keys.ProxyContainer && s.State.Terminated != nil {
 			return true, "istio-proxy has terminated"
 		}

@@ -8,6 +8,7 @@ package decision
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -69,6 +70,11 @@ type Options struct {
 	// ExtraSidecars are container names that, like istio-proxy, are not
 	// apps. A pod's sidecars annotation adds to them.
 	ExtraSidecars []string
+	// QuitNative also quits a native istio-proxy (an init container with
+	// restartPolicy Always) once no app will run again, instead of leaving
+	// it to the kubelet, which stops it with SIGTERM and waits for Istio's
+	// preStop drain. Off by default (ISTIO_AUX_QUIT_NATIVE).
+	QuitNative bool
 }
 
 // Decide answers, for one pod, whether istio-proxy should be quit: only when
@@ -90,6 +96,8 @@ type Options struct {
 //     istio-proxy included, in place: the pod will run again, so istio-aux
 //     waits. (Its feature gate is beta and on since 1.36; Node Declared
 //     Features keep such pods off kubelets without it.)
+//   - A native istio-proxy is the kubelet's to stop, unless QuitNative:
+//     then it is quit like a classic one, on the same rule.
 //   - A pod with restartPolicy Always is not a run-to-completion pod and is
 //     ignored whatever its containers say; the bridge does not even watch
 //     it.
@@ -100,10 +108,11 @@ type Options struct {
 //     podFailurePolicy reads exit codes once the pod has failed, which the
 //     quit allows; the proxy exits 0 after a quit.
 func Decide(p *slim.Pod, opts Options) Decision {
-	if HasNativeProxy(p) {
+	native := HasNativeProxy(p)
+	if native && !opts.QuitNative {
 		return Decision{Ignore, ReasonNativeSidecar}
 	}
-	if !HasClassicProxy(p) {
+	if !native && !HasClassicProxy(p) {
 		return Decision{Ignore, ReasonNoProxy}
 	}
 	if p.DeletionTimestamp != nil {
@@ -112,7 +121,7 @@ func Decide(p *slim.Pod, opts Options) Decision {
 	if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 		return Decision{Ignore, ReasonFinished}
 	}
-	if s := p.ContainerStatus(keys.ProxyContainer, false); s != nil && s.State.Terminated != nil {
+	if s := p.ContainerStatus(keys.ProxyContainer, native); s != nil && s.State.Terminated != nil {
 		return Decision{Ignore, ReasonProxyDone}
 	}
 	policy := p.Spec.RestartPolicy
@@ -204,9 +213,12 @@ func ParseSidecars(s string) ([]string, error) {
 	return out, nil
 }
 
-// EnvSidecars is the environment variable OptionsFromEnv reads the extra
-// sidecars from (config/: the sidecars key of config-istio-aux).
-const EnvSidecars = "ISTIO_AUX_SIDECARS"
+// Environment variables OptionsFromEnv reads (config/: the sidecars and
+// quit-native keys of config-istio-aux).
+const (
+	EnvSidecars   = "ISTIO_AUX_SIDECARS"
+	EnvQuitNative = "ISTIO_AUX_QUIT_NATIVE"
+)
 
 // OptionsFromEnv reads the decision's configuration through lookup
 // (os.LookupEnv): what every process that decides reads, once, at start.
@@ -218,6 +230,13 @@ func OptionsFromEnv(lookup func(string) (string, bool)) (Options, error) {
 			return o, fmt.Errorf("%s: %w", EnvSidecars, err)
 		}
 		o.ExtraSidecars = names
+	}
+	if v, ok := lookup(EnvQuitNative); ok && strings.TrimSpace(v) != "" {
+		b, err := strconv.ParseBool(strings.TrimSpace(v))
+		if err != nil {
+			return o, fmt.Errorf("%s=%q: want true or false", EnvQuitNative, v)
+		}
+		o.QuitNative = b
 	}
 	return o, nil
 }

@@ -185,3 +185,55 @@ func TestParseSidecars(t *testing.T) {
 		}
 	}
 }
+
+// nativePod is a Job pod whose istio-proxy is a native sidecar (running or
+// exited as given) and whose app exited with code.
+func nativePod(pod corev1.RestartPolicy, app corev1.Container, code int32, proxy corev1.ContainerState) *slim.Pod {
+	app.Name = "app"
+	always := corev1.ContainerRestartPolicyAlways
+	return slim.Of(&corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "u"},
+		Spec: corev1.PodSpec{RestartPolicy: pod, Containers: []corev1.Container{app},
+			InitContainers: []corev1.Container{{Name: "istio-proxy", RestartPolicy: &always}}},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning,
+			InitContainerStatuses: []corev1.ContainerStatus{{Name: "istio-proxy", State: proxy}},
+			ContainerStatuses: []corev1.ContainerStatus{
+				{Name: "app", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code}}}}},
+	})
+}
+
+// TestDecideQuitNative: with QuitNative a native proxy is decided on the
+// same rule as a classic one, retries and restart rules included; without
+// it, it is left to the kubelet.
+func TestDecideQuitNative(t *testing.T) {
+	up := corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}
+	down := corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{}}
+	on := decision.Options{QuitNative: true}
+	for _, tc := range []struct {
+		name string
+		pod  *slim.Pod
+		opts decision.Options
+		want decision.Decision
+	}{
+		{"off: left to the kubelet", nativePod(corev1.RestartPolicyNever, corev1.Container{}, 0, up), decision.Options{}, decision.Decision{decision.Ignore, decision.ReasonNativeSidecar}},
+		{"on: apps done", nativePod(corev1.RestartPolicyNever, corev1.Container{}, 0, up), on, decision.Decision{decision.Quit, decision.ReasonAppsDone}},
+		{"on: OnFailure retry keeps it", nativePod(corev1.RestartPolicyOnFailure, corev1.Container{}, 1, up), on, decision.Decision{decision.Wait, decision.ReasonAppWillRestart}},
+		{"on: a rule's retry keeps it", nativePod(corev1.RestartPolicyNever, corev1.Container{RestartPolicy: policy("Never"),
+			RestartPolicyRules: rules(corev1Rule(restart, in, 42))}, 42, up), on, decision.Decision{decision.Wait, decision.ReasonAppWillRestart}},
+		{"on: app Never under pod OnFailure", nativePod(corev1.RestartPolicyOnFailure, corev1.Container{RestartPolicy: policy("Never")}, 1, up), on, decision.Decision{decision.Quit, decision.ReasonAppsDone}},
+		{"on: already stopped", nativePod(corev1.RestartPolicyNever, corev1.Container{}, 0, down), on, decision.Decision{decision.Ignore, decision.ReasonProxyDone}},
+	} {
+		if got := decision.Decide(tc.pod, tc.opts); got != tc.want {
+			t.Errorf("%s: Decide = %v (%q), want %v (%q)", tc.name, got.Outcome, got.Reason, tc.want.Outcome, tc.want.Reason)
+		}
+	}
+	for env, want := range map[string]bool{"true": true, "false": false, "": false} {
+		o, err := decision.OptionsFromEnv(func(k string) (string, bool) { return env, k == decision.EnvQuitNative })
+		if err != nil || o.QuitNative != want {
+			t.Errorf("%s=%q: %+v, %v", decision.EnvQuitNative, env, o, err)
+		}
+	}
+	if _, err := decision.OptionsFromEnv(func(k string) (string, bool) { return "yes please", k == decision.EnvQuitNative }); err == nil {
+		t.Error("a value that is no boolean was accepted")
+	}
+}

@@ -258,7 +258,7 @@ func TestRBACHasNoWildcardsOrWrites(t *testing.T) {
 }
 
 func TestConfigMapDocumentsEveryKey(t *testing.T) {
-	contract := []string{"mode", "sidecars", "quit-command", "nats-url", "resync-period"}
+	contract := []string{"mode", "sidecars", "quit-command", "quit-native", "nats-url", "resync-period"}
 	var found bool
 	for _, d := range allDocs(t) {
 		if d.obj.GetKind() != "ConfigMap" || d.obj.GetName() != "config-istio-aux" {

@@ -41,6 +41,11 @@ type IstioAux struct {
 	// The deployed shape's own processes (StartBridgeAs(Deployed)).
 	nats, function       *cluster.Process
 	natsURL, functionURL string
+	// BridgeEnv is added to the bridge's environment at its next start
+	// (a setting such as ISTIO_AUX_QUIT_NATIVE=true).
+	BridgeEnv []string
+	// metricsURL is the bridge's /metrics.
+	metricsURL string
 }
 
 // BinDir is where hack/e2e.sh and hack/run.sh put istio-aux's binaries;
@@ -74,6 +79,10 @@ func (a *IstioAux) Stop() error {
 	}
 	return errors.Join(errs...)
 }
+
+// BridgeMetricsURL is the running bridge's /metrics (with the all-in-one
+// shape, the dispatcher's and the function's metrics too).
+func (a *IstioAux) BridgeMetricsURL() string { return a.metricsURL }
 
 // StopBridge stops the bridge only (tests of catching up after downtime).
 func (a *IstioAux) StopBridge() error { return a.bridge.Stop() }
@@ -201,6 +210,8 @@ func (a *IstioAux) StartBridgeAs(shape Shape) error {
 		"POD_NAMESPACE=" + systemNamespace,
 		"SYSTEM_NAMESPACE=" + systemNamespace,
 	}
+	vars = append(vars, a.BridgeEnv...)
+	a.metricsURL = "http://127.0.0.1:" + strconv.Itoa(metrics) + "/metrics"
 	if shape == Deployed {
 		if err := a.startDeployedPeers(); err != nil {
 			return err

@@ -217,3 +217,34 @@ func TestNodeRestartRulesContainerNever(t *testing.T) {
 	}
 	waitEvent(t, c, ns, p.Name, "ProxyQuit")
 }
+
+// TestNodeQuitNative: with ISTIO_AUX_QUIT_NATIVE=true istio-aux quits a
+// native istio-proxy once the app is done, instead of leaving it to the
+// kubelet; the kubelet does not start it again and the pod Succeeds.
+func TestNodeQuitNative(t *testing.T) {
+	c, aux := meshCluster(t)
+	restartBridge(t, aux, "ISTIO_AUX_QUIT_NATIVE=true")
+	t.Cleanup(func() { restartBridge(t, aux) })
+	ns := meshNamespace(t, c, true)
+	j := meshJob("native", 1, corev1.RestartPolicyNever, worker(nil))
+	j.Spec.Template.Annotations = map[string]string{keys.AnnotationNativeSidecar: "true"}
+	createJob(t, c, ns, j)
+	waitJob(t, c, ns, "native", batchv1.JobComplete, 3*time.Minute)
+	p := onlyPod(t, c, ns, "native")
+	waitEvent(t, c, ns, p.Name, "ProxyQuit")
+	if s := status(&p, keys.ProxyContainer); s.RestartCount != 0 || s.State.Terminated == nil || s.State.Terminated.ExitCode != 0 {
+		t.Errorf("native istio-proxy %+v: want it quit once (exit 0) and not started again", s)
+	}
+}
+
+// restartBridge runs the shared bridge again with the environment given.
+func restartBridge(t *testing.T, aux *istioaux.IstioAux, env ...string) {
+	t.Helper()
+	if err := aux.StopBridge(); err != nil {
+		t.Logf("stopping the bridge: %v", err)
+	}
+	aux.BridgeEnv = env
+	if err := aux.StartBridge(); err != nil {
+		t.Fatal(err)
+	}
+}
