@@ -4,8 +4,11 @@
 #   bridge    updates/s through the pipeline into JetStream; RSS vs a full-pod informer
 #   reaction  app exit -> quit exec, vs a floor and the reference's serial approach
 #   scale     N one-pod Jobs at once on the local control plane
+#   completion  app exit -> pod Succeeded / Job Complete on the real node:
+#             istio-aux vs Istio's native sidecar vs a floor vs serial; and
+#             istio-aux's CPU per pod vs the node's
 # BENCH_QUICK=1 runs a small version (a few minutes); BENCH_ONLY=admit,
-# pipeline,admission,memory,reaction,scale runs only those parts. The table is also
+# pipeline,admission,memory,reaction,scale,completion runs only those parts. The table is also
 # written to ${BENCH_OUT:-_output/bench.txt}. Method: docs/bench.md.
 set -o errexit -o nounset -o pipefail
 
@@ -24,9 +27,14 @@ cpu="$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)"
 load_start="$(cut -d' ' -f1-3 /proc/loadavg)"
 started=${SECONDS}
 
-echo "building (control plane, kwok, istio-aux binaries, stub) ..." >&2
+echo "building (control plane, kubelet, kwok, istiod, istio-aux binaries, stubs) ..." >&2
 hack/build-k8s.sh >/dev/null
 hack/build-kwok.sh >/dev/null
+hack/build-istio.sh >/dev/null
+# The real node's packages, for the completion part (as root; it says so).
+if ((EUID == 0)) && { [[ -z "${BENCH_ONLY:-}" ]] || [[ ",${BENCH_ONLY// /}," == *",completion,"* ]]; }; then
+  hack/node-deps.sh
+fi
 hack/build-ours.sh ./test/bench/cmd/fullinformer ./functions/proxyquit/cmd/proxyquit github.com/nats-io/nats-server/v2
 
 # want PART: BENCH_ONLY (comma-separated) selects PART, or is empty.
@@ -64,10 +72,10 @@ if want pipeline; then
 fi
 
 rc=0
-if want admission || want memory || want reaction || want scale; then
+if want admission || want memory || want reaction || want scale || want completion; then
 echo "control plane: admission, memory, reaction, scale (logs: ${TMPDIR:-/tmp}/istio-aux-bench.log) ..." >&2
 timeout=30m
-BENCH_RESULTS="${rows}" go test -tags e2e -count=1 -timeout "${timeout}" -run 'TestBench$' -v ./test/bench/ >"${logs}" 2>&1 || rc=$?
+BENCH_RESULTS="${rows}" go test -tags e2e -count=1 -timeout "${timeout}" -run 'TestBench$|TestBenchCompletion' -v ./test/bench/ >"${logs}" 2>&1 || rc=$?
 if ((rc)); then
   echo "--- control-plane benchmarks FAILED (rc ${rc}); their log: ---" >&2
   grep -E -- '--- FAIL|_test.go:[0-9]+:' "${logs}" | grep -v '^\s*results_test' | tail -40 >&2 || true

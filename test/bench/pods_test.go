@@ -118,10 +118,18 @@ func createPods(ctx context.Context, cs kubernetes.Interface, ns, prefix string,
 
 var status = cluster.ContainerStatus
 
-// waiting is "app terminated, proxy running": the moment a reaction clock
-// starts.
+// waiting is "every app terminated, a classic proxy running": the moment a
+// reaction clock starts.
 func waiting(p *corev1.Pod) bool {
-	return status(p, app).State.Terminated != nil && status(p, keys.ProxyContainer).State.Running != nil
+	if status(p, keys.ProxyContainer).State.Running == nil {
+		return false
+	}
+	for _, c := range p.Spec.Containers {
+		if c.Name != keys.ProxyContainer && status(p, c.Name).State.Terminated == nil {
+			return false
+		}
+	}
+	return len(p.Spec.Containers) > 1
 }
 
 // waitRunning polls until every pod in ns runs its app.

@@ -1,0 +1,372 @@
+//go:build e2e
+
+package bench
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
+
+	"github.com/istio-aux/istio-aux/functions/proxyquit"
+	"github.com/istio-aux/istio-aux/pkg/keys"
+	"github.com/istio-aux/istio-aux/test/cluster"
+	"github.com/istio-aux/istio-aux/test/mesh"
+)
+
+// The completion benchmark (issue 17): on the real node (a real kubelet,
+// containerd and runc), with istiod as the injector and the real
+// pilot-agent in every proxy, how long a finished pod takes to reach
+// Succeeded, and its Job Complete, after its app exits. Five ways side by
+// side, interleaved (one Job of each per round), so that they share the
+// machine's load:
+//   - istio-aux: hold at start, quit at the end, as installed by default;
+//   - native sidecar: Istio's native sidecar (what its default gives on
+//     kubelets >= 1.33), no istio-aux: the kubelet SIGTERMs the proxy after
+//     the app, after Istio's preStop drain;
+//   - istio-aux quit-native: the same native sidecar, quit by istio-aux
+//     (quit-native: "true");
+//   - floor: a bare watch that execs the quit the moment the kubelet reports
+//     the app terminated;
+//   - serial: the reference implementation's approach, one worker.
+// The app's exit is the time of its last log line ("app: exiting with 0",
+// containerd's nanosecond timestamp); Succeeded and Complete are when a
+// watch first shows them.
+
+// completionArm is one way of ending a pod.
+type completionArm struct {
+	name    string
+	ns      string
+	optedIn bool // istio-aux handles it
+	native  bool // the pod asks Istio for a native sidecar
+	reactor func(context.Context, kubernetes.Interface, proxyquit.Execer, string) (func(), *atomic.Int64, error)
+}
+
+// completion is one pod's timeline.
+type completion struct {
+	appExit, succeeded, complete time.Time
+}
+
+func TestBenchCompletion(t *testing.T) {
+	if !only("completion") {
+		t.Skip("BENCH_ONLY leaves completion out")
+	}
+	cluster.RequireNode(t)
+	rounds, every := 50, 4*time.Second
+	if os.Getenv("BENCH_QUICK") != "" {
+		rounds = 12
+	}
+	res := newResults(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	m, err := mesh.Start(ctx, mesh.Options{Node: true, IstioAux: true, Log: logWriter(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := m.Stop(); err != nil {
+			t.Log(err)
+		}
+	})
+	// Quit-native is istio-aux's setting for the whole cluster; only the
+	// opted-in native arm has native sidecars istio-aux handles.
+	if err := m.Aux.StopBridge(); err != nil {
+		t.Fatal(err)
+	}
+	m.Aux.BridgeEnv = []string{"ISTIO_AUX_QUIT_NATIVE=true"}
+	if err := m.Aux.StartBridge(); err != nil {
+		t.Fatal(err)
+	}
+	c := m.Cluster
+	cs := fastClient(t, c)
+	ex, err := proxyquit.NewRemoteExecer(c.RESTConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	arms := []*completionArm{
+		{name: "istio-aux", ns: "c-istio-aux", optedIn: true},
+		{name: "native sidecar (Istio's defaults)", ns: "c-native", native: true},
+		{name: "istio-aux quit-native", ns: "c-quit-native", optedIn: true, native: true},
+		{name: "floor (bare watch, exec at once)", ns: "c-floor", reactor: floor},
+		{name: "serial (the reference's approach)", ns: "c-serial", reactor: serial},
+	}
+	for _, a := range arms {
+		var labels map[string]string
+		if a.optedIn {
+			labels = mesh.OptedIn
+		}
+		if err := mesh.CreateNamespace(ctx, cs, a.ns, labels); err != nil {
+			t.Fatal(err)
+		}
+		if a.reactor != nil {
+			stop, _, err := a.reactor(ctx, cs, ex, a.ns)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer stop()
+		}
+	}
+	w := watchCompletions(ctx, t, cs)
+	cpu0 := completionCPU(t, m)
+
+	// One Job of each arm per round; each pod's app trains 2 s and needs no
+	// network (the arms without the hold would crash-loop on a download).
+	app := mesh.App{RunFor: "2s", NoNetwork: true}
+	var jobs []string
+	for r := range rounds {
+		for _, a := range arms {
+			j := mesh.TrainingJob(fmt.Sprintf("j%03d", r), 1, corev1.RestartPolicyNever, app, nil)
+			j.Spec.Template.Labels = map[string]string{"bench": "completion"}
+			if a.native {
+				j.Spec.Template.Annotations[keys.AnnotationNativeSidecar] = "true"
+			}
+			if _, err := cs.BatchV1().Jobs(a.ns).Create(ctx, j, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			jobs = append(jobs, a.ns+"/"+j.Name)
+		}
+		time.Sleep(every) // the load's pace (an arrival rate, not a wait for a result)
+	}
+	if err := cluster.Poll(ctx, time.Second, 10*time.Minute, func(context.Context) (bool, error) {
+		return w.completed() == len(jobs), nil
+	}); err != nil {
+		t.Fatalf("%d of %d Jobs completed: %v", w.completed(), len(jobs), err)
+	}
+	cpu1 := completionCPU(t, m)
+
+	// The app's exit, from its own last log line.
+	byArm := map[string][]completion{}
+	for _, a := range arms {
+		for _, p := range w.podsIn(a.ns) {
+			exit, err := appExit(ctx, cs, a.ns, p.name)
+			if err != nil {
+				t.Errorf("%s/%s: %v", a.ns, p.name, err)
+				continue
+			}
+			p.appExit = exit
+			byArm[a.ns] = append(byArm[a.ns], p.completion)
+		}
+	}
+	pods, jobsDone := map[string][]time.Duration{}, map[string][]time.Duration{}
+	for ns, cs := range byArm {
+		for _, c := range cs {
+			pods[ns] = append(pods[ns], c.succeeded.Sub(c.appExit))
+			jobsDone[ns] = append(jobsDone[ns], c.complete.Sub(c.appExit))
+		}
+	}
+	aux, native, fl := arms[0].ns, arms[1].ns, arms[3].ns
+	for _, what := range []struct {
+		measure string
+		d       map[string][]time.Duration
+	}{{"app exit → pod Succeeded", pods}, {"app exit → Job Complete", jobsDone}} {
+		p50, p99 := percentile(what.d[aux], 0.5), percentile(what.d[aux], 0.99)
+		nat50, nat99 := percentile(what.d[native], 0.5), percentile(what.d[native], 0.99)
+		fl50, fl99 := percentile(what.d[fl], 0.5), percentile(what.d[fl], 0.99)
+		var others []string
+		for _, a := range arms[1:] {
+			others = append(others, fmt.Sprintf("%s %s", a.name, secs(what.d[a.ns])))
+		}
+		res.add("completion", fmt.Sprintf("%s, p50 / p99 (%d single-pod Jobs per way, real node)", what.measure, rounds),
+			secs(what.d[aux])+"; "+strings.Join(others, "; "),
+			"≤ 0.5× native, ≤ 1.2× floor",
+			fmt.Sprintf("%s (%.2f×/%.2f× native, %.2f×/%.2f× floor)",
+				verdict(ratio(p50, nat50) <= 0.5 && ratio(p99, nat99) <= 0.5 && ratio(p50, fl50) <= 1.2 && ratio(p99, fl99) <= 1.2),
+				ratio(p50, nat50), ratio(p99, nat99), ratio(p50, fl50), ratio(p99, fl99)))
+	}
+	// istio-aux's own CPU per pod it handled, against the node's CPU per
+	// pod start (the kubelet's and containerd's) over the same run.
+	handled := float64(len(byArm[aux]) + len(byArm[arms[2].ns]))
+	all := float64(len(jobs))
+	auxPerPod := (cpu1.aux - cpu0.aux) / handled
+	nodePerPod := (cpu1.node - cpu0.node) / all
+	res.add("completion", "istio-aux CPU per Job pod (webhook + bridge + dispatcher + function) vs kubelet + containerd per pod start",
+		fmt.Sprintf("%.0f vs %.0f CPU-ms (%.1f %%)", auxPerPod*1000, nodePerPod*1000, 100*auxPerPod/nodePerPod), "≤ 5 %",
+		verdict(auxPerPod/nodePerPod <= 0.05))
+	t.Logf("jobs %d, every %s; CPU-s: istio-aux %.2f, kubelet+containerd %.2f", len(jobs), every, cpu1.aux-cpu0.aux, cpu1.node-cpu0.node)
+}
+
+func secs(d []time.Duration) string {
+	return fmt.Sprintf("%.2f / %.2f s", percentile(d, 0.5).Seconds(), percentile(d, 0.99).Seconds())
+}
+
+// cpuTotals are CPU seconds consumed so far.
+type cpuTotals struct{ aux, node float64 }
+
+// completionCPU reads the CPU time of istio-aux's processes (the webhook
+// and the all-in-one bridge, which dispatches and runs the function) and
+// of the node's kubelet and containerd.
+func completionCPU(t *testing.T, m *mesh.Mesh) cpuTotals {
+	t.Helper()
+	webhook, bridge := m.Aux.Pids()
+	pids := m.Cluster.Pids()
+	var c cpuTotals
+	for _, pid := range []int{webhook, bridge} {
+		c.aux += procCPU(t, pid)
+	}
+	for _, name := range []string{"kubelet", "containerd"} {
+		c.node += procCPU(t, pids[name])
+	}
+	return c
+}
+
+// procCPU is a process's user + system CPU seconds (/proc/<pid>/stat).
+func procCPU(t *testing.T, pid int) float64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The fields after the command name, which is in parentheses.
+	fields := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
+	utime, _ := strconv.ParseFloat(fields[11], 64)
+	stime, _ := strconv.ParseFloat(fields[12], 64)
+	const clockTicks = 100 // USER_HZ on Linux
+	return (utime + stime) / clockTicks
+}
+
+// appExit is when the pod's app wrote its last line.
+func appExit(ctx context.Context, cs kubernetes.Interface, ns, pod string) (time.Time, error) {
+	raw, err := cs.CoreV1().Pods(ns).GetLogs(pod, &corev1.PodLogOptions{Container: "tensorflow", Timestamps: true}).DoRaw(ctx)
+	if err != nil {
+		return time.Time{}, err
+	}
+	var last time.Time
+	s := bufio.NewScanner(strings.NewReader(string(raw)))
+	for s.Scan() {
+		ts, line, _ := strings.Cut(s.Text(), " ")
+		if strings.Contains(line, "app: exiting with") {
+			if last, err = time.Parse(time.RFC3339Nano, ts); err != nil {
+				return time.Time{}, err
+			}
+		}
+	}
+	if last.IsZero() {
+		return last, fmt.Errorf("no exit line in the app's log")
+	}
+	return last, nil
+}
+
+// completions watches the bench's pods and Jobs in every namespace.
+type completions struct {
+	mu   sync.Mutex
+	pods map[string]*podCompletion // ns/job -> its pod
+}
+
+type podCompletion struct {
+	ns, name, job string
+	completion
+}
+
+func (w *completions) completed() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := 0
+	for _, p := range w.pods {
+		if !p.complete.IsZero() && !p.succeeded.IsZero() {
+			n++
+		}
+	}
+	return n
+}
+
+func (w *completions) podsIn(ns string) []*podCompletion {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []*podCompletion
+	for _, p := range w.pods {
+		if p.ns == ns {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func (w *completions) entry(ns, job string) *podCompletion {
+	key := ns + "/" + job
+	p := w.pods[key]
+	if p == nil {
+		p = &podCompletion{ns: ns, job: job}
+		w.pods[key] = p
+	}
+	return p
+}
+
+// watchCompletions notes when each bench pod is first seen Succeeded and
+// each bench Job Complete, through watches that resume when the API server
+// ends them.
+func watchCompletions(ctx context.Context, t *testing.T, cs kubernetes.Interface) *completions {
+	t.Helper()
+	w := &completions{pods: map[string]*podCompletion{}}
+	pods, err := cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{Limit: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pw, err := watchtools.NewRetryWatcherWithContext(ctx, pods.ResourceVersion, &cache.ListWatch{
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.LabelSelector = "bench=completion"
+			return cs.CoreV1().Pods("").Watch(ctx, o)
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs, err := cs.BatchV1().Jobs("").List(ctx, metav1.ListOptions{Limit: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	jw, err := watchtools.NewRetryWatcherWithContext(ctx, jobs.ResourceVersion, &cache.ListWatch{
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return cs.BatchV1().Jobs("").Watch(ctx, o)
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pw.Stop(); jw.Stop() })
+	go func() {
+		for ev := range pw.ResultChan() {
+			now := time.Now()
+			p, ok := ev.Object.(*corev1.Pod)
+			if !ok || p.Status.Phase != corev1.PodSucceeded {
+				continue
+			}
+			w.mu.Lock()
+			e := w.entry(p.Namespace, p.Labels["batch.kubernetes.io/job-name"])
+			if e.succeeded.IsZero() {
+				e.name, e.succeeded = p.Name, now
+			}
+			w.mu.Unlock()
+		}
+	}()
+	go func() {
+		for ev := range jw.ResultChan() {
+			now := time.Now()
+			j, ok := ev.Object.(*batchv1.Job)
+			if !ok {
+				continue
+			}
+			for _, c := range j.Status.Conditions {
+				if c.Type == batchv1.JobComplete && c.Status == corev1.ConditionTrue {
+					w.mu.Lock()
+					if e := w.entry(j.Namespace, j.Name); e.complete.IsZero() {
+						e.complete = now
+					}
+					w.mu.Unlock()
+				}
+			}
+		}
+	}()
+	return w
+}
