@@ -100,12 +100,63 @@ func TestMutate(t *testing.T) {
 		"flow-style proxy config": {
 			ns: enabledNS, annotations: map[string]string{hold: "{concurrency: 2}"},
 			outcome: Mutated, reason: ReasonHold,
-			want: map[string]string{hold: "{concurrency: 2, holdApplicationUntilProxyStarts: true}\n"},
+			want: map[string]string{hold: "{concurrency: 2, holdApplicationUntilProxyStarts: true}"},
 		},
 		"implicit null value stays null": {
 			ns: enabledNS, annotations: map[string]string{hold: "{tracing}"},
 			outcome: Mutated, reason: ReasonHold,
-			want: map[string]string{hold: "{tracing: null, holdApplicationUntilProxyStarts: true}\n"},
+			want: map[string]string{hold: "{tracing, holdApplicationUntilProxyStarts: true}"},
+		},
+		"JSON proxy config stays JSON": {
+			ns: enabledNS, annotations: map[string]string{hold: `{"concurrency": 2, "proxyMetadata": {"A": "1"}}`},
+			outcome: Mutated, reason: ReasonHold,
+			want: map[string]string{hold: `{"concurrency": 2, "proxyMetadata": {"A": "1"}, "holdApplicationUntilProxyStarts": true}`},
+		},
+		"multi-line flow config with comments": {
+			ns: enabledNS, annotations: map[string]string{hold: "{\n  concurrency: 2 # two\n} # done\n"},
+			outcome: Mutated, reason: ReasonHold,
+			want: map[string]string{hold: "{\n  concurrency: 2, holdApplicationUntilProxyStarts: true # two\n} # done\n"},
+		},
+		"layout kept as written": {
+			ns: enabledNS, annotations: map[string]string{hold: "tracing:\n    sampling:   10\n    zipkin: {address: 'z:9411'}"},
+			outcome: Mutated, reason: ReasonHold,
+			want: map[string]string{hold: "tracing:\n    sampling:   10\n    zipkin: {address: 'z:9411'}\nholdApplicationUntilProxyStarts: true\n"},
+		},
+		"repeated keys below the top level are kept as written": {
+			ns: enabledNS, annotations: map[string]string{hold: "tracing: {sampling: 1, sampling: 2}\n"},
+			outcome: Mutated, reason: ReasonHold,
+			want: map[string]string{hold: "tracing: {sampling: 1, sampling: 2}\nholdApplicationUntilProxyStarts: true\n"},
+		},
+		"anchors and aliases: unchanged with a warning": {
+			ns: enabledNS, annotations: map[string]string{hold: "a: &x [1]\nb: *x\n"},
+			outcome: Warned, reason: ReasonBadProxyConfig,
+			want: map[string]string{hold: "a: &x [1]\nb: *x\n"},
+		},
+		"merge key: unchanged with a warning": {
+			ns: enabledNS, annotations: map[string]string{hold: "<<: {holdApplicationUntilProxyStarts: false}\n"},
+			outcome: Warned, reason: ReasonBadProxyConfig,
+			want: map[string]string{hold: "<<: {holdApplicationUntilProxyStarts: false}\n"},
+		},
+		"a last block scalar without a line break: the hold goes first": {
+			// A last line would add a line break to its value.
+			ns: enabledNS, annotations: map[string]string{hold: "# tuned\nconcurrency: 2\nname: |\n  text"},
+			outcome: Mutated, reason: ReasonHold,
+			want: map[string]string{hold: "# tuned\nholdApplicationUntilProxyStarts: true\nconcurrency: 2\nname: |\n  text"},
+		},
+		"a document end marker: unchanged with a warning": {
+			ns: enabledNS, annotations: map[string]string{hold: "concurrency: 2\n...\n"},
+			outcome: Warned, reason: ReasonBadProxyConfig,
+			want: map[string]string{hold: "concurrency: 2\n...\n"},
+		},
+		"over the size limit: unchanged with a warning": {
+			ns: enabledNS, annotations: map[string]string{hold: "a: " + strings.Repeat("x", MaxProxyConfigBytes)},
+			outcome: Warned, reason: ReasonProxyConfigLimit,
+			want: map[string]string{hold: "a: " + strings.Repeat("x", MaxProxyConfigBytes)},
+		},
+		"over the structure limit: unchanged with a warning": {
+			ns: enabledNS, annotations: map[string]string{hold: "a: [" + strings.Repeat("1,", MaxProxyConfigMarks) + "1]"},
+			outcome: Warned, reason: ReasonProxyConfigLimit,
+			want: map[string]string{hold: "a: [" + strings.Repeat("1,", MaxProxyConfigMarks) + "1]"},
 		},
 		"whitespace-only proxy config": {
 			ns: enabledNS, annotations: map[string]string{hold: "  \n"},
