@@ -30,10 +30,11 @@ const (
 	ReasonNotOptedIn    = "not opted in"
 	ReasonNoInjection   = "Istio will not inject this pod"
 	ReasonNativeSidecar = "pod already has a native istio-proxy sidecar"
-	ReasonUserHold      = "user already set " + KeyHold
-	ReasonUserNative    = "user already set " + keys.AnnotationNativeSidecar
-	ReasonHold          = "hold application until proxy starts"
-	ReasonNative        = "native sidecar requested"
+	// ReasonUserHold covers both spellings, KeyHold and KeyHoldProto.
+	ReasonUserHold   = "user already set " + KeyHold
+	ReasonUserNative = "user already set " + keys.AnnotationNativeSidecar
+	ReasonHold       = "hold application until proxy starts"
+	ReasonNative     = "native sidecar requested"
 	// ReasonBadProxyConfig: a config Istio rejects, or one istio-aux cannot
 	// rewrite faithfully (anchors, repeated keys, several documents).
 	ReasonBadProxyConfig = "malformed " + keys.AnnotationProxyConfig

@@ -127,6 +127,31 @@ func TestMutate(t *testing.T) {
 			outcome: Mutated, reason: ReasonHold,
 			want: map[string]string{hold: "tracing: {sampling: 1, sampling: 2}\nholdApplicationUntilProxyStarts: true\n"},
 		},
+		"user's proto-spelled false is kept": {
+			ns: enabledNS, annotations: map[string]string{hold: "hold_application_until_proxy_starts: false\n"},
+			outcome: Skipped, reason: ReasonUserHold,
+			want: map[string]string{hold: "hold_application_until_proxy_starts: false\n"},
+		},
+		"user's proto-spelled true is kept": {
+			ns: enabledNS, annotations: map[string]string{hold: "{hold_application_until_proxy_starts: true}"},
+			outcome: Skipped, reason: ReasonUserHold,
+			want: map[string]string{hold: "{hold_application_until_proxy_starts: true}"},
+		},
+		"YAML 1.1 boolean, as Istio reads it, is kept": {
+			ns: enabledNS, annotations: map[string]string{hold: "holdApplicationUntilProxyStarts: off"},
+			outcome: Skipped, reason: ReasonUserHold,
+			want: map[string]string{hold: "holdApplicationUntilProxyStarts: off"},
+		},
+		"hold as a string, which Istio rejects: unchanged with a warning": {
+			ns: enabledNS, annotations: map[string]string{hold: `holdApplicationUntilProxyStarts: "true"`},
+			outcome: Warned, reason: ReasonBadProxyConfig,
+			want: map[string]string{hold: `holdApplicationUntilProxyStarts: "true"`},
+		},
+		"proto-spelled hold as a string: unchanged with a warning": {
+			ns: enabledNS, annotations: map[string]string{hold: `hold_application_until_proxy_starts: "false"`},
+			outcome: Warned, reason: ReasonBadProxyConfig,
+			want: map[string]string{hold: `hold_application_until_proxy_starts: "false"`},
+		},
 		"anchors and aliases: unchanged with a warning": {
 			ns: enabledNS, annotations: map[string]string{hold: "a: &x [1]\nb: *x\n"},
 			outcome: Warned, reason: ReasonBadProxyConfig,

@@ -16,8 +16,8 @@ import (
 // checkLimits bounds first; it writes by inserting one line (or one flow
 // entry) into the user's text, so every other byte, comments and layout
 // included, stays as the user wrote it. changed is false when the user
-// already set the hold (any value: an explicit false is a decision, not an
-// omission). An error means the pod
+// already set the hold, in either spelling Istio reads (any value: an
+// explicit false is a decision, not an omission). An error means the pod
 // must be left alone: the document is over a limit (*limitError), or it is
 // something Istio rejects or istio-aux cannot rewrite faithfully; the
 // message names the problem for the user.
@@ -126,12 +126,14 @@ func checkTree(n *yaml.Node) error {
 	return nil
 }
 
-// userHold reports whether the user set the hold at the top level of root.
-// A repeated top-level key is an error: which one a reader keeps is not
-// something to guess about.
+// userHold reports whether the user set the hold at the top level of root,
+// reading it the way Istio does: either spelling counts, and when both are
+// there the camelCase one is the one Istio reads. A value Istio would reject
+// is an error, and so is a repeated top-level key: which one a reader keeps
+// is not something to guess about.
 func userHold(root *yaml.Node) (bool, error) {
 	lines := make(map[string]int, len(root.Content)/2)
-	set := false
+	var camel, proto *yaml.Node
 	for i := 0; i+1 < len(root.Content); i += 2 {
 		k := root.Content[i]
 		if line, dup := lines[k.Value]; dup {
@@ -139,9 +141,24 @@ func userHold(root *yaml.Node) (bool, error) {
 				keys.AnnotationProxyConfig, clip(k.Value), line, k.Line)
 		}
 		lines[k.Value] = k.Line
-		set = set || k.Value == KeyHold
+		switch k.Value {
+		case KeyHold:
+			camel = root.Content[i+1]
+		case KeyHoldProto:
+			proto = root.Content[i+1]
+		}
 	}
-	return set, nil
+	key, v := KeyHold, camel
+	if v == nil {
+		key, v = KeyHoldProto, proto
+	}
+	if v == nil {
+		return false, nil
+	}
+	if problem := holdProblem(v); problem != "" {
+		return false, fmt.Errorf("%s: %s %s", keys.AnnotationProxyConfig, key, problem)
+	}
+	return true, nil
 }
 
 func describeKind(n *yaml.Node) string {

@@ -14,6 +14,35 @@ func TestMergeHoldWarnings(t *testing.T) {
 		part   bool
 		limit  bool // a *limitError
 	}{
+		"hold as the string true": {
+			config: `holdApplicationUntilProxyStarts: "true"`,
+			want:   `proxy.istio.io/config: holdApplicationUntilProxyStarts is the string "true"; Istio rejects it: write true without quotes`,
+		},
+		"proto spelling as the string false": {
+			config: "hold_application_until_proxy_starts: 'false'\n",
+			want:   `proxy.istio.io/config: hold_application_until_proxy_starts is the string "false"; Istio rejects it: write false without quotes`,
+		},
+		"hold as a number": {
+			config: "holdApplicationUntilProxyStarts: 1",
+			want:   "proxy.istio.io/config: holdApplicationUntilProxyStarts is 1, not true or false; Istio rejects it: write true or false",
+		},
+		"hold as a word": {
+			config: "holdApplicationUntilProxyStarts: enabled",
+			want:   "proxy.istio.io/config: holdApplicationUntilProxyStarts is enabled, not true or false; Istio rejects it: write true or false",
+		},
+		"hold as a list": {
+			config: "holdApplicationUntilProxyStarts: [true]",
+			want:   "proxy.istio.io/config: holdApplicationUntilProxyStarts is a list; Istio rejects it: write true or false",
+		},
+		"hold tagged as a string": {
+			config: "holdApplicationUntilProxyStarts: !!str true",
+			want:   `proxy.istio.io/config: holdApplicationUntilProxyStarts is "true" tagged !!str; Istio rejects it: write true or false`,
+		},
+		// Istio reads the camelCase key when both are there.
+		"both spellings, camelCase rejected": {
+			config: "hold_application_until_proxy_starts: true\nholdApplicationUntilProxyStarts: \"x\"\n",
+			want:   `proxy.istio.io/config: holdApplicationUntilProxyStarts is the string "x"; Istio rejects it: write true or false`,
+		},
 		"invalid YAML": {
 			config: "concurrency: [2",
 			want:   "proxy.istio.io/config is not valid YAML (yaml: line 1: did not find expected ',' or ']'); Istio rejects it",
@@ -88,6 +117,31 @@ func TestMergeHoldWarnings(t *testing.T) {
 				t.Errorf("changed=%v merged=%q with an error", changed, merged)
 			}
 		})
+	}
+}
+
+// Values Istio accepts for the hold, in either spelling, count as set.
+func TestMergeHoldUserSet(t *testing.T) {
+	for _, config := range []string{
+		"holdApplicationUntilProxyStarts: false",
+		"holdApplicationUntilProxyStarts: True",
+		"holdApplicationUntilProxyStarts: yes", // YAML 1.1, as Istio reads it
+		"holdApplicationUntilProxyStarts: N",
+		"holdApplicationUntilProxyStarts: !!bool on",
+		"holdApplicationUntilProxyStarts: !!bool \"true\"",
+		"holdApplicationUntilProxyStarts:", // null: unset, the mesh default
+		"holdApplicationUntilProxyStarts: ~",
+		"'holdApplicationUntilProxyStarts': false",
+		"hold_application_until_proxy_starts: false",
+		"hold_application_until_proxy_starts: true",
+		"hold_application_until_proxy_starts: null",
+		// Istio reads the camelCase key and never looks at the other.
+		"hold_application_until_proxy_starts: \"x\"\nholdApplicationUntilProxyStarts: false",
+	} {
+		merged, changed, err := mergeHold(config)
+		if err != nil || changed || merged != "" {
+			t.Errorf("mergeHold(%q) = %q, %v, %v; want it left as set", config, merged, changed, err)
+		}
 	}
 }
 
