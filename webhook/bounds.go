@@ -38,6 +38,7 @@ func (e *limitError) Error() string { return e.msg }
 // config once and allocates only for the error.
 func checkLimits(config string) error {
 	if len(config) > MaxProxyConfigBytes {
+		// decodePod reads no more than a few bytes past the limit.
 		return &limitError{fmt.Sprintf("%s is longer than the %d bytes (%d KiB) istio-aux reads",
 			keys.AnnotationProxyConfig, MaxProxyConfigBytes, MaxProxyConfigBytes>>10)}
 	}

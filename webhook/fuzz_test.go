@@ -170,22 +170,22 @@ func checkAdmit(ctx context.Context, t *testing.T, r *reconciler, raw []byte) (m
 	if resp.PatchType == nil || *resp.PatchType != admissionv1.PatchTypeJSONPatch {
 		t.Fatalf("patch type %v", resp.PatchType)
 	}
-	before, _, err := decodePod(raw)
-	if err != nil {
+	if _, _, err := decodePod(raw); err != nil {
 		t.Fatalf("patched an undecodable object: %v", err)
 	}
+	before := rawAnnotations(t, raw)
 	after := annotationsAfter(t, raw, resp.Patch)
 	changed := 0
 	for k, v := range after {
-		if old, ok := before.Annotations[k]; !ok || old != v {
+		if old, ok := before[k]; !ok || old != v {
 			changed++
 			if k != keys.AnnotationProxyConfig && k != keys.AnnotationNativeSidecar {
 				t.Fatalf("patch changed annotation %q", k)
 			}
 		}
 	}
-	if changed != 1 || len(after) < len(before.Annotations) {
-		t.Fatalf("patch changed %d annotations (before %v, after %v)", changed, before.Annotations, after)
+	if changed != 1 || len(after) < len(before) {
+		t.Fatalf("patch changed %d annotations (before %v, after %v)", changed, before, after)
 	}
 	return after, true
 }

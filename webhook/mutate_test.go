@@ -38,13 +38,31 @@ func applyMutation(t testing.TB, raw []byte, nsLabels map[string]string, mode Mo
 	}
 	m := Mutate(pod, nsLabels, mode)
 	if m.Outcome != Mutated {
-		return m, pod.Annotations
+		return m, rawAnnotations(t, raw)
 	}
 	patch, err := annotationPatch(s, m.Key, m.Value)
 	if err != nil {
 		t.Fatalf("annotationPatch: %v", err)
 	}
 	return m, annotationsAfter(t, raw, patch)
+}
+
+// rawAnnotations decodes every annotation of an object (decodePod keeps
+// only those Mutate reads).
+func rawAnnotations(t testing.TB, raw []byte) map[string]string {
+	t.Helper()
+	var v struct {
+		Metadata *struct {
+			Annotations map[string]string `json:"annotations"`
+		} `json:"metadata"`
+	}
+	if err := kjson.UnmarshalCaseSensitivePreserveInts(raw, &v); err != nil {
+		t.Fatalf("annotations of %s: %v", raw, err)
+	}
+	if v.Metadata == nil {
+		return nil
+	}
+	return v.Metadata.Annotations
 }
 
 func annotationsAfter(t testing.TB, raw, patch []byte) map[string]string {
@@ -346,6 +364,25 @@ func TestDecodePodRejects(t *testing.T) {
 		if _, _, err := decodePod([]byte(raw)); err == nil {
 			t.Errorf("decodePod(%q) = nil error", raw)
 		}
+	}
+}
+
+// decodePod unquotes only the annotations Mutate reads, and the proxy
+// config only as far as mergeHold's size limit.
+func TestDecodePodAnnotations(t *testing.T) {
+	raw := `{"metadata":{"annotations":{"team":"\u0026ml","sidecar.istio.io/inject":"tr\u0075e",` +
+		`"istio-aux.dev/enabled":null,"proxy.istio.io/config":"` + strings.Repeat(`\u0026`, 3*MaxProxyConfigBytes) + `"}}}`
+	pod, s, err := decodePod([]byte(raw))
+	if err != nil || !s.annotations {
+		t.Fatalf("decodePod: %v, %+v", err, s)
+	}
+	config := pod.Annotations[keys.AnnotationProxyConfig]
+	if len(config) <= MaxProxyConfigBytes || len(config) > MaxProxyConfigBytes+4 || strings.Trim(config, "&") != "" {
+		t.Errorf("proxy config of %d bytes, want %d < n ≤ %d of &", len(config), MaxProxyConfigBytes, MaxProxyConfigBytes+4)
+	}
+	delete(pod.Annotations, keys.AnnotationProxyConfig)
+	if want := map[string]string{keys.KeyInject: "true", keys.AnnotationEnabled: ""}; !maps.Equal(pod.Annotations, want) {
+		t.Errorf("annotations = %q, want %q", pod.Annotations, want)
 	}
 }
 
