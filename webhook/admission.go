@@ -3,6 +3,7 @@ package webhook
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"go.uber.org/zap"
 	admissionv1 "k8s.io/api/admission/v1"
@@ -47,6 +48,11 @@ func (r *reconciler) admit(ctx context.Context, req *admissionv1.AdmissionReques
 	warn := func(reason string, err error) (Mutation, []byte) {
 		return Mutation{Outcome: Warned, Reason: reason, Warning: "istio-aux left the object unchanged: " + err.Error()}, nil
 	}
+	// The API server stops waiting at its timeout (5 s by default) and closes
+	// the request, which ends ctx: from then on an answer reaches no one.
+	if err := ctx.Err(); err != nil {
+		return warn(ReasonRequestEnded, requestEnded(err))
+	}
 	switch {
 	case req == nil:
 		return warn("empty request", errors.New("the admission review has no request"))
@@ -72,6 +78,9 @@ func (r *reconciler) admit(ctx context.Context, req *admissionv1.AdmissionReques
 	if m.Outcome != Mutated {
 		return m, nil
 	}
+	if err := ctx.Err(); err != nil {
+		return warn(ReasonRequestEnded, requestEnded(err))
+	}
 	patch, err := annotationPatch(s, m.Key, m.Value)
 	if err != nil {
 		return warn("patch failed", err)
@@ -80,3 +89,11 @@ func (r *reconciler) admit(ctx context.Context, req *admissionv1.AdmissionReques
 }
 
 func (r *reconciler) mode() Mode { return r.config.Load().Mode }
+
+// ReasonRequestEnded: the admission request's context ended (the API server
+// gave up on the call) before istio-aux answered.
+const ReasonRequestEnded = "request ended"
+
+func requestEnded(err error) error {
+	return fmt.Errorf("the admission request ended before istio-aux answered: %w", err)
+}

@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"maps"
@@ -231,5 +232,50 @@ func TestAdmitFollowsMode(t *testing.T) {
 	got := annotationsAfter(t, req.Object.Raw, resp.Patch)
 	if want := map[string]string{keys.AnnotationNativeSidecar: "true"}; !maps.Equal(got, want) {
 		t.Errorf("annotations = %v, want %v", got, want)
+	}
+}
+
+// labelsFunc is a namespaceLabeler made of a function.
+type labelsFunc func(ctx context.Context, name string) (map[string]string, error)
+
+func (f labelsFunc) Labels(ctx context.Context, name string) (map[string]string, error) {
+	return f(ctx, name)
+}
+
+// Once the API server has given up on the call (its context ended), the pod
+// is left unchanged: nothing will read the answer, and work should stop.
+func TestAdmitRequestEnded(t *testing.T) {
+	enabled := map[string]string{keys.LabelEnabled: "true"}
+	tests := map[string]func(context.Context, context.CancelFunc) (context.Context, namespaceLabeler){
+		"ended before the request was read": func(ctx context.Context, cancel context.CancelFunc) (context.Context, namespaceLabeler) {
+			cancel()
+			return ctx, labelsFunc(func(context.Context, string) (map[string]string, error) {
+				t.Error("namespace read after the request ended")
+				return enabled, nil
+			})
+		},
+		"ended while the namespace was read": func(ctx context.Context, cancel context.CancelFunc) (context.Context, namespaceLabeler) {
+			return ctx, labelsFunc(func(context.Context, string) (map[string]string, error) {
+				cancel()
+				return enabled, nil
+			})
+		},
+	}
+	for name, setup := range tests {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t, nil)
+			ctx, cancel := context.WithCancel(f.ctx)
+			defer cancel()
+			ctx, f.r.namespaces = setup(ctx, cancel)
+			resp := f.r.Admit(ctx, podRequest(t, "ml", nil, nil))
+			ExpectAllowed(t, resp)
+			ExpectWarnsWith(t, resp, "the admission request ended before istio-aux answered: context canceled")
+			if resp.Patch != nil {
+				t.Errorf("patched %s", resp.Patch)
+			}
+			if got := f.counts(t); got[Warned] != 1 || len(got) != 1 {
+				t.Errorf("admission counts = %v, want one warned", got)
+			}
+		})
 	}
 }

@@ -1,28 +1,30 @@
 package webhook
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
-	"reflect"
+	"maps"
 	"strings"
 	"testing"
 
 	"github.com/istio-aux/istio-aux/pkg/keys"
 	"go.uber.org/zap"
-	yaml "go.yaml.in/yaml/v3"
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"knative.dev/pkg/logging"
+	sigsyaml "sigs.k8s.io/yaml"
 )
 
 // FuzzAdmit feeds Admit random objects and random proxy.istio.io/config
 // values. Properties: it never panics and always allows; a returned patch
 // applies to the object it was computed for and changes only our
-// annotation; a merged proxy config is a YAML mapping that still holds every
-// original key with its value, plus holdApplicationUntilProxyStarts.
+// annotation; a merged proxy config is the user's text with one insertion,
+// and Istio reads it as the user's fields plus holdApplicationUntilProxyStarts
+// (checkMerged).
 //
-//	go test -fuzz=FuzzAdmit -fuzztime=60s ./webhook/
+//	go test -run XXX -fuzz '^FuzzAdmit$' -fuzztime 60s ./webhook/
 func FuzzAdmit(f *testing.F) {
 	seeds := []struct {
 		raw    string
@@ -42,6 +44,13 @@ func FuzzAdmit(f *testing.F) {
 		{`null`, "a: 1\na: 2", false},
 		{`{"metadata":{"annotations":{"a~1b":"c","d/e":"f"}}}`, "x: .nan\n", true},
 		{`{"metadata":`, "\t", false},
+		{`{}`, "hold_application_until_proxy_starts: false", false},
+		{`{}`, "hold_application_until_proxy_starts: \"true\"\nconcurrency: 2", false},
+		{`{}`, "{\"holdApplicationUntilProxyStarts\": \"true\"}", false},
+		{`{}`, "holdApplicationUntilProxyStarts: yes", false},
+		{`{}`, "{\n  a: 1, # c\n  b: \"}\" # d\n} # e\n", false},
+		{`{}`, "a: |\n  text", false},
+		{`{}`, "  a: 1\n  b: {c: [d]}\n...\n", false},
 	}
 	for _, s := range seeds {
 		f.Add([]byte(s.raw), s.config, s.native)
@@ -83,26 +92,66 @@ func FuzzAdmit(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		config = sent.Annotations[keys.AnnotationProxyConfig]
-		var orig map[string]any
-		if strings.TrimSpace(config) == "" {
-			// Whitespace only: replaced by the key alone.
-		} else if err := yaml.Unmarshal([]byte(config), &orig); err != nil {
-			t.Fatalf("merged a config that does not parse (%v): %q", err, config)
-		}
-		var merged map[string]any
-		if err := yaml.Unmarshal([]byte(after[keys.AnnotationProxyConfig]), &merged); err != nil {
-			t.Fatalf("merged config is not valid YAML: %v\n%q", err, after[keys.AnnotationProxyConfig])
-		}
-		if merged[KeyHold] != true {
-			t.Fatalf("merged config lacks %s: true: %q", KeyHold, after[keys.AnnotationProxyConfig])
-		}
-		for k, v := range orig {
-			if !sameYAML(t, merged[k], v) {
-				t.Fatalf("key %q changed from %#v to %#v\nbefore %q\nafter %q", k, v, merged[k], config, after[keys.AnnotationProxyConfig])
-			}
-		}
+		checkMerged(t, sent.Annotations[keys.AnnotationProxyConfig], after[keys.AnnotationProxyConfig])
 	})
+}
+
+// checkMerged checks a proxy config that Admit merged the hold into: it is
+// the user's text with one insertion (a blank config is replaced, trailing
+// line breaks after comments may fold), and Istio's reader (sigs.k8s.io/yaml,
+// YAML 1.1, to JSON) reads it as the user's fields, each with the same value,
+// plus holdApplicationUntilProxyStarts: true.
+func checkMerged(t *testing.T, config, merged string) {
+	t.Helper()
+	if strings.TrimSpace(config) != "" {
+		prefix := 0
+		for prefix < len(config) && prefix < len(merged) && config[prefix] == merged[prefix] {
+			prefix++
+		}
+		suffix := 0
+		for suffix < len(config)-prefix && suffix < len(merged)-prefix && config[len(config)-1-suffix] == merged[len(merged)-1-suffix] {
+			suffix++
+		}
+		inserted := prefix+suffix >= len(config) || prefix >= len(strings.TrimRight(config, "\n"))
+		if !inserted || !strings.Contains(merged[prefix:len(merged)-suffix], KeyHold) {
+			t.Fatalf("merged config is not the user's text plus one insertion:\nbefore %q\nafter  %q", config, merged)
+		}
+	}
+	got := istioReads(t, merged)
+	if got == nil {
+		t.Fatalf("Istio cannot read the merged config %q (from %q)", merged, config)
+	}
+	if string(got[KeyHold]) != "true" {
+		t.Fatalf("merged config lacks %s: true: %q", KeyHold, merged)
+	}
+	delete(got, KeyHold)
+	want := map[string]json.RawMessage{}
+	if strings.TrimSpace(config) != "" {
+		if want = istioReads(t, config); want == nil {
+			// Istio rejects the user's config (a YAML 1.2 reader took it):
+			// nothing to compare with.
+			return
+		}
+	}
+	if !maps.EqualFunc(got, want, func(a, b json.RawMessage) bool { return bytes.Equal(a, b) }) {
+		t.Fatalf("Istio reads the merged config differently:\nbefore %q\n  %s\nafter  %q\n  %s", config, want, merged, got)
+	}
+}
+
+// istioReads is the top level of a proxy config as Istio reads it, or nil
+// when Istio cannot: sigs.k8s.io/yaml.YAMLToJSON, then a JSON object (see
+// holdvalue.go).
+func istioReads(t *testing.T, config string) map[string]json.RawMessage {
+	t.Helper()
+	js, err := sigsyaml.YAMLToJSON([]byte(config))
+	if err != nil {
+		return nil
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(js, &fields); err != nil || fields == nil {
+		return nil
+	}
+	return fields
 }
 
 // checkAdmit runs Admit on raw and checks the response; it returns the
@@ -121,32 +170,22 @@ func checkAdmit(ctx context.Context, t *testing.T, r *reconciler, raw []byte) (m
 	if resp.PatchType == nil || *resp.PatchType != admissionv1.PatchTypeJSONPatch {
 		t.Fatalf("patch type %v", resp.PatchType)
 	}
-	before, _, err := decodePod(raw)
-	if err != nil {
+	if _, _, err := decodePod(raw); err != nil {
 		t.Fatalf("patched an undecodable object: %v", err)
 	}
+	before := rawAnnotations(t, raw)
 	after := annotationsAfter(t, raw, resp.Patch)
 	changed := 0
 	for k, v := range after {
-		if old, ok := before.Annotations[k]; !ok || old != v {
+		if old, ok := before[k]; !ok || old != v {
 			changed++
 			if k != keys.AnnotationProxyConfig && k != keys.AnnotationNativeSidecar {
 				t.Fatalf("patch changed annotation %q", k)
 			}
 		}
 	}
-	if changed != 1 || len(after) < len(before.Annotations) {
-		t.Fatalf("patch changed %d annotations (before %v, after %v)", changed, before.Annotations, after)
+	if changed != 1 || len(after) < len(before) {
+		t.Fatalf("patch changed %d annotations (before %v, after %v)", changed, before, after)
 	}
 	return after, true
-}
-
-// sameYAML compares decoded YAML values by their encoding (NaN != NaN).
-func sameYAML(t *testing.T, a, b any) bool {
-	ea, err1 := yaml.Marshal(a)
-	eb, err2 := yaml.Marshal(b)
-	if err1 != nil || err2 != nil {
-		return reflect.DeepEqual(a, b)
-	}
-	return string(ea) == string(eb)
 }

@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"errors"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -26,14 +27,19 @@ const (
 
 // Stable reasons, for logs and tests.
 const (
-	ReasonNotOptedIn     = "not opted in"
-	ReasonNoInjection    = "Istio will not inject this pod"
-	ReasonNativeSidecar  = "pod already has a native istio-proxy sidecar"
-	ReasonUserHold       = "user already set " + KeyHold
-	ReasonUserNative     = "user already set " + keys.AnnotationNativeSidecar
-	ReasonHold           = "hold application until proxy starts"
-	ReasonNative         = "native sidecar requested"
+	ReasonNotOptedIn    = "not opted in"
+	ReasonNoInjection   = "Istio will not inject this pod"
+	ReasonNativeSidecar = "pod already has a native istio-proxy sidecar"
+	// ReasonUserHold covers both spellings, KeyHold and KeyHoldProto.
+	ReasonUserHold   = "user already set " + KeyHold
+	ReasonUserNative = "user already set " + keys.AnnotationNativeSidecar
+	ReasonHold       = "hold application until proxy starts"
+	ReasonNative     = "native sidecar requested"
+	// ReasonBadProxyConfig: a config Istio rejects, or one istio-aux cannot
+	// rewrite faithfully (anchors, repeated keys, several documents).
 	ReasonBadProxyConfig = "malformed " + keys.AnnotationProxyConfig
+	// ReasonProxyConfigLimit: a config over istio-aux's size limits.
+	ReasonProxyConfigLimit = keys.AnnotationProxyConfig + " over istio-aux's limits"
 )
 
 // Mutation is the decision for one pod: at most one annotation to set.
@@ -69,8 +75,12 @@ func Mutate(pod *corev1.Pod, namespaceLabels map[string]string, mode Mode) Mutat
 	merged, changed, err := mergeHold(pod.Annotations[keys.AnnotationProxyConfig])
 	switch {
 	case err != nil:
+		reason := ReasonBadProxyConfig
+		if le := (*limitError)(nil); errors.As(err, &le) {
+			reason = ReasonProxyConfigLimit
+		}
 		return Mutation{
-			Outcome: Warned, Reason: ReasonBadProxyConfig,
+			Outcome: Warned, Reason: reason,
 			Warning: "istio-aux left the pod unchanged: " + err.Error(),
 		}
 	case !changed:

@@ -38,13 +38,31 @@ func applyMutation(t testing.TB, raw []byte, nsLabels map[string]string, mode Mo
 	}
 	m := Mutate(pod, nsLabels, mode)
 	if m.Outcome != Mutated {
-		return m, pod.Annotations
+		return m, rawAnnotations(t, raw)
 	}
 	patch, err := annotationPatch(s, m.Key, m.Value)
 	if err != nil {
 		t.Fatalf("annotationPatch: %v", err)
 	}
 	return m, annotationsAfter(t, raw, patch)
+}
+
+// rawAnnotations decodes every annotation of an object (decodePod keeps
+// only those Mutate reads).
+func rawAnnotations(t testing.TB, raw []byte) map[string]string {
+	t.Helper()
+	var v struct {
+		Metadata *struct {
+			Annotations map[string]string `json:"annotations"`
+		} `json:"metadata"`
+	}
+	if err := kjson.UnmarshalCaseSensitivePreserveInts(raw, &v); err != nil {
+		t.Fatalf("annotations of %s: %v", raw, err)
+	}
+	if v.Metadata == nil {
+		return nil
+	}
+	return v.Metadata.Annotations
 }
 
 func annotationsAfter(t testing.TB, raw, patch []byte) map[string]string {
@@ -100,12 +118,88 @@ func TestMutate(t *testing.T) {
 		"flow-style proxy config": {
 			ns: enabledNS, annotations: map[string]string{hold: "{concurrency: 2}"},
 			outcome: Mutated, reason: ReasonHold,
-			want: map[string]string{hold: "{concurrency: 2, holdApplicationUntilProxyStarts: true}\n"},
+			want: map[string]string{hold: "{concurrency: 2, holdApplicationUntilProxyStarts: true}"},
 		},
 		"implicit null value stays null": {
 			ns: enabledNS, annotations: map[string]string{hold: "{tracing}"},
 			outcome: Mutated, reason: ReasonHold,
-			want: map[string]string{hold: "{tracing: null, holdApplicationUntilProxyStarts: true}\n"},
+			want: map[string]string{hold: "{tracing, holdApplicationUntilProxyStarts: true}"},
+		},
+		"JSON proxy config stays JSON": {
+			ns: enabledNS, annotations: map[string]string{hold: `{"concurrency": 2, "proxyMetadata": {"A": "1"}}`},
+			outcome: Mutated, reason: ReasonHold,
+			want: map[string]string{hold: `{"concurrency": 2, "proxyMetadata": {"A": "1"}, "holdApplicationUntilProxyStarts": true}`},
+		},
+		"multi-line flow config with comments": {
+			ns: enabledNS, annotations: map[string]string{hold: "{\n  concurrency: 2 # two\n} # done\n"},
+			outcome: Mutated, reason: ReasonHold,
+			want: map[string]string{hold: "{\n  concurrency: 2, holdApplicationUntilProxyStarts: true # two\n} # done\n"},
+		},
+		"layout kept as written": {
+			ns: enabledNS, annotations: map[string]string{hold: "tracing:\n    sampling:   10\n    zipkin: {address: 'z:9411'}"},
+			outcome: Mutated, reason: ReasonHold,
+			want: map[string]string{hold: "tracing:\n    sampling:   10\n    zipkin: {address: 'z:9411'}\nholdApplicationUntilProxyStarts: true\n"},
+		},
+		"repeated keys below the top level are kept as written": {
+			ns: enabledNS, annotations: map[string]string{hold: "tracing: {sampling: 1, sampling: 2}\n"},
+			outcome: Mutated, reason: ReasonHold,
+			want: map[string]string{hold: "tracing: {sampling: 1, sampling: 2}\nholdApplicationUntilProxyStarts: true\n"},
+		},
+		"user's proto-spelled false is kept": {
+			ns: enabledNS, annotations: map[string]string{hold: "hold_application_until_proxy_starts: false\n"},
+			outcome: Skipped, reason: ReasonUserHold,
+			want: map[string]string{hold: "hold_application_until_proxy_starts: false\n"},
+		},
+		"user's proto-spelled true is kept": {
+			ns: enabledNS, annotations: map[string]string{hold: "{hold_application_until_proxy_starts: true}"},
+			outcome: Skipped, reason: ReasonUserHold,
+			want: map[string]string{hold: "{hold_application_until_proxy_starts: true}"},
+		},
+		"YAML 1.1 boolean, as Istio reads it, is kept": {
+			ns: enabledNS, annotations: map[string]string{hold: "holdApplicationUntilProxyStarts: off"},
+			outcome: Skipped, reason: ReasonUserHold,
+			want: map[string]string{hold: "holdApplicationUntilProxyStarts: off"},
+		},
+		"hold as a string, which Istio rejects: unchanged with a warning": {
+			ns: enabledNS, annotations: map[string]string{hold: `holdApplicationUntilProxyStarts: "true"`},
+			outcome: Warned, reason: ReasonBadProxyConfig,
+			want: map[string]string{hold: `holdApplicationUntilProxyStarts: "true"`},
+		},
+		"proto-spelled hold as a string: unchanged with a warning": {
+			ns: enabledNS, annotations: map[string]string{hold: `hold_application_until_proxy_starts: "false"`},
+			outcome: Warned, reason: ReasonBadProxyConfig,
+			want: map[string]string{hold: `hold_application_until_proxy_starts: "false"`},
+		},
+		"anchors and aliases: unchanged with a warning": {
+			ns: enabledNS, annotations: map[string]string{hold: "a: &x [1]\nb: *x\n"},
+			outcome: Warned, reason: ReasonBadProxyConfig,
+			want: map[string]string{hold: "a: &x [1]\nb: *x\n"},
+		},
+		"merge key: unchanged with a warning": {
+			ns: enabledNS, annotations: map[string]string{hold: "<<: {holdApplicationUntilProxyStarts: false}\n"},
+			outcome: Warned, reason: ReasonBadProxyConfig,
+			want: map[string]string{hold: "<<: {holdApplicationUntilProxyStarts: false}\n"},
+		},
+		"a last block scalar without a line break: the hold goes first": {
+			// A last line would add a line break to its value.
+			ns: enabledNS, annotations: map[string]string{hold: "# tuned\nconcurrency: 2\nname: |\n  text"},
+			outcome: Mutated, reason: ReasonHold,
+			want: map[string]string{hold: "# tuned\nholdApplicationUntilProxyStarts: true\nconcurrency: 2\nname: |\n  text"},
+		},
+		"a document end marker: unchanged with a warning": {
+			ns: enabledNS, annotations: map[string]string{hold: "concurrency: 2\n...\n"},
+			outcome: Warned, reason: ReasonBadProxyConfig,
+			want: map[string]string{hold: "concurrency: 2\n...\n"},
+		},
+		"over the size limit: unchanged with a warning": {
+			ns: enabledNS, annotations: map[string]string{hold: "a: " + strings.Repeat("x", MaxProxyConfigBytes)},
+			outcome: Warned, reason: ReasonProxyConfigLimit,
+			want: map[string]string{hold: "a: " + strings.Repeat("x", MaxProxyConfigBytes)},
+		},
+		"over the structure limit: unchanged with a warning": {
+			ns: enabledNS, annotations: map[string]string{hold: "a: [" + strings.Repeat("1,", MaxProxyConfigMarks) + "1]"},
+			outcome: Warned, reason: ReasonProxyConfigLimit,
+			want: map[string]string{hold: "a: [" + strings.Repeat("1,", MaxProxyConfigMarks) + "1]"},
 		},
 		"whitespace-only proxy config": {
 			ns: enabledNS, annotations: map[string]string{hold: "  \n"},
@@ -270,6 +364,25 @@ func TestDecodePodRejects(t *testing.T) {
 		if _, _, err := decodePod([]byte(raw)); err == nil {
 			t.Errorf("decodePod(%q) = nil error", raw)
 		}
+	}
+}
+
+// decodePod unquotes only the annotations Mutate reads, and the proxy
+// config only as far as mergeHold's size limit.
+func TestDecodePodAnnotations(t *testing.T) {
+	raw := `{"metadata":{"annotations":{"team":"\u0026ml","sidecar.istio.io/inject":"tr\u0075e",` +
+		`"istio-aux.dev/enabled":null,"proxy.istio.io/config":"` + strings.Repeat(`\u0026`, 3*MaxProxyConfigBytes) + `"}}}`
+	pod, s, err := decodePod([]byte(raw))
+	if err != nil || !s.annotations {
+		t.Fatalf("decodePod: %v, %+v", err, s)
+	}
+	config := pod.Annotations[keys.AnnotationProxyConfig]
+	if len(config) <= MaxProxyConfigBytes || len(config) > MaxProxyConfigBytes+4 || strings.Trim(config, "&") != "" {
+		t.Errorf("proxy config of %d bytes, want %d < n ≤ %d of &", len(config), MaxProxyConfigBytes, MaxProxyConfigBytes+4)
+	}
+	delete(pod.Annotations, keys.AnnotationProxyConfig)
+	if want := map[string]string{keys.KeyInject: "true", keys.AnnotationEnabled: ""}; !maps.Equal(pod.Annotations, want) {
+		t.Errorf("annotations = %q, want %q", pod.Annotations, want)
 	}
 }
 

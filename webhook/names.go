@@ -38,3 +38,9 @@ const (
 // that makes the injector start istio-proxy first and hold the apps until it
 // is ready.
 const KeyHold = "holdApplicationUntilProxyStarts"
+
+// KeyHoldProto is the proto spelling of KeyHold. Istio reads ProxyConfig
+// with protobuf's JSON rules, which accept both; when both are present the
+// camelCase one wins, so adding KeyHold would override a user's choice made
+// in this spelling.
+const KeyHoldProto = "hold_application_until_proxy_starts"

@@ -4,11 +4,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
+	"unicode/utf8"
 
 	"gomodules.xyz/jsonpatch/v2"
 	corev1 "k8s.io/api/core/v1"
 	kjson "sigs.k8s.io/json"
+
+	"github.com/istio-aux/istio-aux/pkg/keys"
 )
 
 // decodePod decodes what the mutation reads of an admission object, the
@@ -16,7 +20,10 @@ import (
 // would also accept "Metadata", and a patch built from that pod would not
 // apply to the raw object.) It decodes into a view of those fields only:
 // the API server has validated the rest, and decoding a whole Pod (its
-// containers, env, volumes) was most of the webhook's CPU per request. It
+// containers, env, volumes) was most of the webhook's CPU per request. Of
+// the annotations it unquotes only the ones Mutate reads (readAnnotations),
+// and the proxy config only up to MaxProxyConfigBytes+utf8.UTFMax bytes:
+// a longer one is over mergeHold's limit whatever the rest of it says. It
 // also reports which parents of the annotations map exist in the raw JSON,
 // because a JSON patch can only add a key to an object that is there.
 func decodePod(raw []byte) (*corev1.Pod, shape, error) {
@@ -38,7 +45,22 @@ func decodePod(raw []byte) (*corev1.Pod, shape, error) {
 		pod.Name, pod.GenerateName, pod.Namespace, pod.Labels = m.Name, m.GenerateName, m.Namespace, m.Labels
 		if m.Annotations != nil {
 			s.annotations = true
-			pod.Annotations = *m.Annotations
+			pod.Annotations = make(map[string]string, len(readAnnotations))
+			for _, k := range readAnnotations {
+				lit, ok := (*m.Annotations)[k]
+				if !ok {
+					continue
+				}
+				limit := math.MaxInt
+				if k == keys.AnnotationProxyConfig {
+					limit = MaxProxyConfigBytes + utf8.UTFMax
+				}
+				value, _, err := lit.value(limit)
+				if err != nil {
+					return nil, shape{}, fmt.Errorf("object is not a JSON object: annotation %s: %w", k, err)
+				}
+				pod.Annotations[k] = value
+			}
 		}
 	}
 	if n := len(v.Spec.InitContainers); n > 0 {
@@ -50,14 +72,19 @@ func decodePod(raw []byte) (*corev1.Pod, shape, error) {
 	return pod, s, nil
 }
 
+// readAnnotations are the annotations Mutate reads.
+var readAnnotations = []string{
+	keys.AnnotationEnabled, keys.KeyInject, keys.AnnotationNativeSidecar, keys.AnnotationProxyConfig,
+}
+
 // podView is every field of a Pod that Mutate reads (see decodePod).
 type podView struct {
 	Metadata *struct {
-		Name         string             `json:"name"`
-		GenerateName string             `json:"generateName"`
-		Namespace    string             `json:"namespace"`
-		Labels       map[string]string  `json:"labels"`
-		Annotations  *map[string]string `json:"annotations"`
+		Name         string                 `json:"name"`
+		GenerateName string                 `json:"generateName"`
+		Namespace    string                 `json:"namespace"`
+		Labels       map[string]string      `json:"labels"`
+		Annotations  *map[string]jsonString `json:"annotations"`
 	} `json:"metadata"`
 	Spec struct {
 		HostNetwork    bool `json:"hostNetwork"`

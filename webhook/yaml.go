@@ -1,7 +1,6 @@
 package webhook
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -12,84 +11,173 @@ import (
 )
 
 // mergeHold merges "holdApplicationUntilProxyStarts: true" into a ProxyConfig
-// YAML document. It works on the yaml.Node tree so that every other key keeps
-// its value, order and comments. changed is false when the user already set
-// the key (any value: an explicit false is a decision, not an omission). An
-// error means the document is not a single YAML mapping; the caller then
-// leaves the pod alone.
+// YAML document. It reads the document as a yaml.Node tree only, so nothing
+// is ever expanded and its work is linear in the document, which
+// checkLimits bounds first; it writes by inserting one line (or one flow
+// entry) into the user's text, so every other byte, comments and layout
+// included, stays as the user wrote it. changed is false when the user
+// already set the hold, in either spelling Istio reads (any value: an
+// explicit false is a decision, not an omission). An error means the pod
+// must be left alone: the document is over a limit (*limitError), or it is
+// something Istio rejects or istio-aux cannot rewrite faithfully; the
+// message names the problem for the user.
 func mergeHold(config string) (merged string, changed bool, err error) {
 	if strings.TrimSpace(config) == "" {
 		return KeyHold + ": true", true, nil
 	}
+	if err := checkLimits(config); err != nil {
+		return "", false, err
+	}
+	doc, err := parseConfig(config)
+	switch {
+	case err != nil:
+		return "", false, err
+	case doc == nil:
+		// Only comments: keep them and add the key below.
+		return strings.TrimRight(config, "\n") + "\n" + KeyHold + ": true\n", true, nil
+	}
+	root := doc.Content[0]
+	if err := checkTree(root); err != nil {
+		return "", false, err
+	}
+	set, err := userHold(root)
+	if err != nil || set {
+		return "", false, err
+	}
+	merged, ok := insertHold(config, root)
+	// Never hand Istio a document that does not read back as the user's
+	// nodes plus ours: better a warning than a silently changed setting.
+	var back yaml.Node
+	if !ok || yaml.Unmarshal([]byte(merged), &back) != nil || !sameWithHold(&back, doc) {
+		return "", false, fmt.Errorf("%s could not be rewritten without changing it; istio-aux left it as it is: add %s: true yourself",
+			keys.AnnotationProxyConfig, KeyHold)
+	}
+	return merged, true, nil
+}
+
+// parseConfig parses config into a node tree: nil for a document of comments
+// only, an error unless it is exactly one YAML document holding a mapping.
+// Decoding into a yaml.Node neither resolves nor expands anything.
+func parseConfig(config string) (*yaml.Node, error) {
 	dec := yaml.NewDecoder(strings.NewReader(config))
 	var doc yaml.Node
 	switch err := dec.Decode(&doc); {
 	case errors.Is(err, io.EOF):
-		// Only comments: keep them and add the key below.
-		return strings.TrimRight(config, "\n") + "\n" + KeyHold + ": true\n", true, nil
+		return nil, nil
 	case err != nil:
-		return "", false, fmt.Errorf("%s is not valid YAML: %w", keys.AnnotationProxyConfig, err)
+		return nil, fmt.Errorf("%s is not valid YAML (%w); Istio rejects it", keys.AnnotationProxyConfig, err)
 	}
 	var extra yaml.Node
-	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
-		// Istio reads one document; rewriting would silently drop the rest.
-		return "", false, fmt.Errorf("%s holds more than one YAML document", keys.AnnotationProxyConfig)
+	switch err := dec.Decode(&extra); {
+	case errors.Is(err, io.EOF):
+	case err != nil:
+		return nil, fmt.Errorf("%s is not valid YAML (%w); Istio rejects it", keys.AnnotationProxyConfig, err)
+	default:
+		// Istio reads the first document; rewriting would drop the rest.
+		return nil, fmt.Errorf("%s holds more than one YAML document (line %d); istio-aux does not rewrite it: remove the ---",
+			keys.AnnotationProxyConfig, extra.Line)
 	}
-	if doc.Kind != yaml.DocumentNode || len(doc.Content) != 1 || doc.Content[0].Kind != yaml.MappingNode {
-		return "", false, fmt.Errorf("%s is not a YAML mapping", keys.AnnotationProxyConfig)
+	if len(doc.Content) != 1 {
+		return nil, fmt.Errorf("%s is not a YAML document", keys.AnnotationProxyConfig)
 	}
-	// Decoding into a map also rejects duplicate keys and resolves merge
-	// keys ("<<"), so "already set" means what Istio would see.
-	var fields map[string]any
-	if err := doc.Decode(&fields); err != nil {
-		return "", false, fmt.Errorf("%s is not a valid mapping: %w", keys.AnnotationProxyConfig, err)
+	switch root := doc.Content[0]; {
+	case root.Kind == yaml.MappingNode:
+		return &doc, nil
+	case root.Kind == yaml.ScalarNode && root.ShortTag() == "!!null":
+		// Istio reads a null document as an empty ProxyConfig.
+		return nil, fmt.Errorf("%s is null, not a mapping; istio-aux adds nothing to it: write {} or remove it", keys.AnnotationProxyConfig)
+	default:
+		return nil, fmt.Errorf("%s is %s, not a mapping of ProxyConfig fields; Istio rejects it", keys.AnnotationProxyConfig, describeKind(root))
 	}
-	if _, ok := fields[KeyHold]; ok {
-		return config, false, nil
-	}
-	root := doc.Content[0]
-	spellNulls(root)
-	root.Content = append(root.Content,
-		&yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: KeyHold},
-		&yaml.Node{Kind: yaml.ScalarNode, Tag: "!!bool", Value: "true"},
-	)
-	var buf bytes.Buffer
-	enc := yaml.NewEncoder(&buf)
-	enc.SetIndent(2)
-	if err := enc.Encode(&doc); err != nil {
-		return "", false, fmt.Errorf("re-encoding %s: %w", keys.AnnotationProxyConfig, err)
-	}
-	if err := enc.Close(); err != nil {
-		return "", false, fmt.Errorf("re-encoding %s: %w", keys.AnnotationProxyConfig, err)
-	}
-	// Never hand Istio a document that does not read back as the user's
-	// fields plus ours: better a warning than a silently changed setting.
-	var check map[string]any
-	if err := yaml.Unmarshal(buf.Bytes(), &check); err != nil || check[KeyHold] != true {
-		return "", false, fmt.Errorf("%s could not be rewritten safely (%v)", keys.AnnotationProxyConfig, err)
-	}
-	delete(check, KeyHold)
-	if !sameYAMLValue(check, fields) {
-		return "", false, fmt.Errorf("%s could not be rewritten without changing it", keys.AnnotationProxyConfig)
-	}
-	return buf.String(), true, nil
 }
 
-// spellNulls writes implicit nulls out: an empty null scalar (the value of
-// "{a}" or "a:") would otherwise be encoded as ” and turn into a string.
-func spellNulls(n *yaml.Node) {
-	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" && n.Value == "" {
-		n.Value = "null"
+// checkTree walks the tree once. It refuses anchors, aliases and merge keys,
+// which only expansion could resolve (and expansion is what alias bombs
+// exploit), and mapping keys that Istio's YAML-to-JSON conversion rejects.
+func checkTree(n *yaml.Node) error {
+	if n.Anchor != "" {
+		return fmt.Errorf("%s uses the YAML anchor &%s (line %d); istio-aux does not expand anchors, aliases or merge keys: write the values out",
+			keys.AnnotationProxyConfig, clip(n.Anchor), n.Line)
+	}
+	switch n.Kind {
+	case yaml.AliasNode:
+		return fmt.Errorf("%s uses the YAML alias *%s (line %d); istio-aux does not expand anchors, aliases or merge keys: write the values out",
+			keys.AnnotationProxyConfig, clip(n.Value), n.Line)
+	case yaml.MappingNode:
+		for i := 0; i < len(n.Content); i += 2 {
+			switch k := n.Content[i]; {
+			case k.Kind == yaml.MappingNode || k.Kind == yaml.SequenceNode:
+				return fmt.Errorf("%s has a mapping key that is %s (line %d); Istio rejects it",
+					keys.AnnotationProxyConfig, describeKind(k), k.Line)
+			case k.Kind != yaml.ScalarNode:
+			case k.ShortTag() == "!!merge":
+				return fmt.Errorf("%s uses the YAML merge key << (line %d); istio-aux does not expand anchors, aliases or merge keys: write the values out",
+					keys.AnnotationProxyConfig, k.Line)
+			case k.ShortTag() == "!!null":
+				return fmt.Errorf("%s has a null mapping key (line %d); Istio rejects it", keys.AnnotationProxyConfig, k.Line)
+			}
+		}
 	}
 	for _, c := range n.Content {
-		spellNulls(c)
+		if err := checkTree(c); err != nil {
+			return err
+		}
 	}
+	return nil
 }
 
-// sameYAMLValue compares decoded YAML by its canonical encoding (maps are
-// encoded with sorted keys; NaN equals itself).
-func sameYAMLValue(a, b any) bool {
-	ea, err1 := yaml.Marshal(a)
-	eb, err2 := yaml.Marshal(b)
-	return err1 == nil && err2 == nil && bytes.Equal(ea, eb)
+// userHold reports whether the user set the hold at the top level of root,
+// reading it the way Istio does: either spelling counts, and when both are
+// there the camelCase one is the one Istio reads. A value Istio would reject
+// is an error, and so is a repeated top-level key: which one a reader keeps
+// is not something to guess about.
+func userHold(root *yaml.Node) (bool, error) {
+	lines := make(map[string]int, len(root.Content)/2)
+	var camel, proto *yaml.Node
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		k := root.Content[i]
+		if line, dup := lines[k.Value]; dup {
+			return false, fmt.Errorf("%s sets %s twice (lines %d and %d); istio-aux does not rewrite it: keep one",
+				keys.AnnotationProxyConfig, clip(k.Value), line, k.Line)
+		}
+		lines[k.Value] = k.Line
+		switch k.Value {
+		case KeyHold:
+			camel = root.Content[i+1]
+		case KeyHoldProto:
+			proto = root.Content[i+1]
+		}
+	}
+	key, v := KeyHold, camel
+	if v == nil {
+		key, v = KeyHoldProto, proto
+	}
+	if v == nil {
+		return false, nil
+	}
+	if problem := holdProblem(v); problem != "" {
+		return false, fmt.Errorf("%s: %s %s", keys.AnnotationProxyConfig, key, problem)
+	}
+	return true, nil
+}
+
+func describeKind(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.AliasNode:
+		return "an alias"
+	}
+	return fmt.Sprintf("the scalar %q", clip(n.Value))
+}
+
+// clip shortens user text quoted in a warning.
+func clip(s string) string {
+	const max = 40
+	if len(s) <= max {
+		return s
+	}
+	return strings.ToValidUTF8(s[:max], "") + "…"
 }
