@@ -53,7 +53,10 @@ type Config struct {
 	// dispatcher presents to the function: a projected ServiceAccount token
 	// made for the function's audience.
 	SinkTokenFile string
-	Decision      decision.Options // ISTIO_AUX_SIDECARS
+	Decision      decision.Options // ISTIO_AUX_SIDECARS, ISTIO_AUX_QUIT_NATIVE
+	// Profiling (ISTIO_AUX_PROFILING=true) serves Go's profiles on the
+	// metrics port at /debug/pprof/.
+	Profiling bool
 }
 
 // ConfigFromEnv reads the environment; a set but invalid value is an error.
@@ -102,6 +105,7 @@ func configFromLookup(lookup func(string) (string, bool)) (Config, error) {
 	if c.Decision, err = decision.OptionsFromEnv(lookup); err != nil {
 		return c, err
 	}
+	c.Profiling = get("ISTIO_AUX_PROFILING", "") == "true"
 	return c, nil
 }
 

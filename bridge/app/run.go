@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -125,7 +126,7 @@ func Run(ctx context.Context, cfg Config, rc *rest.Config, newSink NewSink, list
 		ready = append(ready, d.Running)
 		g.Go(func() error { return d.Run(ctx) })
 	}
-	g.Go(func() error { return serve(ctx, cfg.MetricsAddr, reg, ready, listening) })
+	g.Go(func() error { return serve(ctx, cfg.MetricsAddr, cfg.Profiling, reg, ready, listening) })
 	return g.Wait()
 }
 
@@ -150,8 +151,13 @@ func newWatcher(cfg Config, rc *rest.Config, nc *nats.Conn, js jetstream.JetStre
 
 // serve exposes /metrics, /healthz (the process runs) and /readyz (caches
 // synced, consumer running, NATS connected).
-func serve(ctx context.Context, addr string, g prometheus.Gatherer, ready []func() bool, listening chan<- net.Addr) error {
+func serve(ctx context.Context, addr string, profiling bool, g prometheus.Gatherer, ready []func() bool, listening chan<- net.Addr) error {
 	mux := http.NewServeMux()
+	if profiling {
+		// Go's profiles, for measuring (make bench); off by default.
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	}
 	mux.Handle("/metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
