@@ -15,4 +15,6 @@ hack/build-k8s.sh >/dev/null
 hack/build-kwok.sh >/dev/null
 hack/build-istio.sh >/dev/null
 hack/build-ours.sh ./test/cmd/record
-"${cache}/bin/record" -out "${root}/test/testdata" -timeout "${RECORD_TIMEOUT:-3m}" "$@"
+# The real node's scenarios need its packages (as root; it says so).
+if ((EUID == 0)); then hack/node-deps.sh; fi
+"${cache}/bin/record" -out "${root}/test/testdata" -timeout "${RECORD_TIMEOUT:-5m}" "$@"

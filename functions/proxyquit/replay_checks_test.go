@@ -162,3 +162,36 @@ func checkDeletedMidRun(t *testing.T, evs []recorded) {
 		}
 	}
 }
+
+// checkContainerPolicy: the recorded pod has the pod policy and its app
+// the container policy given, the app's first attempt exited firstExit,
+// and it restarted restarts times before it was done for good.
+func checkContainerPolicy(pod corev1.RestartPolicy, app corev1.ContainerRestartPolicy, firstExit int32, restarts int32) func(*testing.T, []recorded) {
+	return func(t *testing.T, evs []recorded) {
+		var sawFirst, sawDone bool
+		for _, ev := range evs {
+			p := ev.pod
+			if p.Spec.RestartPolicy != pod || len(p.Spec.Containers) != 2 {
+				t.Fatalf("%s: pod policy %s, %d containers", ev.file, p.Spec.RestartPolicy, len(p.Spec.Containers))
+			}
+			for _, c := range p.Spec.Containers {
+				if c.Name != keys.ProxyContainer && (c.RestartPolicy == nil || *c.RestartPolicy != app) {
+					t.Fatalf("%s: app %s restartPolicy %v, want %s", ev.file, c.Name, c.RestartPolicy, app)
+				}
+			}
+			s, ok := status(p, "tensorflow")
+			if !ok || s.State.Terminated == nil {
+				continue
+			}
+			if s.RestartCount == 0 && s.State.Terminated.ExitCode == firstExit {
+				sawFirst = true
+			}
+			if s.RestartCount == restarts && ev.state == record.StateAppsDone {
+				sawDone = true
+			}
+		}
+		if !sawFirst || !sawDone {
+			t.Errorf("first attempt exiting %d seen: %v; done after %d restarts seen: %v", firstExit, sawFirst, restarts, sawDone)
+		}
+	}
+}

@@ -125,6 +125,46 @@ var scenarios = map[string]replayScenario{
 		sequence: []string{"1of1", record.StateAppsDone, record.StateProxyExited, record.StateSucceeded},
 		check:    checkNative,
 	},
+	// Container-level restart policy and rules, recorded on the real node.
+	"container-onfailure-retry": {
+		pods: []string{"retry"},
+		states: map[string]expect{
+			record.StatePending: wait, record.StatePodInitializing: wait, "1of2": wait,
+			// Pod Never, but the app's own OnFailure: the kubelet runs it
+			// again, so its proxy stays.
+			record.StateAppFailed: wait, "1of2-restart1": wait,
+			record.StateAppsDone: quit,
+		},
+		sequence:    []string{"1of2", record.StateAppFailed, "1of2-restart1", record.StateAppsDone},
+		quitsPerPod: 1,
+		check:       checkContainerPolicy(corev1.RestartPolicyNever, corev1.ContainerRestartPolicyOnFailure, 1, 1),
+	},
+	"restart-rule-exit-42": {
+		pods: []string{"rule"},
+		states: map[string]expect{
+			record.StatePending: wait, record.StatePodInitializing: wait, "1of2": wait,
+			// Exit 42 matches the app's Restart rule: the kubelet runs it
+			// again, so its proxy stays.
+			record.StateAppFailed: wait, "1of2-restart1": wait,
+			record.StateAppsDone: quit,
+		},
+		sequence:    []string{"1of2", record.StateAppFailed, "1of2-restart1", record.StateAppsDone},
+		quitsPerPod: 1,
+		check:       checkContainerPolicy(corev1.RestartPolicyNever, corev1.ContainerRestartPolicyNever, 42, 1),
+	},
+	"container-never-failure": {
+		pods: []string{"once"},
+		states: map[string]expect{
+			record.StatePending: wait, record.StatePodInitializing: wait, "1of2": wait,
+			// Pod OnFailure, but the app's own Never: the kubelet will not
+			// run it again, so the proxy is quit and the pod fails, instead
+			// of istio-aux waiting for a retry that never comes.
+			record.StateAppsDone: quit,
+		},
+		sequence:    []string{"1of2", record.StateAppsDone},
+		quitsPerPod: 1,
+		check:       checkContainerPolicy(corev1.RestartPolicyOnFailure, corev1.ContainerRestartPolicyNever, 1, 0),
+	},
 	"deleted-mid-run": {
 		apiServerSource: true,
 		pods:            []string{"sleeper"},

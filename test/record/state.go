@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/istio-aux/istio-aux/pkg/decision"
 	"github.com/istio-aux/istio-aux/pkg/keys"
 	"github.com/istio-aux/istio-aux/pkg/podevent"
 	"github.com/istio-aux/istio-aux/pkg/slim"
@@ -27,7 +28,7 @@ const (
 	StateInit            = "init"            // an init container has not finished
 	StatePodInitializing = "podinitializing" // init done, no container started
 	StateAppsDone        = "apps-done"       // every app terminated, will not restart, proxy running
-	StateAppFailed       = "app-failed"      // OnFailure: an app exited non-zero, the kubelet restarts it
+	StateAppFailed       = "app-failed"      // an app exited non-zero and the kubelet will run it again
 	StateProxyExited     = "proxy-exited"    // every app and the proxy terminated, phase not final yet
 )
 
@@ -73,7 +74,11 @@ func State(pod *slim.Pod, eventType string) string {
 			if firstExited == "" {
 				firstExited = fmt.Sprintf("%s-exited%d", s.Name, t.ExitCode)
 			}
-			failed = failed || t.ExitCode != 0
+			// The kubelet will run it again (pkg/decision.WillRestart: the
+			// container's rules and policy, then the pod's)?
+			if c, ok := container(pod, s.Name); ok && t.ExitCode != 0 {
+				failed = failed || decision.WillRestart(c, pod.Spec.RestartPolicy, t.ExitCode) != decision.NoRestart
+			}
 		}
 	}
 	for _, s := range pod.Status.InitContainerStatuses {
@@ -84,7 +89,7 @@ func State(pod *slim.Pod, eventType string) string {
 	switch {
 	case running == 0 && exited == 0:
 		return StatePodInitializing
-	case exited == apps && failed && pod.Spec.RestartPolicy == corev1.RestartPolicyOnFailure:
+	case exited == apps && failed:
 		return StateAppFailed
 	case exited == apps && proxyDone:
 		return StateProxyExited
@@ -98,6 +103,15 @@ func State(pod *slim.Pod, eventType string) string {
 		st += fmt.Sprintf("-restart%d", n)
 	}
 	return st
+}
+
+func container(pod *slim.Pod, name string) (slim.Container, bool) {
+	for _, c := range pod.Spec.Containers {
+		if c.Name == name {
+			return c, true
+		}
+	}
+	return slim.Container{}, false
 }
 
 // isSidecar reports a native sidecar: an init container that keeps running.

@@ -87,9 +87,16 @@ func source(sc scenario, f format) string {
 			"  seen by a dynamic pod informer as dev.knative.apiserver.resource.*, full pod JSON, in order\n")
 	}
 	fmt.Fprintf(&b, "pods: %s\n", strings.Join(podNames(sc), ", "))
-	b.WriteString("run: kube-apiserver and etcd " + cluster.K8sVersion + " built from source, kwok " + cluster.KwokVersion +
-		" with the Stages in test/kwok,\n  istiod as the sidecar injector (test/istio, istio.io/istio " + istio.Version + ", proxy " + istio.ProxyImage +
-		"), istio-aux's real webhook and bridge\n  (embedded NATS, proxy-quit in-process; kwok runs the stub pilot-agent on exec)\n")
+	if sc.node {
+		b.WriteString("run: kube-apiserver, etcd and the kubelet " + cluster.K8sVersion + " built from source, a real node (containerd,\n" +
+			"  runc) in a network namespace, istiod as the sidecar injector (test/istio, istio.io/istio " + istio.Version + "),\n" +
+			"  the real pilot-agent with the Envoy stand-in in " + istio.ProxyImage + ", istio-aux's real webhook and bridge\n" +
+			"  (embedded NATS, proxy-quit in-process, exec through the kubelet)\n")
+	} else {
+		b.WriteString("run: kube-apiserver and etcd " + cluster.K8sVersion + " built from source, kwok " + cluster.KwokVersion +
+			" with the Stages in test/kwok,\n  istiod as the sidecar injector (test/istio, istio.io/istio " + istio.Version + ", proxy " + istio.ProxyImage +
+			"), istio-aux's real webhook and bridge\n  (embedded NATS, proxy-quit in-process; kwok runs the stub pilot-agent on exec)\n")
+	}
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		fmt.Fprintf(&b, "built with: %s\n", bi.GoVersion)
 	}

@@ -15,6 +15,8 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -23,14 +25,33 @@ import (
 
 func main() {
 	out := flag.String("out", filepath.Join(cluster.RepoRoot(), "test", "testdata"), "testdata directory to (re)write")
-	timeout := flag.Duration("timeout", 3*time.Minute, "bound on the whole run, cluster start included")
+	timeout := flag.Duration("timeout", 5*time.Minute, "bound on the whole run, cluster starts included")
+	only := flag.String("only", "", "comma-separated scenarios (namespaces) to record; empty: all")
 	flag.Parse()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	ctx, cancel := context.WithTimeout(ctx, *timeout)
-	defer cancel()
-	if err := run(ctx, *out, scenarios()); err != nil {
-		fmt.Fprintln(os.Stderr, "record:", err)
-		os.Exit(1)
+	// The real node's scenarios need its network namespace.
+	os.Exit(cluster.RunInNetns(func() int {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		ctx, cancel := context.WithTimeout(ctx, *timeout)
+		defer cancel()
+		if err := run(ctx, *out, selected(scenarios(), *only)); err != nil {
+			fmt.Fprintln(os.Stderr, "record:", err)
+			return 1
+		}
+		return 0
+	}))
+}
+
+// selected are the scenarios named in only (all when it is empty).
+func selected(scs []scenario, only string) []scenario {
+	if only == "" {
+		return scs
 	}
+	var out []scenario
+	for _, sc := range scs {
+		if slices.Contains(strings.Split(only, ","), sc.namespace) {
+			out = append(out, sc)
+		}
+	}
+	return out
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"time"
@@ -16,8 +17,7 @@ import (
 
 	"github.com/istio-aux/istio-aux/pkg/podevent"
 	"github.com/istio-aux/istio-aux/test/cluster"
-	"github.com/istio-aux/istio-aux/test/istio"
-	"github.com/istio-aux/istio-aux/test/istioaux"
+	"github.com/istio-aux/istio-aux/test/mesh"
 	"github.com/istio-aux/istio-aux/test/record"
 )
 
@@ -37,9 +37,27 @@ func run(ctx context.Context, out string, scs []scenario) error {
 	}
 	defer os.RemoveAll(bridgeDir)
 
-	recorded, err := runScenarios(ctx, logf, bridgeDir, scs)
-	if err != nil {
-		return err
+	// kwok's scenarios, then the real node's (those kwok's Stages cannot
+	// imitate: the kubelet's container-level restarts).
+	recorded := map[string][]cloudevents.Event{}
+	for _, node := range []bool{false, true} {
+		var group []scenario
+		for _, sc := range scs {
+			if sc.node == node {
+				group = append(group, sc)
+			}
+		}
+		if len(group) == 0 {
+			continue
+		}
+		if why := cluster.NodeUnavailable(); node && why != "" {
+			return fmt.Errorf("the real node's scenarios need a real node: %s", why)
+		}
+		got, err := runScenarios(ctx, logf, bridgeDir, group, node)
+		if err != nil {
+			return err
+		}
+		maps.Copy(recorded, got)
 	}
 	for _, sc := range scs {
 		for folder, f := range sc.folders {
@@ -57,31 +75,20 @@ func step(format string, args ...any) {
 }
 
 // runScenarios returns the events recorded per folder.
-func runScenarios(ctx context.Context, log io.Writer, bridgeDir string, scs []scenario) (_ map[string][]cloudevents.Event, err error) {
+func runScenarios(ctx context.Context, log io.Writer, bridgeDir string, scs []scenario, node bool) (_ map[string][]cloudevents.Event, err error) {
 	start := time.Now()
-	c, err := cluster.Start(ctx, cluster.Options{Kwok: true, Log: log})
+	m, err := mesh.Start(ctx, mesh.Options{Node: node, IstioAux: true, Log: log})
 	if err != nil {
 		return nil, err
 	}
-	defer func() { err = errors.Join(err, c.Stop()) }()
-	istiod, err := istio.Start(ctx, c, istio.Options{NativeSidecars: "false", Log: log})
-	if err != nil {
-		return nil, err
-	}
-	defer func() { err = errors.Join(err, istiod.Stop()) }()
-	aux, err := istioaux.Start(ctx, c, log)
-	if aux != nil {
-		defer func() {
-			// knative's webhook drains for longer than Stop waits and is
-			// killed; that loses nothing recorded, so it is only reported.
-			if err := aux.Stop(); err != nil {
-				step("stopping istio-aux: %v", err)
-			}
-		}()
-	}
-	if err != nil {
-		return nil, err
-	}
+	defer func() {
+		// knative's webhook drains for longer than Stop waits and is
+		// killed; that loses nothing recorded, so it is only reported.
+		if err := m.Stop(); err != nil {
+			step("stopping: %v", err)
+		}
+	}()
+	c := m.Cluster
 	wctx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
 	src, err := watchPods(wctx, c.RESTConfig())

@@ -3,10 +3,12 @@ package main
 import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/istio-aux/istio-aux/pkg/keys"
 	"github.com/istio-aux/istio-aux/test/cluster"
 	"github.com/istio-aux/istio-aux/test/istio"
+	"github.com/istio-aux/istio-aux/test/mesh"
 )
 
 // format is what a folder holds.
@@ -34,6 +36,8 @@ type scenario struct {
 	folders   map[string]format
 	// deleteRunning deletes every pod once all its apps run (deleted-mid-run).
 	deleteRunning bool
+	// node records it on the real node (a real kubelet), not on kwok.
+	node bool
 }
 
 var optedIn = map[string]string{keys.LabelEnabled: "true"}
@@ -85,6 +89,39 @@ func scenarios() []scenario {
 				map[string]string{cluster.AnnotationRunFor: "2s", "sidecar.istio.io/nativeSidecar": "true"}, "app")},
 			folders: map[string]format{"native-sidecar": apiServerSourceFormat},
 		},
+		// Container-level restart policy and rules (Kubernetes 1.35+), which
+		// only a real kubelet decides: recorded on the real node.
+		{
+			namespace: "container-onfailure-retry",
+			what: "restartPolicy Never, but the app container's own restartPolicy is OnFailure; its first " +
+				"attempt exits 1, the kubelet runs it again, the second exits 0 (real node)",
+			nsLabels: optedIn, node: true,
+			pods: []*corev1.Pod{nodePod("retry", corev1.RestartPolicyNever, mesh.App{ExitCodes: []int{1, 0}},
+				func(c *corev1.Container) { c.RestartPolicy = ptr.To(corev1.ContainerRestartPolicyOnFailure) })},
+			folders: map[string]format{"container-onfailure-retry": bridgeFormat},
+		},
+		{
+			namespace: "restart-rule-exit-42",
+			what: "restartPolicy Never, the app container restartPolicy Never with a rule Restart on exit code In [42]; " +
+				"its first attempt exits 42, the kubelet runs it again, the second exits 0 (real node)",
+			nsLabels: optedIn, node: true,
+			pods: []*corev1.Pod{nodePod("rule", corev1.RestartPolicyNever, mesh.App{ExitCodes: []int{42, 0}},
+				func(c *corev1.Container) {
+					c.RestartPolicy = ptr.To(corev1.ContainerRestartPolicyNever)
+					c.RestartPolicyRules = []corev1.ContainerRestartRule{{Action: corev1.ContainerRestartRuleActionRestart,
+						ExitCodes: &corev1.ContainerRestartRuleOnExitCodes{Operator: corev1.ContainerRestartRuleOnExitCodesOpIn, Values: []int32{42}}}}
+				})},
+			folders: map[string]format{"restart-rule-exit-42": bridgeFormat},
+		},
+		{
+			namespace: "container-never-failure",
+			what: "restartPolicy OnFailure, but the app container's own restartPolicy is Never; it exits 1 " +
+				"and the kubelet will not run it again (real node)",
+			nsLabels: optedIn, node: true,
+			pods: []*corev1.Pod{nodePod("once", corev1.RestartPolicyOnFailure, mesh.App{ExitCodes: []int{1}},
+				func(c *corev1.Container) { c.RestartPolicy = ptr.To(corev1.ContainerRestartPolicyNever) })},
+			folders: map[string]format{"container-never-failure": bridgeFormat},
+		},
 		{
 			namespace: "deleted-mid-run",
 			what: "restartPolicy Never, the app would run 60s but the pod is deleted once it runs " +
@@ -133,4 +170,12 @@ func mnistWorker(i int) *corev1.Pod {
 		Args: []string{"istio-iptables", "-p", "15001", "-z", "15006", "-u", "1337", "-m", "REDIRECT", "-i", "*", "-b", "*", "-d", "15090,15021,15020"},
 	}}
 	return p
+}
+
+// nodePod is a pod for the real node: the training app (test/cmd/app) as
+// mesh builds it, changed by mod.
+func nodePod(name string, policy corev1.RestartPolicy, app mesh.App, mod func(*corev1.Container)) *corev1.Pod {
+	t := mesh.TrainingJob(name, 1, policy, app, nil).Spec.Template
+	mod(&t.Spec.Containers[0])
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app": name}, Annotations: t.Annotations}, Spec: t.Spec}
 }
