@@ -85,6 +85,20 @@ func TestDecodedDecidesLikeTheFullPod(t *testing.T) {
 			p.Spec.InitContainers = append(p.Spec.InitContainers, corev1.Container{Name: "istio-proxy", RestartPolicy: &always})
 		},
 		"no sidecar annotation": func(p *corev1.Pod) { delete(p.Annotations, keys.AnnotationSidecars) },
+		// Container-level policy and rules travel too (Kubernetes 1.35+).
+		"app Never under OnFailure, exit 3": func(p *corev1.Pod) {
+			never := corev1.ContainerRestartPolicyNever
+			p.Spec.Containers[1].RestartPolicy = &never
+			p.Status.ContainerStatuses[1].State.Terminated.ExitCode = 3
+		},
+		"a rule retries exit 3": func(p *corev1.Pod) {
+			never := corev1.ContainerRestartPolicyNever
+			p.Spec.RestartPolicy = corev1.RestartPolicyNever
+			p.Spec.Containers[1].RestartPolicy = &never
+			p.Spec.Containers[1].RestartPolicyRules = []corev1.ContainerRestartRule{{Action: corev1.ContainerRestartRuleActionRestart,
+				ExitCodes: &corev1.ContainerRestartRuleOnExitCodes{Operator: corev1.ContainerRestartRuleOnExitCodesOpIn, Values: []int32{3}}}}
+			p.Status.ContainerStatuses[1].State.Terminated.ExitCode = 3
+		},
 	}
 	for name, mutate := range variants {
 		full := fullPod()
