@@ -128,3 +128,35 @@ func body(url string) string {
 	b, _ := io.ReadAll(r.Body)
 	return string(b)
 }
+
+// A bridge started while NATS is down waits for it, not ready, instead of
+// exiting (which the kubelet would answer with a growing back-off).
+func TestRunWaitsForNATS(t *testing.T) {
+	srv := testenv.StartServer(t)
+	url := srv.URL()
+	srv.Shutdown()
+	ctx, cancel := context.WithCancel(testenv.Context(t))
+	cfg := Config{NATSURL: url, Stream: "ISTIO_AUX", Sink: "http://127.0.0.1:1", Role: RoleDispatch,
+		MetricsAddr: "127.0.0.1:0", SinkTimeout: time.Second}
+	addrs := make(chan net.Addr, 1)
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, cfg, nil, HTTPSink(cfg), addrs) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	var base string
+	select {
+	case a := <-addrs:
+		base = "http://" + a.String()
+	case err := <-done:
+		t.Fatalf("Run ended while NATS was down: %v", err)
+	}
+	if s := status(base + "/readyz"); s != http.StatusServiceUnavailable {
+		t.Errorf("/readyz = %d with NATS down, want 503", s)
+	}
+	srv.Start()
+	testenv.Eventually(t, 20*time.Second, "/readyz once NATS is up", func() bool { return status(base+"/readyz") == http.StatusOK })
+}

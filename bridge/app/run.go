@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"math"
 	"net/http/pprof"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -16,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"knative.dev/pkg/logging"
@@ -88,7 +91,15 @@ func Run(ctx context.Context, cfg Config, rc *rest.Config, newSink NewSink, list
 		}
 		logger.Infow("Connecting to NATS", zap.String("url", url), zap.Strings("using", sec.Using))
 	}
-	nc, err := transport.Connect(url, "istio-aux-"+string(cfg.Role), sec, logger)
+	// Once the watcher exists, a reconnection retries at once the pods
+	// whose events could not be published meanwhile, instead of each
+	// waiting out its back-off (up to 30 s).
+	var reconnected atomic.Pointer[func()]
+	nc, err := transport.Connect(url, "istio-aux-"+string(cfg.Role), sec, logger, func() {
+		if f := reconnected.Load(); f != nil {
+			(*f)()
+		}
+	})
 	if err != nil {
 		return err
 	}
@@ -97,21 +108,22 @@ func Run(ctx context.Context, cfg Config, rc *rest.Config, newSink NewSink, list
 	if err != nil {
 		return err
 	}
-	if _, err := transport.Ensure(ctx, js, cfg.Stream); err != nil {
-		return err
-	}
 
 	if rc == nil && cfg.Role.Watches() {
 		return errors.New("the watcher needs a Kubernetes client configuration")
 	}
 
 	g, ctx := errgroup.WithContext(ctx)
-	ready := []func() bool{nc.IsConnected}
+	var streamReady atomic.Bool
+	g.Go(func() error { ensureStream(ctx, js, cfg.Stream, &streamReady); return nil })
+	ready := []func() bool{nc.IsConnected, streamReady.Load}
 	if cfg.Role.Watches() {
 		w, pub, err := newWatcher(cfg, rc, nc, js, reg)
 		if err != nil {
 			return err
 		}
+		retry := func() { go retryWhenStreamAnswers(ctx, js, cfg.Stream, w.RetryNow) }
+		reconnected.Store(&retry)
 		ready = append(ready, w.Synced)
 		g.Go(func() error { return pub.Run(ctx) })
 		g.Go(func() error { return w.Run(ctx) })
@@ -128,6 +140,44 @@ func Run(ctx context.Context, cfg Config, rc *rest.Config, newSink NewSink, list
 	}
 	g.Go(func() error { return serve(ctx, cfg.MetricsAddr, cfg.Profiling, reg, ready, listening) })
 	return g.Wait()
+}
+
+// ensureStream creates or updates the stream, retrying with back-off while
+// NATS is unreachable (a process exiting instead would be restarted with the
+// kubelet's growing back-off, long after NATS is back). The publisher and
+// the dispatcher re-create a missing stream themselves; this applies the
+// configuration at start and gates readiness.
+func ensureStream(ctx context.Context, js jetstream.JetStream, stream string, done *atomic.Bool) {
+	logger := logging.FromContext(ctx)
+	backoff := wait.Backoff{Duration: time.Second, Factor: 2, Steps: math.MaxInt32, Cap: 15 * time.Second}
+	for ctx.Err() == nil {
+		actx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		_, err := transport.Ensure(actx, js, stream)
+		cancel()
+		if err == nil {
+			done.Store(true)
+			return
+		}
+		d := backoff.Step()
+		logger.Warnw("Stream not ready; retrying", zap.Error(err), zap.Duration("in", d))
+		select {
+		case <-ctx.Done():
+		case <-time.After(d):
+		}
+	}
+}
+
+// retryWhenStreamAnswers runs retry once the stream answers again: right
+// after a reconnection JetStream may still be recovering it, and a publish
+// then fails anew.
+func retryWhenStreamAnswers(ctx context.Context, js jetstream.JetStream, stream string, retry func()) {
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := js.Stream(ctx, stream)
+		return err == nil, nil
+	})
+	if err == nil {
+		retry()
+	}
 }
 
 func newWatcher(cfg Config, rc *rest.Config, nc *nats.Conn, js jetstream.JetStream, reg prometheus.Registerer) (*watch.Watcher, *publish.Publisher, error) {

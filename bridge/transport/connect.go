@@ -105,14 +105,20 @@ func (s *Security) add(name string, o nats.Option) {
 // Connect connects to url as name, with sec, retrying for ever in the
 // background when the server is down (the pipeline waits; nothing is lost).
 // Losing the connection, and every error the server reports (a refused
-// credential, a permission), are warnings on logger.
-func Connect(url, name string, sec Security, logger *zap.SugaredLogger) (*nats.Conn, error) {
+// credential, a permission), are warnings on logger. onReconnect, if not
+// nil, runs after every reconnection.
+func Connect(url, name string, sec Security, logger *zap.SugaredLogger, onReconnect func()) (*nats.Conn, error) {
 	opts := append([]nats.Option{nats.Name(name), nats.MaxReconnects(-1),
 		nats.RetryOnFailedConnect(true), nats.ReconnectWait(time.Second),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			logger.Warnw("Disconnected from NATS", zap.Error(err))
 		}),
-		nats.ReconnectHandler(func(nc *nats.Conn) { logger.Infow("Reconnected to NATS", zap.String("url", nc.ConnectedUrlRedacted())) }),
+		nats.ReconnectHandler(func(nc *nats.Conn) {
+			logger.Infow("Reconnected to NATS", zap.String("url", nc.ConnectedUrlRedacted()))
+			if onReconnect != nil {
+				onReconnect()
+			}
+		}),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
 			logger.Warnw("NATS error", zap.Error(err))
 		}),

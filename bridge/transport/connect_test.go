@@ -82,7 +82,7 @@ func TestConnectWithTokenAndTLS(t *testing.T) {
 	if got := strings.Join(sec.Using, ","); got != "token,TLS" {
 		t.Errorf("using %q, want token,TLS", got)
 	}
-	nc, err := Connect(url, "test", sec, logger)
+	nc, err := Connect(url, "test", sec, logger, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +99,7 @@ func TestConnectWithTokenAndTLS(t *testing.T) {
 	}
 
 	// Without the secret: no TLS, no token; refused.
-	bare, err := Connect(url, "bare", Security{}, logger)
+	bare, err := Connect(url, "bare", Security{}, logger, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

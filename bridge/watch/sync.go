@@ -29,11 +29,30 @@ func (w *Watcher) processNext(ctx context.Context) bool {
 	return true
 }
 
+// forget ends a pod's back-off: its state is published or needs no event.
+func (w *Watcher) forget(key string) {
+	w.queue.Forget(key)
+	w.failing.Delete(key)
+}
+
+// RetryNow queues at once every pod waiting out a back-off after a failed
+// publish: for when what failed (the NATS connection) is back. A pod
+// synced twice is harmless: the second finds its state published.
+func (w *Watcher) RetryNow() {
+	w.failing.Range(func(k, _ any) bool {
+		key := k.(string)
+		w.queue.Forget(key)
+		w.queue.Add(key)
+		return true
+	})
+}
+
 // retry re-queues a pod with back-off. Nothing is ever dropped: a pod that
 // cannot be published is retried until it can, or until it no longer needs
 // publishing.
 func (w *Watcher) retry(ctx context.Context, key string, err error) {
 	w.m.Retries.Inc()
+	w.failing.Store(key, struct{}{})
 	n := w.queue.NumRequeues(key)
 	log := logging.FromContext(ctx).Desugar()
 	if n < 3 {
@@ -51,7 +70,7 @@ func (w *Watcher) sync(ctx context.Context, key string) error {
 	if err != nil || !exists {
 		if !exists {
 			w.published.forget(key)
-			w.queue.Forget(key)
+			w.forget(key)
 		}
 		return err
 	}
@@ -61,7 +80,7 @@ func (w *Watcher) sync(ctx context.Context, key string) error {
 		if !v.OptedIn {
 			w.published.forget(key)
 		}
-		w.queue.Forget(key)
+		w.forget(key)
 		return nil
 	}
 	return w.publish(ctx, key, in.Pod, v.Fingerprint)
@@ -109,7 +128,7 @@ func (w *Watcher) publish(ctx context.Context, key string, pod *slim.Pod, fp uin
 			w.retry(ctx, key, err)
 			return
 		}
-		w.queue.Forget(key)
+		w.forget(key)
 	})
 	if err != nil {
 		w.published.forgetIf(key, fp)

@@ -67,6 +67,8 @@ type Watcher struct {
 	queue     workqueue.TypedRateLimitingInterface[string]
 	published *published
 	synced    atomic.Bool
+	// failing holds the keys waiting out a back-off (RetryNow).
+	failing sync.Map
 }
 
 // New builds the informers and registers the handlers; Run starts them.

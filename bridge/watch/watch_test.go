@@ -11,6 +11,7 @@ import (
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
 	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
@@ -142,6 +143,7 @@ func readiness(p *corev1.Pod) {
 
 // bridge runs a watcher and its publisher until stop is called.
 type bridge struct {
+	nc   *nats.Conn
 	m    *metrics.Bridge
 	w    *watch.Watcher
 	stop func()
@@ -155,7 +157,7 @@ func startBridge(t *testing.T, ctx context.Context, client kubernetes.Interface,
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &bridge{m: metrics.NewBridge(nil)}
+	b := &bridge{nc: nc, m: metrics.NewBridge(nil)}
 	pub := publish.New(nc, js, b.m, transport.DefaultName, 128)
 	if o.Source == "" {
 		o.Source = "test"
@@ -343,6 +345,40 @@ func TestNATSRestartLosesNothing(t *testing.T) {
 			t.Errorf("%s delivered %d times", id, n)
 		}
 	}
+}
+
+// TestRetryNowSkipsTheBackOff: pods whose publish failed while NATS was
+// down wait out their back-off (here a minute), unless RetryNow (what the
+// bridge calls on reconnecting) queues them at once.
+func TestRetryNowSkipsTheBackOff(t *testing.T) {
+	ctx := testenv.Context(t)
+	srv := testenv.StartServer(t)
+	c := newCluster(t)
+	js, _ := jetstream.New(testenv.Connect(t, srv.URL()))
+	if _, err := transport.Ensure(ctx, js, transport.DefaultName); err != nil {
+		t.Fatal(err)
+	}
+	b := startBridge(t, ctx, c.client, srv.URL(), watch.Options{
+		RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Minute, time.Minute)})
+	srv.Shutdown()
+	testenv.Eventually(t, 5*time.Second, "the bridge to notice", func() bool { return !b.nc.IsConnected() })
+	for i := range 5 {
+		name := fmt.Sprintf("during-%d", i)
+		c.createJob("jobs", name)
+		c.update("jobs", name, appExits(0))
+	}
+	testenv.Eventually(t, 5*time.Second, "each publish to fail once", func() bool { return testutil.ToFloat64(b.m.Retries) >= 5 })
+	srv.Start()
+	testenv.Eventually(t, 10*time.Second, "the stream to answer", func() bool {
+		_, err := js.Stream(ctx, transport.DefaultName)
+		return b.nc.IsConnected() && err == nil
+	})
+	start := time.Now()
+	b.w.RetryNow()
+	testenv.Eventually(t, 10*time.Second, "the five events, well before the minute's back-off", func() bool {
+		return testutil.ToFloat64(b.m.Published) == 5
+	})
+	t.Logf("published %s after RetryNow", time.Since(start).Round(time.Millisecond))
 }
 
 // TestAnnotationChurnMakesOneEvent: on a finished pod whose proxy still
