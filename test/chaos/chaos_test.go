@@ -80,6 +80,7 @@ func TestChaos(t *testing.T) {
 	chaosFor := max(creation+15*time.Second, outageAt+outage+10*time.Second)
 	chaosCtx, stopChaos := context.WithTimeout(context.Background(), chaosFor)
 	defer stopChaos()
+	var outageStart time.Time // written before wg.Wait, read after
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() {
@@ -88,6 +89,7 @@ func TestChaos(t *testing.T) {
 		case <-chaosCtx.Done():
 		case <-time.After(outageAt):
 			fmt.Fprintf(os.Stderr, "chaos: +%s NATS down for %s\n", time.Since(start).Round(time.Second), outage)
+			outageStart = time.Now()
 			s.nats.kill(outage)
 		}
 	}()
@@ -168,7 +170,7 @@ func TestChaos(t *testing.T) {
 		t.Errorf("apps outside the opt-in did not finish: %v", err)
 	}
 
-	f, err := verify(context.Background(), jobs)
+	f, err := verify(context.Background(), jobs, outageStart, outageStart.Add(outage))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,6 +198,9 @@ func TestChaos(t *testing.T) {
 		[2]string{"quits after proxy exited", fmt.Sprint(f.lateExec)},
 		[2]string{"untouched outside pods", fmt.Sprintf("%d/%d", f.controlPods-f.touchedControl, f.controlPods)},
 		[2]string{"app end → quit", f.latency()},
+		[2]string{"… apps ended before the outage", phase(f.byPhase[0])},
+		[2]string{"… apps ended during it", phase(f.byPhase[1])},
+		[2]string{"… apps ended after it", phase(f.byPhase[2])},
 		[2]string{"wall: creation / all done", fmt.Sprintf("%s / %s", created.Round(time.Second), converged.Round(time.Second))},
 		[2]string{"load avg before / after", loadBefore + " / " + loadavg()},
 	)

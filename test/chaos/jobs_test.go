@@ -130,8 +130,10 @@ func finished(ctx context.Context, jobs []testJob) (int, error) {
 // latency summarises how long pods waited for their quit after their app
 // ended: median, 99th percentile and maximum (a long tail is retries with
 // back-off, or the bridge's resync for an event that ran out of them).
-func (f *findings) latency() string {
-	l := slices.Clone(f.latencies)
+func (f *findings) latency() string { return summary(f.latencies) }
+
+func summary(latencies []time.Duration) string {
+	l := slices.Clone(latencies)
 	if len(l) == 0 {
 		return "-"
 	}
@@ -160,7 +162,11 @@ type findings struct {
 	early, lateExec, neverQuit     int
 	touchedControl, wrongOutcome   int
 	latencies                      []time.Duration // app finished → first quit (second precision)
-	problems                       []string
+	// byPhase splits latencies by when the app finished: before the NATS
+	// outage (outage: its start and end, when set), during it, or after.
+	outage   [2]time.Time
+	byPhase  [3][]time.Duration
+	problems []string
 }
 
 func (f *findings) problem(format string, args ...any) {
@@ -175,8 +181,11 @@ func (f *findings) problem(format string, args ...any) {
 //   - each opted-in pod was quit at least once, never before its app's
 //     final attempt ended, and never again after istio-proxy had exited;
 //   - no pod outside the opt-in was quit or mutated, and its proxy runs.
-func verify(ctx context.Context, jobs []testJob) (*findings, error) {
+func verify(ctx context.Context, jobs []testJob, outage ...time.Time) (*findings, error) {
 	f := &findings{jobs: len(jobs)}
+	if len(outage) == 2 {
+		f.outage = [2]time.Time{outage[0], outage[1]}
+	}
 	quits, err := env.Quits()
 	if err != nil {
 		return nil, err
@@ -257,7 +266,18 @@ func verifyPod(f *findings, k kind, p *corev1.Pod, quits []cluster.Quit) {
 		f.early++
 		f.problem("%s: quit at %s, app's last attempt %s–%s", id, first.Time.Format(time.StampMilli), done.StartedAt.Format(time.Stamp), done.FinishedAt.Format(time.Stamp))
 	}
-	f.latencies = append(f.latencies, first.Time.Sub(done.FinishedAt.Time))
+	lat := first.Time.Sub(done.FinishedAt.Time)
+	f.latencies = append(f.latencies, lat)
+	if end := done.FinishedAt.Time; !f.outage[0].IsZero() {
+		phase := 1
+		switch {
+		case end.Before(f.outage[0]):
+			phase = 0
+		case end.After(f.outage[1]):
+			phase = 2
+		}
+		f.byPhase[phase] = append(f.byPhase[phase], lat)
+	}
 	if t := proxy.State.Terminated; t == nil {
 		f.problem("%s: quit but istio-proxy did not exit", id)
 	} else {
@@ -273,3 +293,5 @@ func verifyPod(f *findings, k kind, p *corev1.Pod, quits []cluster.Quit) {
 		}
 	}
 }
+
+func phase(l []time.Duration) string { return fmt.Sprintf("%s (%d pods)", summary(l), len(l)) }
