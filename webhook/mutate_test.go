@@ -86,7 +86,7 @@ func annotationsAfter(t testing.TB, raw, patch []byte) map[string]string {
 func TestMutate(t *testing.T) {
 	const hold = keys.AnnotationProxyConfig
 	other := map[string]string{"team": "ml"}
-	tests := map[string]struct {
+	type testCase = struct {
 		ns          map[string]string
 		labels      map[string]string
 		annotations map[string]string
@@ -96,7 +96,10 @@ func TestMutate(t *testing.T) {
 		outcome     Outcome
 		reason      string
 		want        map[string]string // the annotations afterwards
-	}{
+	}
+	// The rows about proxy.istio.io/config itself are in testdata/merge.json,
+	// which test/e2e also runs through istiod.
+	tests := map[string]testCase{
 		"no annotations at all": {
 			ns: enabledNS, outcome: Mutated, reason: ReasonHold,
 			want: map[string]string{hold: "holdApplicationUntilProxyStarts: true"},
@@ -109,88 +112,6 @@ func TestMutate(t *testing.T) {
 			ns: legacyNS, outcome: Mutated, reason: ReasonHold,
 			want: map[string]string{hold: "holdApplicationUntilProxyStarts: true"},
 		},
-		"existing proxy config with other keys, order and comments kept": {
-			ns:          enabledNS,
-			annotations: map[string]string{hold: "# tuned for mnist\nconcurrency: 2\ntracing:\n  sampling: 10.5\nproxyMetadata:\n  ISTIO_META_DNS_CAPTURE: \"true\"\n"},
-			outcome:     Mutated, reason: ReasonHold,
-			want: map[string]string{hold: "# tuned for mnist\nconcurrency: 2\ntracing:\n  sampling: 10.5\nproxyMetadata:\n  ISTIO_META_DNS_CAPTURE: \"true\"\nholdApplicationUntilProxyStarts: true\n"},
-		},
-		"flow-style proxy config": {
-			ns: enabledNS, annotations: map[string]string{hold: "{concurrency: 2}"},
-			outcome: Mutated, reason: ReasonHold,
-			want: map[string]string{hold: "{concurrency: 2, holdApplicationUntilProxyStarts: true}"},
-		},
-		"implicit null value stays null": {
-			ns: enabledNS, annotations: map[string]string{hold: "{tracing}"},
-			outcome: Mutated, reason: ReasonHold,
-			want: map[string]string{hold: "{tracing, holdApplicationUntilProxyStarts: true}"},
-		},
-		"JSON proxy config stays JSON": {
-			ns: enabledNS, annotations: map[string]string{hold: `{"concurrency": 2, "proxyMetadata": {"A": "1"}}`},
-			outcome: Mutated, reason: ReasonHold,
-			want: map[string]string{hold: `{"concurrency": 2, "proxyMetadata": {"A": "1"}, "holdApplicationUntilProxyStarts": true}`},
-		},
-		"multi-line flow config with comments": {
-			ns: enabledNS, annotations: map[string]string{hold: "{\n  concurrency: 2 # two\n} # done\n"},
-			outcome: Mutated, reason: ReasonHold,
-			want: map[string]string{hold: "{\n  concurrency: 2, holdApplicationUntilProxyStarts: true # two\n} # done\n"},
-		},
-		"layout kept as written": {
-			ns: enabledNS, annotations: map[string]string{hold: "tracing:\n    sampling:   10\n    zipkin: {address: 'z:9411'}"},
-			outcome: Mutated, reason: ReasonHold,
-			want: map[string]string{hold: "tracing:\n    sampling:   10\n    zipkin: {address: 'z:9411'}\nholdApplicationUntilProxyStarts: true\n"},
-		},
-		"repeated keys below the top level are kept as written": {
-			ns: enabledNS, annotations: map[string]string{hold: "tracing: {sampling: 1, sampling: 2}\n"},
-			outcome: Mutated, reason: ReasonHold,
-			want: map[string]string{hold: "tracing: {sampling: 1, sampling: 2}\nholdApplicationUntilProxyStarts: true\n"},
-		},
-		"user's proto-spelled false is kept": {
-			ns: enabledNS, annotations: map[string]string{hold: "hold_application_until_proxy_starts: false\n"},
-			outcome: Skipped, reason: ReasonUserHold,
-			want: map[string]string{hold: "hold_application_until_proxy_starts: false\n"},
-		},
-		"user's proto-spelled true is kept": {
-			ns: enabledNS, annotations: map[string]string{hold: "{hold_application_until_proxy_starts: true}"},
-			outcome: Skipped, reason: ReasonUserHold,
-			want: map[string]string{hold: "{hold_application_until_proxy_starts: true}"},
-		},
-		"YAML 1.1 boolean, as Istio reads it, is kept": {
-			ns: enabledNS, annotations: map[string]string{hold: "holdApplicationUntilProxyStarts: off"},
-			outcome: Skipped, reason: ReasonUserHold,
-			want: map[string]string{hold: "holdApplicationUntilProxyStarts: off"},
-		},
-		"hold as a string, which Istio rejects: unchanged with a warning": {
-			ns: enabledNS, annotations: map[string]string{hold: `holdApplicationUntilProxyStarts: "true"`},
-			outcome: Warned, reason: ReasonBadProxyConfig,
-			want: map[string]string{hold: `holdApplicationUntilProxyStarts: "true"`},
-		},
-		"proto-spelled hold as a string: unchanged with a warning": {
-			ns: enabledNS, annotations: map[string]string{hold: `hold_application_until_proxy_starts: "false"`},
-			outcome: Warned, reason: ReasonBadProxyConfig,
-			want: map[string]string{hold: `hold_application_until_proxy_starts: "false"`},
-		},
-		"anchors and aliases: unchanged with a warning": {
-			ns: enabledNS, annotations: map[string]string{hold: "a: &x [1]\nb: *x\n"},
-			outcome: Warned, reason: ReasonBadProxyConfig,
-			want: map[string]string{hold: "a: &x [1]\nb: *x\n"},
-		},
-		"merge key: unchanged with a warning": {
-			ns: enabledNS, annotations: map[string]string{hold: "<<: {holdApplicationUntilProxyStarts: false}\n"},
-			outcome: Warned, reason: ReasonBadProxyConfig,
-			want: map[string]string{hold: "<<: {holdApplicationUntilProxyStarts: false}\n"},
-		},
-		"a last block scalar without a line break: the hold goes first": {
-			// A last line would add a line break to its value.
-			ns: enabledNS, annotations: map[string]string{hold: "# tuned\nconcurrency: 2\nname: |\n  text"},
-			outcome: Mutated, reason: ReasonHold,
-			want: map[string]string{hold: "# tuned\nholdApplicationUntilProxyStarts: true\nconcurrency: 2\nname: |\n  text"},
-		},
-		"a document end marker: unchanged with a warning": {
-			ns: enabledNS, annotations: map[string]string{hold: "concurrency: 2\n...\n"},
-			outcome: Warned, reason: ReasonBadProxyConfig,
-			want: map[string]string{hold: "concurrency: 2\n...\n"},
-		},
 		"over the size limit: unchanged with a warning": {
 			ns: enabledNS, annotations: map[string]string{hold: "a: " + strings.Repeat("x", MaxProxyConfigBytes)},
 			outcome: Warned, reason: ReasonProxyConfigLimit,
@@ -200,41 +121,6 @@ func TestMutate(t *testing.T) {
 			ns: enabledNS, annotations: map[string]string{hold: "a: [" + strings.Repeat("1,", MaxProxyConfigMarks) + "1]"},
 			outcome: Warned, reason: ReasonProxyConfigLimit,
 			want: map[string]string{hold: "a: [" + strings.Repeat("1,", MaxProxyConfigMarks) + "1]"},
-		},
-		"whitespace-only proxy config": {
-			ns: enabledNS, annotations: map[string]string{hold: "  \n"},
-			outcome: Mutated, reason: ReasonHold,
-			want: map[string]string{hold: "holdApplicationUntilProxyStarts: true"},
-		},
-		"comment-only proxy config": {
-			ns: enabledNS, annotations: map[string]string{hold: "# nothing yet\n"},
-			outcome: Mutated, reason: ReasonHold,
-			want: map[string]string{hold: "# nothing yet\nholdApplicationUntilProxyStarts: true\n"},
-		},
-		"user's explicit false is kept": {
-			ns: enabledNS, annotations: map[string]string{hold: "concurrency: 2\nholdApplicationUntilProxyStarts: false\n"},
-			outcome: Skipped, reason: ReasonUserHold,
-			want: map[string]string{hold: "concurrency: 2\nholdApplicationUntilProxyStarts: false\n"},
-		},
-		"malformed YAML: unchanged with a warning": {
-			ns: enabledNS, annotations: map[string]string{hold: "concurrency: [2"},
-			outcome: Warned, reason: ReasonBadProxyConfig,
-			want: map[string]string{hold: "concurrency: [2"},
-		},
-		"proxy config that is a list: unchanged with a warning": {
-			ns: enabledNS, annotations: map[string]string{hold: "- concurrency: 2"},
-			outcome: Warned, reason: ReasonBadProxyConfig,
-			want: map[string]string{hold: "- concurrency: 2"},
-		},
-		"proxy config with duplicate keys: unchanged with a warning": {
-			ns: enabledNS, annotations: map[string]string{hold: "concurrency: 2\nconcurrency: 3\n"},
-			outcome: Warned, reason: ReasonBadProxyConfig,
-			want: map[string]string{hold: "concurrency: 2\nconcurrency: 3\n"},
-		},
-		"two YAML documents: unchanged with a warning": {
-			ns: enabledNS, annotations: map[string]string{hold: "concurrency: 2\n---\nconcurrency: 3\n"},
-			outcome: Warned, reason: ReasonBadProxyConfig,
-			want: map[string]string{hold: "concurrency: 2\n---\nconcurrency: 3\n"},
 		},
 		"opted out by annotation in an enabled namespace": {
 			ns: enabledNS, annotations: map[string]string{keys.AnnotationEnabled: "false"},
@@ -295,6 +181,16 @@ func TestMutate(t *testing.T) {
 		"native mode, not opted in": {
 			mode: ModeNative, outcome: Skipped, reason: ReasonNotOptedIn,
 		},
+	}
+	for _, r := range mergeRows(t) {
+		if _, dup := tests[r.Name]; dup {
+			t.Fatalf("row %q twice", r.Name)
+		}
+		tc := testCase{ns: enabledNS, outcome: r.Outcome, reason: r.reasonText(t), want: map[string]string{hold: r.Want}}
+		if r.Config != nil {
+			tc.annotations = map[string]string{hold: *r.Config}
+		}
+		tests[r.Name] = tc
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
