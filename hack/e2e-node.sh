@@ -10,19 +10,9 @@ set -o errexit -o nounset -o pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "${root}"
-stages=()
-timed() {
-  local name="$1"; shift
-  local start=${SECONDS} rc=0
-  "$@" || rc=$?
-  stages+=("$(printf '%-32s %4ds%s' "${name}" $((SECONDS - start)) "$( ((rc)) && echo '  FAILED')")")
-  return "${rc}"
-}
-report() {
-  echo "--- e2e-node stage times ---"
-  printf '%s\n' "${stages[@]}"
-}
-trap report EXIT
+STAGES_TITLE="e2e-node stage times"
+# shellcheck source=hack/stages.sh
+source hack/stages.sh
 
 if ((EUID == 0)); then
   timed "node packages" hack/node-deps.sh

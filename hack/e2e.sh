@@ -9,19 +9,9 @@ set -o errexit -o nounset -o pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "${root}"
-stages=()
-timed() {
-  local name="$1"; shift
-  local start=${SECONDS} rc=0
-  "$@" || rc=$?
-  stages+=("$(printf '%-32s %4ds%s' "${name}" $((SECONDS - start)) "$( ((rc)) && echo '  FAILED')")")
-  return "${rc}"
-}
-report() {
-  echo "--- e2e stage times ---"
-  printf '%s\n' "${stages[@]}"
-}
-trap report EXIT
+STAGES_TITLE="e2e stage times"
+# shellcheck source=hack/stages.sh
+source hack/stages.sh
 
 timed "kubernetes binaries" hack/build-k8s.sh >/dev/null
 timed "kwok" hack/build-kwok.sh >/dev/null
