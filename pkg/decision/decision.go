@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/istio-aux/istio-aux/pkg/keys"
 	"github.com/istio-aux/istio-aux/pkg/slim"
@@ -205,8 +206,8 @@ func ParseSidecars(s string) ([]string, error) {
 		if item = strings.TrimSpace(item); item == "" {
 			continue
 		}
-		if strings.ContainsAny(item, " \t\n/") {
-			return nil, fmt.Errorf("sidecar name %q is not a container name", item)
+		if errs := validation.IsDNS1123Label(item); len(errs) > 0 {
+			return nil, fmt.Errorf("sidecar name %q is not a container name: %s", item, strings.Join(errs, "; "))
 		}
 		out = append(out, item)
 	}

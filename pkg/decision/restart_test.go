@@ -236,4 +236,11 @@ func TestDecideQuitNative(t *testing.T) {
 	if _, err := decision.OptionsFromEnv(func(k string) (string, bool) { return "yes please", k == decision.EnvQuitNative }); err == nil {
 		t.Error("a value that is no boolean was accepted")
 	}
+	o, err := decision.OptionsFromEnv(func(k string) (string, bool) { return "vault-agent, log-shipper", k == decision.EnvSidecars })
+	if err != nil || len(o.ExtraSidecars) != 2 {
+		t.Errorf("%s: %+v, %v", decision.EnvSidecars, o, err)
+	}
+	if _, err := decision.OptionsFromEnv(func(k string) (string, bool) { return "Not_A_Name", k == decision.EnvSidecars }); err == nil {
+		t.Errorf("%s: an invalid container name was accepted", decision.EnvSidecars)
+	}
 }
