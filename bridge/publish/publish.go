@@ -70,13 +70,14 @@ func (p *Publisher) Publish(ctx context.Context, e *event.Event, dedupID string,
 		p.m.PublishErrors.WithLabelValues("publish").Inc()
 		return ErrNotConnected
 	}
-	ns, _ := e.Extensions()[podevent.ExtNamespace].(string)
-	name, _ := e.Extensions()[podevent.ExtName].(string)
+	ns, name := extension(e, podevent.ExtNamespace), extension(e, podevent.ExtName)
 	if ns == "" || name == "" {
 		p.m.PublishErrors.WithLabelValues("encode").Inc()
 		return fmt.Errorf("event %s has no namespace or name extension", e.ID())
 	}
-	msg := &nats.Msg{Subject: transport.Subject(ns, name), Header: nats.Header{}}
+	// Sized for every header the event and JetStream write (eleven), so
+	// the map is allocated once rather than grown while it is filled.
+	msg := &nats.Msg{Subject: transport.Subject(ns, name), Header: make(nats.Header, 12)}
 	if err := transport.WriteEvent(ctx, e, msg); err != nil {
 		p.m.PublishErrors.WithLabelValues("encode").Inc()
 		return err
@@ -97,6 +98,17 @@ func (p *Publisher) Publish(ctx context.Context, e *event.Event, dedupID string,
 		done(ctx.Err())
 		return nil
 	}
+}
+
+// extension is a string extension of e, or "". e.Extensions() would copy
+// the event's whole extension map for every lookup.
+func extension(e *event.Event, name string) string {
+	if e.Context == nil {
+		return ""
+	}
+	v, _ := e.Context.GetExtension(name)
+	s, _ := v.(string)
+	return s
 }
 
 // Run checks every ack until ctx is done.

@@ -65,9 +65,16 @@ func admission(t *testing.T, c *cluster.Cluster, cs kubernetes.Interface, start 
 	unregistered := timeCreates(t, cs, "unregistered", p.creates,
 		arm{admissionOff, false}, arm{admissionOn, false}, arm{admissionFloor, false})
 	a := start()
-	startFloorWebhook(t, c, cs, log)
+	floorProc := startFloorWebhook(t, c, cs, log)
+	// Each webhook's own CPU over the registered loop, per call it answered
+	// (every create of its arm, the untimed ones too): how much of the
+	// difference between the two is the webhook process's work.
+	ourPid, _ := a.Pids()
+	ourCPU0, floorCPU0 := procCPU(t, ourPid), procCPU(t, floorProc.Pid())
 	registered := timeCreates(t, cs, "registered", p.creates,
 		arm{admissionOff, false}, arm{admissionOn, true}, arm{admissionFloor, true})
+	calls := time.Duration(p.creates + 10)
+	ourCPU, floorCPU := (procCPU(t, ourPid)-ourCPU0)/calls, (procCPU(t, floorProc.Pid())-floorCPU0)/calls
 	without, with, floor := registered[0], registered[1], registered[2]
 	metrics, err := cs.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
 	if err != nil {
@@ -97,20 +104,32 @@ func admission(t *testing.T, c *cluster.Cluster, cs kubernetes.Interface, start 
 	res.add("webhook", fmt.Sprintf("pod CREATE p50 / p99, registered, not called (n=%d)", len(without)), p50p99(without), "", "")
 	res.add("webhook", fmt.Sprintf("pod CREATE p50 / p99, floor webhook mutating (n=%d)", len(floor)), p50p99(floor), "", "")
 	res.add("webhook", fmt.Sprintf("pod CREATE p50 / p99, istio-aux mutating (n=%d)", len(with)), p50p99(with), "", "")
-	res.add("webhook", "added CREATE latency p50 / p99, floor webhook (any mutating webhook, this machine)",
-		ms(added(floor, 0.5))+" / "+ms(floorP99), "", "")
 	res.add("webhook", "the API server's own timing of the webhook call, mean: floor / istio-aux",
 		ms(floorCall)+" / "+ms(ourCall), "", "")
-	res.add("webhook", "added CREATE latency p50 / p99, istio-aux (mutating - not called)",
-		ms(added(with, 0.5))+" / "+ms(ours)+fmt.Sprintf(" (%.2f× floor)", ratio(ours, floorP99)), "p99 ≤ 5 ms", verdict(ours <= 5*time.Millisecond))
+	res.add("webhook", "the webhook process's CPU per call: floor / istio-aux (all of it: TLS, HTTP, framework)",
+		fmt.Sprintf("%d / %d µs", floorCPU.Microseconds(), ourCPU.Microseconds()), "", "")
+	// The target is a ratio to the floor measured in the same interleaved
+	// loop: the absolute added p99 moves with the host's load (the floor
+	// alone added 2.5 to 9.7 ms over ten runs on 2026-11-22), and both
+	// arms see the same load, so the ratio is what istio-aux adds over the
+	// least any mutating webhook costs.
+	toFloor := ratio(ours, floorP99)
+	res.add("webhook", "added CREATE latency (mutating - not called), p99 istio-aux / p99 floor webhook, same run",
+		fmt.Sprintf("%.2f× (p50 / p99: istio-aux %s / %s, floor %s / %s)", toFloor, ms(added(with, 0.5)), ms(ours), ms(added(floor, 0.5)), ms(floorP99)),
+		fmt.Sprintf("≤ %.2f× floor", maxAdmissionToFloor), verdict(floorP99 > 0 && toFloor <= maxAdmissionToFloor))
 	return a
 }
+
+// maxAdmissionToFloor bounds istio-aux's added pod CREATE p99 as a multiple
+// of the floor webhook's (issue 17): what istio-aux's webhook may cost on
+// top of the least any mutating webhook costs on the same machine.
+const maxAdmissionToFloor = 1.25
 
 // startFloorWebhook runs cmd/floorwebhook with a serving certificate from
 // the cluster's CA, registers it for the floor namespace (failing closed, so
 // a pod it did not mutate fails the run) and waits until it mutates a
 // dry-run pod.
-func startFloorWebhook(t *testing.T, c *cluster.Cluster, cs kubernetes.Interface, log io.Writer) {
+func startFloorWebhook(t *testing.T, c *cluster.Cluster, cs kubernetes.Interface, log io.Writer) *cluster.Process {
 	t.Helper()
 	ctx := context.Background()
 	bin := buildTool(t, "./test/bench/cmd/floorwebhook", "floorwebhook")
@@ -166,6 +185,7 @@ func startFloorWebhook(t *testing.T, c *cluster.Cluster, cs kubernetes.Interface
 	if err != nil {
 		t.Fatalf("the floor webhook never mutated a pod: %v", err)
 	}
+	return proc
 }
 
 // timeCreates creates n pods in each arm's namespace, one after another in
