@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -261,27 +260,12 @@ func completionCPU(t *testing.T, m *mesh.Mesh) cpuTotals {
 	webhook, bridge := m.Aux.Pids()
 	pids := m.Cluster.Pids()
 	var c cpuTotals
-	c.webhook = procCPU(t, webhook)
-	c.aux = c.webhook + procCPU(t, bridge)
+	c.webhook = procCPU(t, webhook).Seconds()
+	c.aux = c.webhook + procCPU(t, bridge).Seconds()
 	for _, name := range []string{"kubelet", "containerd"} {
-		c.node += procCPU(t, pids[name])
+		c.node += procCPU(t, pids[name]).Seconds()
 	}
 	return c
-}
-
-// procCPU is a process's user + system CPU seconds (/proc/<pid>/stat).
-func procCPU(t *testing.T, pid int) float64 {
-	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The fields after the command name, which is in parentheses.
-	fields := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
-	utime, _ := strconv.ParseFloat(fields[11], 64)
-	stime, _ := strconv.ParseFloat(fields[12], 64)
-	const clockTicks = 100 // USER_HZ on Linux
-	return (utime + stime) / clockTicks
 }
 
 // appExit is when the pod's app wrote its last line.

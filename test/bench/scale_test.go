@@ -18,17 +18,39 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
+	"github.com/istio-aux/istio-aux/functions/proxyquit"
 	"github.com/istio-aux/istio-aux/test/cluster"
 	"github.com/istio-aux/istio-aux/test/istioaux"
 )
 
-// scale submits p.jobs one-pod Jobs at once to an opted-in namespace on
-// the control plane with the Job controller and kwok, and measures how long
-// until all complete, the pod watch events per second that caused, and the
-// peak RSS of the bridge, the webhook and kube-apiserver meanwhile.
+// scale submits p.jobs one-pod Jobs at once on the control plane with the
+// Job controller and kwok, twice: first to a namespace outside istio-aux's
+// opt-in whose proxies the floor quitter (reactors_test.go) quits, then to
+// an opted-in namespace where istio-aux does (webhook, bridge, dispatcher,
+// function). The ratio of the two total times says how much of the run is
+// istio-aux rather than the control plane. The floor goes first, so
+// istio-aux's run is the one that meets the larger etcd (the floor's 1,000
+// finished Jobs and pods stay): any bias of the order is against
+// istio-aux. It also reports the pod watch events per second the run
+// caused and the peak RSS of the bridge, the webhook and kube-apiserver
+// during istio-aux's run.
 func scale(t *testing.T, c *cluster.Cluster, a *istioaux.IstioAux, cs kubernetes.Interface, p params, res *results) {
 	ctx := context.Background()
-	const ns = "bench-scale"
+	ex, err := proxyquit.NewRemoteExecer(c.RESTConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const floorNS, ns = "bench-scale-floor", "bench-scale"
+	if err := createNamespace(ctx, cs, floorNS, false); err != nil {
+		t.Fatal(err)
+	}
+	stopFloor, floorErrs, err := floor(ctx, cs, ex, floorNS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fl := scaleRun(t, cs, floorNS, p)
+	stopFloor()
+
 	if err := createNamespace(ctx, cs, ns, true); err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +61,59 @@ func scale(t *testing.T, c *cluster.Cluster, a *istioaux.IstioAux, cs kubernetes
 			t.Fatalf("resetting the peak RSS of %s: %v", name, err)
 		}
 	}
-	// Counts the pod updates the control plane emits: the bridge's load.
+	ours := scaleRun(t, cs, ns, p)
+
+	quits, err := c.Quits()
+	if err != nil {
+		t.Fatal(err)
+	}
+	perPod := map[string]map[string]int{floorNS: {}, ns: {}}
+	for _, q := range quits {
+		if m, ok := perPod[q.Namespace]; ok {
+			m[q.UID]++
+		}
+	}
+	for _, r := range []struct {
+		who string
+		run scaleResult
+		ns  string
+	}{{"floor quitter", fl, floorNS}, {"istio-aux", ours, ns}} {
+		target, met := "", ""
+		if r.ns == ns {
+			target, met = "all complete", verdict(r.run.complete == p.jobs)
+		}
+		res.add("scale", fmt.Sprintf("%s: %d Jobs at once: complete / failed", r.who, p.jobs), fmt.Sprintf("%d / %d", r.run.complete, r.run.failed), target, met)
+		res.add("scale", r.who+": submit time / total time to all complete", fmt.Sprintf("%.1f s / %.1f s", r.run.submitted.Seconds(), r.run.total.Seconds()), "", "")
+		res.add("scale", r.who+": pod watch events / s (total)", fmt.Sprintf("%.0f /s (%d)", float64(r.run.events)/r.run.total.Seconds(), r.run.events), "", "")
+		res.add("scale", r.who+": pods quit (distinct / quits)", fmt.Sprintf("%d / %d", len(perPod[r.ns]), sumValues(perPod[r.ns])), "", "")
+	}
+	if n := floorErrs.Load(); n > 0 {
+		t.Logf("scale: the floor quitter retried %d execs", n)
+	}
+	toFloor := ratio(ours.total, fl.total)
+	res.add("scale", "total time to all complete, istio-aux / floor quitter (floor first)", fmt.Sprintf("%.2fx", toFloor),
+		"≤ 1.1x", verdict(fl.complete == p.jobs && ours.complete == p.jobs && toFloor <= 1.1))
+	for _, name := range []string{"bridge", "webhook", "kube-apiserver"} {
+		hwm, err := procStatusKiB(peaks[name], "VmHWM")
+		if err != nil {
+			t.Errorf("%s peak RSS: %v", name, err)
+			continue
+		}
+		res.add("scale", "peak RSS during istio-aux's run, "+name, mib(hwm), "", "")
+	}
+}
+
+type scaleResult struct {
+	submitted, total time.Duration
+	complete, failed int
+	events           int64
+}
+
+// scaleRun creates p.jobs one-pod Jobs in ns from 16 clients and waits
+// until all are complete or failed (or p.scaleDeadline), counting the pod
+// watch events meanwhile: the load the quitter reacts to.
+func scaleRun(t *testing.T, cs kubernetes.Interface, ns string, p params) scaleResult {
+	ctx := context.Background()
 	var events atomic.Int64
 	wctx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
@@ -52,6 +126,7 @@ func scale(t *testing.T, c *cluster.Cluster, a *istioaux.IstioAux, cs kubernetes
 	f.Start(wctx.Done())
 	f.WaitForCacheSync(wctx.Done())
 
+	var r scaleResult
 	start := time.Now()
 	var wg sync.WaitGroup
 	var next atomic.Int64
@@ -68,53 +143,31 @@ func scale(t *testing.T, c *cluster.Cluster, a *istioaux.IstioAux, cs kubernetes
 		}()
 	}
 	wg.Wait()
-	submitted := time.Since(start)
-	complete, failed := 0, 0
+	r.submitted = time.Since(start)
 	err := cluster.Poll(ctx, time.Second, p.scaleDeadline, func(ctx context.Context) (bool, error) {
 		l, err := cs.BatchV1().Jobs(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err
 		}
-		complete, failed = 0, 0
+		r.complete, r.failed = 0, 0
 		for _, j := range l.Items {
 			for _, cond := range j.Status.Conditions {
 				if cond.Status == corev1.ConditionTrue && cond.Type == batchv1.JobComplete {
-					complete++
+					r.complete++
 				}
 				if cond.Status == corev1.ConditionTrue && cond.Type == batchv1.JobFailed {
-					failed++
+					r.failed++
 				}
 			}
 		}
-		return complete+failed == p.jobs, fmt.Errorf("%d complete, %d failed of %d", complete, failed, p.jobs)
+		return r.complete+r.failed == p.jobs, fmt.Errorf("%d complete, %d failed of %d", r.complete, r.failed, p.jobs)
 	})
-	total := time.Since(start)
+	r.total = time.Since(start)
 	if err != nil {
-		t.Errorf("scale: %v", err)
+		t.Errorf("scale in %s: %v", ns, err)
 	}
-	quits, err := c.Quits()
-	if err != nil {
-		t.Fatal(err)
-	}
-	perPod := map[string]int{}
-	for _, q := range quits {
-		if q.Namespace == ns {
-			perPod[q.UID]++
-		}
-	}
-	res.add("scale", fmt.Sprintf("%d Jobs at once: complete / failed", p.jobs), fmt.Sprintf("%d / %d", complete, failed),
-		"all complete", verdict(complete == p.jobs))
-	res.add("scale", "submit time / total time to all complete", fmt.Sprintf("%.1f s / %.1f s", submitted.Seconds(), total.Seconds()), "", "")
-	res.add("scale", "pod watch events / s (total)", fmt.Sprintf("%.0f /s (%d)", float64(events.Load())/total.Seconds(), events.Load()), "", "")
-	res.add("scale", "pods quit (distinct / quits)", fmt.Sprintf("%d / %d", len(perPod), sumValues(perPod)), "", "")
-	for _, name := range []string{"bridge", "webhook", "kube-apiserver"} {
-		hwm, err := procStatusKiB(peaks[name], "VmHWM")
-		if err != nil {
-			t.Errorf("%s peak RSS: %v", name, err)
-			continue
-		}
-		res.add("scale", "peak RSS "+name, mib(hwm), "", "")
-	}
+	r.events = events.Load()
+	return r
 }
 
 func sumValues(m map[string]int) int {
