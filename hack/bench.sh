@@ -68,7 +68,10 @@ if want pipeline; then
   # At the GOGC the bridge binary runs with (bridge/cmd/bridge).
   pipe="$(GOGC=50 go test -run XXX -bench 'BenchmarkPipeline$' -benchtime "${benchtime}" -count 1 ./bridge/watch/ | grep '^BenchmarkPipeline')"
   ups="$(metric "${pipe}" updates/s)"; cpu_us="$(metric "${pipe}" cpu-µs/update)"
-  row bridge "pipeline updates/s, acked by JetStream (GOGC=50, as the bridge runs)" "$(printf '%.0f /s (%s CPU-µs/update)' "${ups}" "${cpu_us}")" "≥ 20,000 /s" "$(ok le 20000 "${ups}")"
+  # The target is the CPU per update (bridge and embedded nats-server
+  # together), which the host's load does not move; updates/s does, and is
+  # reported. Where the CPU goes: docs/bench.md.
+  row bridge "pipeline CPU per update, acked by JetStream (GOGC=50, as the bridge runs)" "$(printf '%s CPU-µs/update (%.0f updates/s)' "${cpu_us}" "${ups}")" "≤ 60 CPU-µs/update" "$(ok le "${cpu_us}" 60)"
 fi
 
 rc=0
