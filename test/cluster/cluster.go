@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
 
 // Versions of the binaries the harness runs; hack/build-k8s.sh and
@@ -197,25 +198,16 @@ func K8sBinDir() string { return filepath.Join(CacheDir(), "k8s-"+K8sVersion, "b
 // KwokDir is the cached kwok build (bin/ and manifests/).
 func KwokDir() string { return filepath.Join(CacheDir(), "kwok-"+KwokVersion) }
 
-func (c *Cluster) writeKubeconfig(name, server, user, token string) (string, error) {
-	path := filepath.Join(c.dir, name+".kubeconfig")
-	cfg := fmt.Sprintf(`apiVersion: v1
-kind: Config
-clusters:
-- name: local
-  cluster:
-    server: %s
-    certificate-authority: %s
-users:
-- name: %s
-  user:
-    token: %s
-contexts:
-- name: local
-  context: {cluster: local, user: %s}
-current-context: local
-`, server, filepath.Join(c.dir, "ca.crt"), user, token, user)
-	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+// writeKubeconfig writes dir/name.kubeconfig: server, the cluster's CA, and
+// user authenticating as auth says (a token or a client certificate).
+func (c *Cluster) writeKubeconfig(name, server, user string, auth *clientcmdapi.AuthInfo) (string, error) {
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["local"] = &clientcmdapi.Cluster{Server: server, CertificateAuthority: c.path("ca.crt")}
+	cfg.AuthInfos[user] = auth
+	cfg.Contexts["local"] = &clientcmdapi.Context{Cluster: "local", AuthInfo: user}
+	cfg.CurrentContext = "local"
+	path := c.path(name + ".kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
 		return "", err
 	}
 	return path, nil

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"k8s.io/client-go/kubernetes"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
 
 func (c *Cluster) path(name string) string { return filepath.Join(c.dir, name) }
@@ -103,10 +104,10 @@ func (c *Cluster) startAPIServer(ctx context.Context, etcdURL string) error {
 	if err != nil {
 		return err
 	}
-	if c.kubeconfig, err = c.writeKubeconfig("admin", server, "admin", admin); err != nil {
+	if c.kubeconfig, err = c.writeKubeconfig("admin", server, "admin", &clientcmdapi.AuthInfo{Token: admin}); err != nil {
 		return err
 	}
-	if _, err = c.writeKubeconfig("kcm", server, "kcm", kcm); err != nil {
+	if _, err = c.writeKubeconfig("kcm", server, "kcm", &clientcmdapi.AuthInfo{Token: kcm}); err != nil {
 		return err
 	}
 	if c.rest, err = loadKubeconfig(c.kubeconfig); err != nil {

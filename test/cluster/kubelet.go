@@ -12,6 +12,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
 
 // RealNodeName is the real node's name (the kubelet's hostname override).
@@ -82,18 +83,22 @@ func (c *Cluster) startKubelet(ctx context.Context) error {
 		return err
 	}
 	files := map[string]string{
-		"resolv.conf":        "nameserver 127.0.0.1\n",
-		"kubelet.yaml":       kubeletConfigFor(c.node.cgroup, c.node.socket, c.dir),
-		"kubelet.kubeconfig": c.certKubeconfig("kubelet-client"),
+		"resolv.conf":  "nameserver 127.0.0.1\n",
+		"kubelet.yaml": kubeletConfigFor(c.node.cgroup, c.node.socket, c.dir),
 	}
 	for name, data := range files {
 		if err := os.WriteFile(c.path(name), []byte(data), 0o600); err != nil {
 			return err
 		}
 	}
+	kubeconfig, err := c.writeKubeconfig("kubelet", c.rest.Host, "kubelet-client", &clientcmdapi.AuthInfo{
+		ClientCertificate: c.path("kubelet-client.crt"), ClientKey: c.path("kubelet-client.key")})
+	if err != nil {
+		return err
+	}
 	p, err := c.start("kubelet", nil, filepath.Join(c.binDir, "kubelet"),
 		"--config="+c.path("kubelet.yaml"),
-		"--kubeconfig="+c.path("kubelet.kubeconfig"),
+		"--kubeconfig="+kubeconfig,
 		// Neither is in the configuration file; both default to /var/lib/kubelet.
 		"--root-dir="+c.path("kubelet"),
 		"--cert-dir="+c.path("kubelet-pki"),
@@ -140,25 +145,4 @@ func (c *Cluster) nodeRBAC(ctx context.Context) error {
 		}
 	}
 	return nil
-}
-
-// certKubeconfig is a kubeconfig for the client certificate c.path(name+".crt").
-func (c *Cluster) certKubeconfig(name string) string {
-	return fmt.Sprintf(`apiVersion: v1
-kind: Config
-clusters:
-- name: local
-  cluster:
-    server: %s
-    certificate-authority: %s
-users:
-- name: %s
-  user:
-    client-certificate: %s
-    client-key: %s
-contexts:
-- name: local
-  context: {cluster: local, user: %s}
-current-context: local
-`, c.rest.Host, c.path("ca.crt"), name, c.path(name+".crt"), c.path(name+".key"), name)
 }
