@@ -20,6 +20,9 @@ import (
 type proxy struct {
 	start      time.Time
 	readyDelay time.Duration
+	// drainDelay holds /drain_listeners' answer back (a slow drain); a
+	// quitquitquit meanwhile ends the wait.
+	drainDelay time.Duration
 	args       []string
 	now        func() time.Time
 
@@ -95,6 +98,14 @@ func (p *proxy) adminHandler() http.Handler {
 		p.draining = true
 		p.mu.Unlock()
 		log.Printf("drain_listeners %s: draining (listeners stay open; exit comes from quitquitquit, SIGTERM or the agent)", r.URL.RawQuery)
+		if p.drainDelay > 0 {
+			log.Printf("drain_listeners: answering in %s (%s)", p.drainDelay, EnvDrainDelay)
+			select {
+			case <-time.After(p.drainDelay):
+			case <-p.quit:
+			case <-r.Context().Done():
+			}
+		}
 		fmt.Fprintln(w, "OK")
 	}))
 	mux.HandleFunc("/quitquitquit", post(func(w http.ResponseWriter, _ *http.Request) {

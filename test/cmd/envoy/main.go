@@ -13,7 +13,9 @@
 // It becomes ready $ISTIO_AUX_ENVOY_READY_DELAY (default 1s) after it
 // starts, as Envoy does once its first xDS configuration has arrived (set it
 // for a pod through ProxyConfig proxyMetadata). On SIGTERM it drains its
-// listeners and exits 0.
+// listeners and exits 0. $ISTIO_AUX_ENVOY_DRAIN_DELAY (default 0) holds
+// the answer to /drain_listeners back, as a slow drain would: it keeps a
+// native sidecar's preStop hook (pilot-agent's drain) running that long.
 package main
 
 import (
@@ -34,6 +36,9 @@ import (
 
 // EnvReadyDelay sets how long after start the stand-in reports ready.
 const EnvReadyDelay = "ISTIO_AUX_ENVOY_READY_DELAY"
+
+// EnvDrainDelay sets how long /drain_listeners takes to answer.
+const EnvDrainDelay = "ISTIO_AUX_ENVOY_DRAIN_DELAY"
 
 func main() {
 	log.SetPrefix("envoy-standin: ")
@@ -64,6 +69,11 @@ func run(args []string) error {
 		}
 	}
 	p := newProxy(delay, args)
+	if v := os.Getenv(EnvDrainDelay); v != "" {
+		if p.drainDelay, err = time.ParseDuration(v); err != nil {
+			return fmt.Errorf("%s: %w", EnvDrainDelay, err)
+		}
+	}
 	servers := []*http.Server{{Addr: b.Admin.Address.hostPort(), Handler: p.adminHandler()}}
 	for _, l := range b.StaticResources.Listeners {
 		routes := b.routes(l)

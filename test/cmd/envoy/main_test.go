@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -120,4 +121,62 @@ func TestAdmin(t *testing.T) {
 		t.Error("quitquitquit did not ask to exit")
 	}
 	get("POST", "/quitquitquit") // a second one is harmless
+}
+
+// TestSlowDrain: with a drain delay /drain_listeners answers only after
+// it, unless a quitquitquit comes first, which ends the wait at once.
+func TestSlowDrain(t *testing.T) {
+	const delay = 300 * time.Millisecond
+	p := newProxy(0, nil)
+	p.drainDelay = delay
+	srv := httptest.NewServer(p.adminHandler())
+	defer srv.Close()
+	drain := func() (time.Duration, error) {
+		start := time.Now()
+		resp, err := http.Post(srv.URL+"/drain_listeners?inboundonly&graceful", "", nil)
+		if err == nil {
+			resp.Body.Close()
+		}
+		return time.Since(start), err
+	}
+	if took, err := drain(); err != nil || took < delay {
+		t.Fatalf("drain answered after %s (%v), want at least %s", took, err, delay)
+	}
+	p.drainDelay = time.Minute
+	done := make(chan time.Duration, 1)
+	go func() {
+		took, _ := drain()
+		done <- took
+	}()
+	if err := waitDraining(p, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Post(srv.URL+"/quitquitquit", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	select {
+	case took := <-done:
+		if took >= time.Minute {
+			t.Errorf("drain answered after %s", took)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("quitquitquit did not end the drain's wait")
+	}
+}
+
+// waitDraining polls until p has started draining, or fails after d.
+func waitDraining(p *proxy, d time.Duration) error {
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		p.mu.Lock()
+		draining := p.draining
+		p.mu.Unlock()
+		if draining {
+			return nil
+		}
+		time.Sleep(10 * time.Millisecond) // polling a flag, with a deadline
+	}
+	return errors.New("never started draining")
 }
