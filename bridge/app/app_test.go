@@ -64,27 +64,10 @@ func TestRunDispatchRole(t *testing.T) {
 		}
 		w.WriteHeader(http.StatusOK)
 	}))
-	defer sink.Close()
+	t.Cleanup(sink.Close) // after Run has stopped (cleanups run last first)
 
-	ctx, cancel := context.WithCancel(testenv.Context(t))
-	cfg := Config{NATSURL: srv.URL(), Stream: "ISTIO_AUX", Sink: sink.URL, Role: RoleDispatch,
-		MetricsAddr: "127.0.0.1:0", SinkTimeout: time.Second}
-	addrs := make(chan net.Addr, 1)
-	done := make(chan error, 1)
-	go func() { done <- Run(ctx, cfg, nil, HTTPSink(cfg), addrs) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
-	var base string
-	select {
-	case a := <-addrs:
-		base = "http://" + a.String()
-	case err := <-done:
-		t.Fatalf("Run ended early: %v", err)
-	}
+	ctx, base := runApp(t, Config{NATSURL: srv.URL(), Stream: "ISTIO_AUX", Sink: sink.URL, Role: RoleDispatch,
+		MetricsAddr: "127.0.0.1:0", SinkTimeout: time.Second})
 	testenv.Eventually(t, 5*time.Second, "/readyz", func() bool { return status(base+"/readyz") == http.StatusOK })
 
 	nc := testenv.Connect(t, srv.URL())
@@ -107,6 +90,31 @@ func TestRunDispatchRole(t *testing.T) {
 	})
 	if status(base+"/healthz") != http.StatusOK {
 		t.Error("/healthz not ok")
+	}
+}
+
+// runApp runs Run with cfg until the test ends, and returns its context and
+// the base URL of its metrics and health endpoints. Run ending before it
+// listens fails the test; an error from Run at the end is a test error.
+func runApp(t *testing.T, cfg Config) (context.Context, string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(testenv.Context(t))
+	addrs := make(chan net.Addr, 1)
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, cfg, nil, HTTPSink(cfg), addrs) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	select {
+	case a := <-addrs:
+		return ctx, "http://" + a.String()
+	case err := <-done:
+		done <- err // for the cleanup, which waits for Run's end
+		t.Fatalf("Run ended before it listened: %v", err)
+		return nil, ""
 	}
 }
 
@@ -135,25 +143,8 @@ func TestRunWaitsForNATS(t *testing.T) {
 	srv := testenv.StartServer(t)
 	url := srv.URL()
 	srv.Shutdown()
-	ctx, cancel := context.WithCancel(testenv.Context(t))
-	cfg := Config{NATSURL: url, Stream: "ISTIO_AUX", Sink: "http://127.0.0.1:1", Role: RoleDispatch,
-		MetricsAddr: "127.0.0.1:0", SinkTimeout: time.Second}
-	addrs := make(chan net.Addr, 1)
-	done := make(chan error, 1)
-	go func() { done <- Run(ctx, cfg, nil, HTTPSink(cfg), addrs) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
-	var base string
-	select {
-	case a := <-addrs:
-		base = "http://" + a.String()
-	case err := <-done:
-		t.Fatalf("Run ended while NATS was down: %v", err)
-	}
+	_, base := runApp(t, Config{NATSURL: url, Stream: "ISTIO_AUX", Sink: "http://127.0.0.1:1", Role: RoleDispatch,
+		MetricsAddr: "127.0.0.1:0", SinkTimeout: time.Second})
 	if s := status(base + "/readyz"); s != http.StatusServiceUnavailable {
 		t.Errorf("/readyz = %d with NATS down, want 503", s)
 	}
