@@ -78,14 +78,7 @@ func TestKwokPodLifecycle(t *testing.T) {
 	}
 }
 
-func status(p *corev1.Pod, name string) corev1.ContainerStatus {
-	for _, s := range p.Status.ContainerStatuses {
-		if s.Name == name {
-			return s
-		}
-	}
-	return corev1.ContainerStatus{}
-}
+var status = cluster.ContainerStatus
 
 func waitPod(t *testing.T, c *cluster.Cluster, name string, cond func(*corev1.Pod) bool) *corev1.Pod {
 	t.Helper()
