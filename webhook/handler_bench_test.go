@@ -1,18 +1,11 @@
 package webhook
 
 import (
-	"bytes"
-	"encoding/json"
-	"net/http"
-	"net/http/httptest"
 	"testing"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
-	admissionv1 "k8s.io/api/admission/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"knative.dev/pkg/logging"
-	knwebhook "knative.dev/pkg/webhook"
 
 	"github.com/istio-aux/istio-aux/pkg/keys"
 )
@@ -30,27 +23,11 @@ func BenchmarkHandler(b *testing.B) {
 		b.Fatal(err)
 	}
 	ctx := logging.WithLogger(f.ctx, l.Sugar())
-	wh, err := knwebhook.New(knwebhook.WithOptions(ctx, knwebhook.Options{}), []any{f.r})
-	if err != nil {
-		b.Fatal(err)
-	}
-	wh.InformersHaveSynced()
-	body, err := json.Marshal(admissionv1.AdmissionReview{
-		TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
-		Request:  benchRequest(b, "ml", nil),
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
+	wh := knativeHandler(b, ctx, f.r)
+	body := reviewBody(b, benchRequest(b, "ml", nil))
 	b.ReportAllocs()
 	b.SetBytes(int64(len(body)))
 	for b.Loop() {
-		hr := httptest.NewRequest(http.MethodPost, Path, bytes.NewReader(body))
-		hr.Header.Set("Content-Type", "application/json")
-		rec := httptest.NewRecorder()
-		wh.ServeHTTP(rec, hr)
-		if rec.Code != http.StatusOK {
-			b.Fatalf("status %d: %s", rec.Code, rec.Body)
-		}
+		serveReview(b, wh, body)
 	}
 }
