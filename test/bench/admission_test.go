@@ -73,7 +73,7 @@ func admission(t *testing.T, c *cluster.Cluster, cs kubernetes.Interface, start 
 	ourCPU0, floorCPU0 := procCPU(t, ourPid), procCPU(t, floorProc.Pid())
 	registered := timeCreates(t, cs, "registered", p.creates,
 		arm{admissionOff, false}, arm{admissionOn, true}, arm{admissionFloor, true})
-	calls := time.Duration(p.creates + 10)
+	calls := time.Duration(p.creates + warmupCreates)
 	ourCPU, floorCPU := (procCPU(t, ourPid)-ourCPU0)/calls, (procCPU(t, floorProc.Pid())-floorCPU0)/calls
 	without, with, floor := registered[0], registered[1], registered[2]
 	metrics, err := cs.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
@@ -188,6 +188,10 @@ func startFloorWebhook(t *testing.T, c *cluster.Cluster, cs kubernetes.Interface
 	return proc
 }
 
+// warmupCreates is how many untimed creates per arm come first: they warm
+// connections and the API server's caches.
+const warmupCreates = 10
+
 // timeCreates creates n pods in each arm's namespace, one after another in
 // turn, and returns each CREATE's round trip per arm. It checks that a
 // webhook mutated exactly the pods of the arms that say so.
@@ -208,12 +212,11 @@ func timeCreates(t *testing.T, cs kubernetes.Interface, prefix string, n int, ar
 		return d
 	}
 	lat := make([][]time.Duration, len(arms))
-	// A few untimed creates warm connections and the apiserver's caches.
-	for i := range n + 10 {
+	for i := range n + warmupCreates {
 		name := fmt.Sprintf("%s-%05d", prefix, i)
 		for j, a := range arms {
 			d := create(a, name)
-			if i >= 10 {
+			if i >= warmupCreates {
 				lat[j] = append(lat[j], d)
 			}
 		}

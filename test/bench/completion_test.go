@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -53,9 +52,9 @@ import (
 type completionArm struct {
 	name    string
 	ns      string
-	optedIn bool // istio-aux handles it
-	native  bool // the pod asks Istio for a native sidecar
-	reactor func(context.Context, kubernetes.Interface, proxyquit.Execer, string) (func(), *atomic.Int64, error)
+	optedIn bool    // istio-aux handles it
+	native  bool    // the pod asks Istio for a native sidecar
+	reactor reactor // the bench's own quitter, if any (reactors_test.go)
 }
 
 // completion is one pod's timeline.
@@ -341,15 +340,7 @@ func (w *completions) entry(ns, job string) *podCompletion {
 func watchCompletions(ctx context.Context, t *testing.T, cs kubernetes.Interface) *completions {
 	t.Helper()
 	w := &completions{pods: map[string]*podCompletion{}}
-	pods, err := cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{Limit: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pw, err := watchtools.NewRetryWatcherWithContext(ctx, pods.ResourceVersion, &cache.ListWatch{
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.LabelSelector = "bench=completion"
-			return cs.CoreV1().Pods("").Watch(ctx, o)
-		}})
+	pw, err := podWatch(ctx, cs, "", "bench=completion")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,7 +33,7 @@ import (
 func floor(ctx context.Context, cs kubernetes.Interface, ex proxyquit.Execer, ns string) (stop func(), errs *atomic.Int64, err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	errs = &atomic.Int64{}
-	w, err := podWatch(ctx, cs, ns)
+	w, err := podWatch(ctx, cs, ns, "")
 	if err != nil {
 		cancel()
 		return nil, nil, err
@@ -134,7 +134,7 @@ func seen(ctx context.Context, cs kubernetes.Interface, ns string) (stop func(),
 	ctx, cancel := context.WithCancel(ctx)
 	var mu sync.Mutex
 	times := map[types.UID]time.Time{}
-	w, err := podWatch(ctx, cs, ns)
+	w, err := podWatch(ctx, cs, ns, "")
 	if err != nil {
 		cancel()
 		return nil, nil, err
@@ -165,16 +165,18 @@ func seen(ctx context.Context, cs kubernetes.Interface, ns string) (stop func(),
 	}, nil
 }
 
-// podWatch watches the pods of ns from now on, resuming from the last event
-// it delivered whenever the API server ends the watch: the API server closes
+// podWatch watches the pods of ns ("": every namespace) that match the
+// label selector ("": all) from now on, resuming from the last event it
+// delivered whenever the API server ends the watch: the API server closes
 // watchers that fall behind, which a 200-pod burst on 2 cores makes happen,
 // and a bare watch would then silently stop seeing pods.
-func podWatch(ctx context.Context, cs kubernetes.Interface, ns string) (watch.Interface, error) {
+func podWatch(ctx context.Context, cs kubernetes.Interface, ns, selector string) (watch.Interface, error) {
 	list, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{Limit: 1})
 	if err != nil {
 		return nil, err
 	}
 	lw := &cache.ListWatch{WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+		o.LabelSelector = selector
 		return cs.CoreV1().Pods(ns).Watch(ctx, o)
 	}}
 	return watchtools.NewRetryWatcherWithContext(ctx, list.ResourceVersion, lw)
