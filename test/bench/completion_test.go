@@ -378,14 +378,12 @@ func watchCompletions(ctx context.Context, t *testing.T, cs kubernetes.Interface
 			if !ok {
 				continue
 			}
-			for _, c := range j.Status.Conditions {
-				if c.Type == batchv1.JobComplete && c.Status == corev1.ConditionTrue {
-					w.mu.Lock()
-					if e := w.entry(j.Namespace, j.Name); e.complete.IsZero() {
-						e.complete = now
-					}
-					w.mu.Unlock()
+			if mesh.JobHas(j, batchv1.JobComplete) {
+				w.mu.Lock()
+				if e := w.entry(j.Namespace, j.Name); e.complete.IsZero() {
+					e.complete = now
 				}
+				w.mu.Unlock()
 			}
 		}
 	}()

@@ -21,6 +21,7 @@ import (
 	"github.com/istio-aux/istio-aux/functions/proxyquit"
 	"github.com/istio-aux/istio-aux/test/cluster"
 	"github.com/istio-aux/istio-aux/test/istioaux"
+	"github.com/istio-aux/istio-aux/test/mesh"
 )
 
 // scale submits p.jobs one-pod Jobs at once on the control plane with the
@@ -150,14 +151,12 @@ func scaleRun(t *testing.T, cs kubernetes.Interface, ns string, p params) scaleR
 			return false, err
 		}
 		r.complete, r.failed = 0, 0
-		for _, j := range l.Items {
-			for _, cond := range j.Status.Conditions {
-				if cond.Status == corev1.ConditionTrue && cond.Type == batchv1.JobComplete {
-					r.complete++
-				}
-				if cond.Status == corev1.ConditionTrue && cond.Type == batchv1.JobFailed {
-					r.failed++
-				}
+		for i := range l.Items {
+			if mesh.JobHas(&l.Items[i], batchv1.JobComplete) {
+				r.complete++
+			}
+			if mesh.JobHas(&l.Items[i], batchv1.JobFailed) {
+				r.failed++
 			}
 		}
 		return r.complete+r.failed == p.jobs, fmt.Errorf("%d complete, %d failed of %d", r.complete, r.failed, p.jobs)

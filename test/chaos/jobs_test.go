@@ -17,6 +17,7 @@ import (
 	"github.com/istio-aux/istio-aux/pkg/keys"
 	"github.com/istio-aux/istio-aux/test/cluster"
 	"github.com/istio-aux/istio-aux/test/istio"
+	"github.com/istio-aux/istio-aux/test/mesh"
 )
 
 // app is the one application container of every test Job.
@@ -95,10 +96,11 @@ func (j testJob) object() *batchv1.Job {
 	}
 }
 
+// jobCondition is the Job's final condition, Complete or Failed, or "".
 func jobCondition(j *batchv1.Job) batchv1.JobConditionType {
-	for _, c := range j.Status.Conditions {
-		if (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) && c.Status == corev1.ConditionTrue {
-			return c.Type
+	for _, typ := range []batchv1.JobConditionType{batchv1.JobComplete, batchv1.JobFailed} {
+		if mesh.JobHas(j, typ) {
+			return typ
 		}
 	}
 	return ""

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/istio-aux/istio-aux/test/mesh"
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -32,7 +33,7 @@ func Test1ProblemWithoutIstioAux(t *testing.T) {
 			return false, err
 		}
 		pods := jobPods(t, ns, "mnist")
-		return j.Status.Succeeded == 0 && !jobCondition(j, "Complete") && len(pods) == 2 && stuck(&pods[0]) && stuck(&pods[1]), nil
+		return j.Status.Succeeded == 0 && !mesh.JobHas(j, "Complete") && len(pods) == 2 && stuck(&pods[0]) && stuck(&pods[1]), nil
 	})
 	if q := quitsIn(t, ns); len(q) != 0 {
 		t.Errorf("quits without istio-aux: %+v", q)

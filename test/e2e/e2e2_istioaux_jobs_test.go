@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/istio-aux/istio-aux/pkg/keys"
+	"github.com/istio-aux/istio-aux/test/mesh"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -166,7 +167,7 @@ func waitJob(t *testing.T, ns, name, condition string, timeout time.Duration) {
 		if err != nil {
 			return false, err
 		}
-		return jobCondition(j, batchCondition(condition)), nil
+		return mesh.JobHas(j, batchCondition(condition)), nil
 	})
 }
 

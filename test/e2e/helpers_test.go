@@ -119,15 +119,6 @@ func stuck(p *corev1.Pod) bool {
 		containerStatus(p, "istio-proxy").State.Running != nil
 }
 
-func jobCondition(j *batchv1.Job, typ batchv1.JobConditionType) bool {
-	for _, c := range j.Status.Conditions {
-		if c.Type == typ && c.Status == corev1.ConditionTrue {
-			return true
-		}
-	}
-	return false
-}
-
 func getJob(ctx context.Context, ns, name string) (*batchv1.Job, error) {
 	return env.Client().BatchV1().Jobs(ns).Get(ctx, name, metav1.GetOptions{})
 }

@@ -107,3 +107,14 @@ func CreateNamespace(ctx context.Context, cs kubernetes.Interface, name string, 
 	_, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: l}}, metav1.CreateOptions{})
 	return err
 }
+
+// JobHas reports whether the Job has the condition typ (Complete, Failed,
+// ...) with status True.
+func JobHas(j *batchv1.Job, typ batchv1.JobConditionType) bool {
+	for _, c := range j.Status.Conditions {
+		if c.Type == typ && c.Status == corev1.ConditionTrue {
+			return true
+		}
+	}
+	return false
+}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/istio-aux/istio-aux/pkg/keys"
 	"github.com/istio-aux/istio-aux/test/cluster"
+	"github.com/istio-aux/istio-aux/test/mesh"
 )
 
 // The seed's story on real pods (issue 12): the reference demo's Kubeflow
@@ -74,7 +75,7 @@ func TestNodeMnistWithoutIstioAux(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if jobCondition(j, batchv1.JobComplete) || j.Status.Succeeded != 0 {
+	if mesh.JobHas(j, batchv1.JobComplete) || j.Status.Succeeded != 0 {
 		t.Errorf("the Job completed without istio-aux: %+v", j.Status)
 	}
 	for _, p := range pods {
@@ -283,7 +284,7 @@ func watchTimeline(t *testing.T, c *cluster.Cluster, ns, job string, timeout tim
 		if err != nil {
 			return false, err
 		}
-		if jobCondition(j, batchv1.JobComplete) {
+		if mesh.JobHas(j, batchv1.JobComplete) {
 			note("job", time.Now(), fmt.Sprintf("job %s: Complete", job))
 			return true, nil
 		}

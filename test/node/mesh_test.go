@@ -73,7 +73,7 @@ func waitJob(t *testing.T, c *cluster.Cluster, ns, name string, cond batchv1.Job
 			return false, err
 		}
 		last = j
-		return jobCondition(j, cond), nil
+		return mesh.JobHas(j, cond), nil
 	})
 	if err != nil {
 		pods := jobPods(t, c, ns, name)
@@ -84,15 +84,6 @@ func waitJob(t *testing.T, c *cluster.Cluster, ns, name string, cond batchv1.Job
 		t.Fatalf("job %s/%s not %s: %v; status %+v; pods: %s", ns, name, cond, err, last.Status, strings.Join(states, "; "))
 	}
 	return last
-}
-
-func jobCondition(j *batchv1.Job, cond batchv1.JobConditionType) bool {
-	for _, c := range j.Status.Conditions {
-		if c.Type == cond && c.Status == corev1.ConditionTrue {
-			return true
-		}
-	}
-	return false
 }
 
 // events are the reasons of the Kubernetes Events on a pod.

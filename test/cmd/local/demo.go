@@ -117,11 +117,9 @@ func timeline(ctx context.Context, c *cluster.Cluster, step func(string, ...any)
 		if err != nil {
 			return false, err
 		}
-		for _, cond := range j.Status.Conditions {
-			if cond.Type == batchv1.JobComplete && cond.Status == corev1.ConditionTrue {
-				step("job mnist Complete (%d/2 succeeded)", j.Status.Succeeded)
-				return true, nil
-			}
+		if mesh.JobHas(j, batchv1.JobComplete) {
+			step("job mnist Complete (%d/2 succeeded)", j.Status.Succeeded)
+			return true, nil
 		}
 		return false, nil
 	})
