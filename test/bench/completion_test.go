@@ -364,7 +364,7 @@ func watchCompletions(ctx context.Context, t *testing.T, cs kubernetes.Interface
 				continue
 			}
 			w.mu.Lock()
-			e := w.entry(p.Namespace, p.Labels["batch.kubernetes.io/job-name"])
+			e := w.entry(p.Namespace, p.Labels[batchv1.JobNameLabel])
 			if e.succeeded.IsZero() {
 				e.name, e.succeeded = p.Name, now
 			}

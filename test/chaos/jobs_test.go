@@ -205,15 +205,15 @@ func verify(ctx context.Context, jobs []testJob, outage ...time.Time) (*findings
 			f.wrongOutcome++
 			f.problem("job %s/%s (%s): condition %q, want %q", j.namespace, j.name, j.kind, got, j.kind.want())
 		}
-		pods, err := env.Client().CoreV1().Pods(j.namespace).List(ctx, metav1.ListOptions{LabelSelector: "batch.kubernetes.io/job-name=" + j.name})
+		pods, err := mesh.JobPods(ctx, env.Client(), j.namespace, j.name)
 		if err != nil {
 			return nil, err
 		}
-		if len(pods.Items) != 1 {
-			f.problem("job %s/%s: %d pods, want 1", j.namespace, j.name, len(pods.Items))
+		if len(pods) != 1 {
+			f.problem("job %s/%s: %d pods, want 1", j.namespace, j.name, len(pods))
 		}
-		for i := range pods.Items {
-			verifyPod(f, j.kind, &pods.Items[i], byUID[string(pods.Items[i].UID)])
+		for i := range pods {
+			verifyPod(f, j.kind, &pods[i], byUID[string(pods[i].UID)])
 		}
 	}
 	return f, nil

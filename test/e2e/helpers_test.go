@@ -75,11 +75,11 @@ func createJob(t *testing.T, ns string, job *batchv1.Job) *batchv1.Job {
 
 func jobPods(t *testing.T, ns, job string) []corev1.Pod {
 	t.Helper()
-	l, err := env.Client().CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "batch.kubernetes.io/job-name=" + job})
+	pods, err := mesh.JobPods(context.Background(), env.Client(), ns, job)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return l.Items
+	return pods
 }
 
 // eventually polls cond until it holds or timeout passes.

@@ -118,3 +118,12 @@ func JobHas(j *batchv1.Job, typ batchv1.JobConditionType) bool {
 	}
 	return false
 }
+
+// JobPods are the pods the Job controller made for the Job job in ns.
+func JobPods(ctx context.Context, cs kubernetes.Interface, ns, job string) ([]corev1.Pod, error) {
+	l, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: batchv1.JobNameLabel + "=" + job})
+	if err != nil {
+		return nil, err
+	}
+	return l.Items, nil
+}

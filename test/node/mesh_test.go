@@ -56,11 +56,11 @@ func createJob(t *testing.T, c *cluster.Cluster, ns string, j *batchv1.Job) {
 
 func jobPods(t *testing.T, c *cluster.Cluster, ns, job string) []corev1.Pod {
 	t.Helper()
-	l, err := c.Client().CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "batch.kubernetes.io/job-name=" + job})
+	pods, err := mesh.JobPods(context.Background(), c.Client(), ns, job)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return l.Items
+	return pods
 }
 
 // waitJob waits for the Job's condition (Complete or Failed).
