@@ -164,3 +164,38 @@ func TestCountMarks(t *testing.T) {
 		}
 	}
 }
+
+// Where the node tree and Istio's reading disagree, or Istio rejects the
+// config, the pod is left alone (issue 24, rows 5 and 6: the webhook used to
+// add the hold after a hold Istio read, and mutate configs Istio rejects).
+// Messages claim that Istio rejects a config only when it does.
+func TestMergeHoldAgreesWithIstio(t *testing.T) {
+	const tagged = "does not read as that key"
+	for config, want := range map[string]string{
+		"!!binary aG9sZEFwcGxpY2F0aW9uVW50aWxQcm94eVN0YXJ0cw==: false":                 tagged,
+		"{!!binary aG9sZEFwcGxpY2F0aW9uVW50aWxQcm94eVN0YXJ0cw==: false}":               tagged,
+		"? !!binary aG9sZEFwcGxpY2F0aW9uVW50aWxQcm94eVN0YXJ0cw==\n: false":             tagged,
+		"concurrency: 2\n!!binary aG9sZF9hcHBsaWNhdGlvbl91bnRpbF9wcm94eV9zdGFydHM=: x": "Istio rejects it",
+		"concurrency: .nan":          "json: unsupported value: NaN); Istio rejects it",
+		"tracing: {sampling: -.Inf}": "json: unsupported value: -Inf); Istio rejects it",
+		"unknownField: .inf":         "json: unsupported value: +Inf); Istio rejects it",
+		"concurrency: x":             "is not a ProxyConfig Istio reads",
+		"\t":                         "Istio rejects it",
+		// yaml.v3 reads a null key, Istio's YAML reader an empty one.
+		"? !": "has a null mapping key (line 1); istio-aux does not read it",
+	} {
+		merged, changed, err := MergeHold(config)
+		if err == nil || changed || !strings.Contains(err.Error(), want) {
+			t.Errorf("MergeHold(%q) = %q, %v, %v; want an error saying %q", config, merged, changed, err, want)
+		}
+	}
+	// Tags Istio reads as the webhook does are no problem.
+	for config, want := range map[string]string{
+		"x: !!binary aGVsbG8=": "x: !!binary aGVsbG8=\nholdApplicationUntilProxyStarts: true\n",
+		"concurrency: !!str 2": "concurrency: !!str 2\nholdApplicationUntilProxyStarts: true\n",
+	} {
+		if merged, changed, err := MergeHold(config); err != nil || !changed || merged != want {
+			t.Errorf("MergeHold(%q) = %q, %v, %v; want %q", config, merged, changed, err, want)
+		}
+	}
+}

@@ -11,6 +11,7 @@
 package proxyconfig
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
@@ -49,7 +50,7 @@ func MergeHold(config string) (merged string, changed bool, err error) {
 	}
 	root, set, err := readNodes(config)
 	if err != nil {
-		return "", false, err
+		return "", false, confirmed(config, err)
 	}
 	// Istio's reading comes after the node checks: it expands aliases,
 	// which checkTree has refused by then, and its messages say less.
@@ -102,4 +103,27 @@ func readNodes(config string) (root *yaml.Node, set bool, err error) {
 	}
 	set, err = userHold(root)
 	return root, set, err
+}
+
+// rejects is how a message says that Istio rejects the config. The node
+// reading's problems say so only where Istio's reading confirms it
+// (confirmed): the two parsers do not agree on every document.
+const rejects = "Istio rejects it"
+
+// confirmed returns err, a problem the node reading found in config, as it
+// is when what it says of Istio holds, and otherwise with "istio-aux does
+// not read it" in place of the claim. A config that may hold an anchor or an
+// alias is not given to Istio's reader, which expands them: its message
+// makes no claim either.
+func confirmed(config string, err error) error {
+	msg := err.Error()
+	if !strings.Contains(msg, rejects) {
+		return err
+	}
+	if !strings.ContainsAny(config, "&*") {
+		if _, _, ierr := istioRead(config); ierr != nil {
+			return err
+		}
+	}
+	return errors.New(strings.Replace(msg, rejects, "istio-aux does not read it", 1))
 }
