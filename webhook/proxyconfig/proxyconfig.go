@@ -45,6 +45,10 @@ const KeyHoldProto = "hold_application_until_proxy_starts"
 // something Istio rejects, reads differently from istio-aux, or istio-aux
 // cannot rewrite faithfully; the message names the problem for the user.
 func MergeHold(config string) (merged string, changed bool, err error) {
+	if config == "" {
+		// Most pods: no config at all, which Istio reads as no settings.
+		return KeyHold + ": true", true, nil
+	}
 	if err := CheckLimits(config); err != nil {
 		return "", false, err
 	}
