@@ -82,14 +82,11 @@ func TestConcurrentReviewsStayBounded(t *testing.T) {
 
 // repeat joins part(0) … part(n-1) with commas.
 func repeat(n int, part func(int) string) string {
-	var b strings.Builder
-	for i := range n {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteString(part(i))
+	parts := make([]string, n)
+	for i := range parts {
+		parts[i] = part(i)
 	}
-	return b.String()
+	return strings.Join(parts, ",")
 }
 
 // peakHeap runs f and returns the most heap (live objects and garbage not
