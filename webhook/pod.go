@@ -193,7 +193,10 @@ func decodePod(raw []byte) (*Pod, error) {
 		return nil, fmt.Errorf("object is not a JSON object: %w", err)
 	}
 	if p == nil {
-		return nil, errors.New("object is not a JSON object: it is null or missing")
+		return nil, errNoObject
 	}
 	return p, nil
 }
+
+// errNoObject: the request's object is null or missing.
+var errNoObject = errors.New("object is not a JSON object: it is null or missing")

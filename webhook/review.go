@@ -2,7 +2,6 @@ package webhook
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -48,7 +47,7 @@ func decodeReview(body []byte) (*review, error) {
 	err := kjson.UnmarshalCaseSensitivePreserveInts(body, &rv)
 	if err == nil {
 		if rv.Request != nil && rv.Request.Object == nil {
-			rv.Request.objectErr = errors.New("object is not a JSON object: it is null or missing")
+			rv.Request.objectErr = errNoObject
 		}
 		return &rv, nil
 	}
