@@ -255,7 +255,7 @@ func webhookCallMean(raw []byte, webhookName string) (time.Duration, error) {
 
 // profileWebhook, with BENCH_PROFILE naming a directory, turns on the
 // webhook's profiling (knative's runtime-profiling in config-observability,
-// which the webhook watches) and saves CPU profiles of 10 s each there
+// which the webhook watches) and saves CPU profiles of 5 s each there
 // (webhook-cpu-N.pprof) until the function it returns is called, which
 // drops the window then under way. Without it, it does nothing.
 //
@@ -299,7 +299,7 @@ func profileWebhook(t *testing.T, cs kubernetes.Interface, pid int) func() {
 	go func() {
 		defer close(done)
 		for n := 0; pctx.Err() == nil; n++ {
-			req, _ := http.NewRequestWithContext(pctx, http.MethodGet, base+"profile?seconds=10", nil)
+			req, _ := http.NewRequestWithContext(pctx, http.MethodGet, base+"profile?seconds=5", nil)
 			resp, err := http.DefaultClient.Do(req)
 			if err != nil {
 				return
