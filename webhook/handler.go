@@ -5,7 +5,8 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"net/url"
+	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sync/semaphore"
@@ -80,6 +81,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	defer h.budget.Release(size)
 	body, err := readBody(w, r)
+	defer putBody(body)
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
@@ -101,22 +103,46 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // readBody reads the request's body into one buffer of its declared length
 // (the API server always declares it), or of what arrives, up to
-// MaxReviewBytes, when it is not declared.
+// MaxReviewBytes, when it is not declared. Buffers for ordinary reviews are
+// reused (putBody): each would otherwise be most of what an admission
+// allocates.
 func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	if r.ContentLength < 0 {
 		return io.ReadAll(http.MaxBytesReader(w, r.Body, MaxReviewBytes))
 	}
-	body := make([]byte, r.ContentLength)
+	var body []byte
+	if b, ok := bodies.Get().(*[]byte); ok && int64(cap(*b)) >= r.ContentLength {
+		body = (*b)[:r.ContentLength]
+	} else {
+		body = make([]byte, r.ContentLength)
+	}
 	_, err := io.ReadFull(r.Body, body)
 	return body, err
 }
 
+// putBody gives a body back for reuse once nothing refers to it (Review
+// copies what it keeps), unless it is larger than an ordinary review.
+func putBody(body []byte) {
+	if cap(body) > 0 && cap(body) <= maxPooledBody {
+		bodies.Put(&body)
+	}
+}
+
+var bodies sync.Pool
+
+// maxPooledBody is the largest body buffer kept for reuse: pods are a few
+// KiB; a rare large one should not stay in memory.
+const maxPooledBody = 64 << 10
+
 // withReviewTimeout is the request's context, ended by the timeout the API
-// server sends with the request (up to maxReviewTimeout), if any.
+// server sends with the request (?timeout=5s, up to maxReviewTimeout), if
+// any.
 func withReviewTimeout(r *http.Request) (context.Context, context.CancelFunc) {
-	if r.URL.RawQuery != "" {
-		if q, err := url.ParseQuery(r.URL.RawQuery); err == nil {
-			if d, err := time.ParseDuration(q.Get("timeout")); err == nil && d > 0 {
+	for q := r.URL.RawQuery; q != ""; {
+		var kv string
+		kv, q, _ = strings.Cut(q, "&")
+		if v, ok := strings.CutPrefix(kv, "timeout="); ok {
+			if d, err := time.ParseDuration(v); err == nil && d > 0 {
 				return context.WithTimeout(r.Context(), min(d, maxReviewTimeout))
 			}
 		}
