@@ -41,10 +41,7 @@ func post(t *testing.T, url, authorization string, h *harness) (int, string) {
 
 func serve(t *testing.T, h *harness) string {
 	t.Helper()
-	handler, err := h.fn.HTTPHandler(context.Background(), prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
+	handler := h.fn.HTTPHandler(context.Background(), prometheus.NewRegistry())
 	srv := httptest.NewServer(handler)
 	t.Cleanup(srv.Close)
 	return srv.URL

@@ -111,14 +111,6 @@ func NewFromConfig(ctx context.Context, rc *rest.Config, cfg Config, reg prometh
 	return New(cfg, NewNamespaceCache(kc), ex, recorder, m)
 }
 
-// result is what handle decided, before it becomes a CloudEvents result.
-type result struct {
-	code    int
-	outcome string
-	detail  string
-	err     error
-}
-
 // Handle is the CloudEvents entry point. Its result carries an HTTP status
 // for Knative delivery and the dispatcher: 2xx done, 400 never retry, 5xx
 // retry. Read it with cloudevents.ResultAs(res, &*cehttp.Result).
@@ -189,14 +181,6 @@ func (f *Function) handle(ctx context.Context, e cloudevents.Event) result {
 		return r
 	}
 	return f.quit(ctx, live, d)
-}
-
-// contextEnded is a retryable result when ctx is done.
-func contextEnded(ctx context.Context) (result, bool) {
-	if err := ctx.Err(); err != nil {
-		return result{code: 503, outcome: OutcomeError, detail: "the request ended", err: err}, true
-	}
-	return result{}, false
 }
 
 // livePod GETs the pod the event names. ok is false when the returned result
@@ -293,23 +277,4 @@ func (f *Function) proxyGone(ctx context.Context, pod *corev1.Pod) (bool, string
 		}
 	}
 	return false, ""
-}
-
-// decided turns a decision that is not Quit into a final result. A pod whose
-// proxy already terminated is Ignore too: that is what makes duplicate and
-// late events harmless.
-func decided(d decision.Decision) result {
-	if d.Outcome == decision.Wait {
-		return result{code: 200, outcome: OutcomeWait, detail: d.Reason}
-	}
-	return result{code: 200, outcome: OutcomeIgnored, detail: d.Reason}
-}
-
-// apiFailure maps a GET error: NotFound is success (nothing left to quit),
-// anything else may pass, so the event is retried.
-func apiFailure(what string, err error) result {
-	if apierrors.IsNotFound(err) {
-		return result{code: 200, outcome: OutcomeGone, detail: what + " not found"}
-	}
-	return result{code: 503, outcome: OutcomeError, detail: "reading " + what, err: err}
 }

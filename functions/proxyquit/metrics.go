@@ -9,23 +9,6 @@ import (
 	"github.com/istio-aux/istio-aux/pkg/podevent"
 )
 
-// Outcomes of one event, the `outcome` label of the events counter. The set
-// is closed so the metric's cardinality stays small.
-const (
-	OutcomeInvalid     = "invalid"      // 400: the event can never be handled
-	OutcomeIgnored     = "ignored"      // 200: not ours, or nothing left to do
-	OutcomeWait        = "wait"         // 200: apps not done; a later event will come
-	OutcomeQuit        = "quit"         // 200: the quit command ran
-	OutcomeFailed      = "failed"       // 500: the quit command failed; retried
-	OutcomeGone        = "gone"         // 200: the pod is gone, or its proxy exited under a failed exec
-	OutcomeUIDMismatch = "uid_mismatch" // 200: the name now belongs to another pod
-	OutcomeNotOptedIn  = "not_opted_in" // 200: the live pod is not opted in
-	OutcomeError       = "error"        // 503: the API server could not answer; retried
-	// HTTP only: callers that may not deliver events.
-	OutcomeUnauthenticated = "unauthenticated" // 401: no token, or one not valid for the audience
-	OutcomeForbidden       = "forbidden"       // 403: a valid token of a caller that is not allowed
-)
-
 // Metrics are the function's Prometheus collectors, all prefixed
 // istio_aux_proxyquit_.
 type Metrics struct {

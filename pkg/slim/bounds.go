@@ -4,10 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"slices"
-	"strings"
-
-	"github.com/istio-aux/istio-aux/pkg/keys"
 )
 
 // Bounds on a slim pod decoded from JSON, which may come from anyone who can
@@ -76,40 +72,6 @@ func decodeList[T any](data []byte, limit int, what string, out *[]T) error {
 	return nil
 }
 
-// Kept is a label or annotation map that holds only the keys istio-aux reads.
-type Kept map[string]string
-
-// UnmarshalJSON keeps only the keys of KeptLabels and KeptAnnotations (both
-// maps read the same way; each is filled only with what its pod carries)
-// and allocates nothing for the others beyond the decoder's own tokens.
-func (k *Kept) UnmarshalJSON(data []byte) error {
-	*k = nil
-	if isNull(data) {
-		return nil
-	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if err := expectDelim(dec, '{'); err != nil {
-		return err
-	}
-	for dec.More() {
-		key, err := stringToken(dec)
-		if err != nil {
-			return err
-		}
-		value, err := stringToken(dec)
-		if err != nil {
-			return fmt.Errorf("value of %q: %w", key, err)
-		}
-		if slices.Contains(KeptLabels, key) || slices.Contains(KeptAnnotations, key) {
-			if *k == nil {
-				*k = Kept{}
-			}
-			(*k)[key] = value
-		}
-	}
-	return nil
-}
-
 func isNull(data []byte) bool { return bytes.Equal(bytes.TrimSpace(data), []byte("null")) }
 
 func expectDelim(dec *json.Decoder, want json.Delim) error {
@@ -133,21 +95,4 @@ func stringToken(dec *json.Decoder) (string, error) {
 		return "", fmt.Errorf("want a string, got %v", tok)
 	}
 	return s, nil
-}
-
-// AnnotatedSidecars returns the container names the pod's sidecars
-// annotation lists ("vault-agent, fluent-bit"): trimmed, without blanks or
-// repeats, in the annotation's order, at most MaxSidecars of them. It reads
-// the annotation lazily, so a huge value costs no more than its first names.
-func (p *Pod) AnnotatedSidecars() []string {
-	var names []string
-	for n := range strings.SplitSeq(p.Annotations[keys.AnnotationSidecars], ",") {
-		if len(names) == MaxSidecars {
-			break
-		}
-		if n = strings.TrimSpace(n); n != "" && !slices.Contains(names, n) {
-			names = append(names, n)
-		}
-	}
-	return names
 }
