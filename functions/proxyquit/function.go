@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"strconv"
 	"time"
 
@@ -240,6 +241,12 @@ func (f *Function) quit(ctx context.Context, pod *corev1.Pod, d decision.Decisio
 	msg := err.Error()
 	if out.Stderr != "" {
 		msg += "; stderr: " + out.Stderr
+	}
+	if reason, final := finalFailure(err); final {
+		f.metrics.finalFailures.WithLabelValues(reason).Inc()
+		f.recorder.Eventf(pod, corev1.EventTypeWarning, ReasonProxyQuitFailed,
+			"Quitting istio-proxy failed for good (%s); istio-aux tries again when the pod changes: %s", reason, msg)
+		return result{code: http.StatusUnprocessableEntity, outcome: OutcomeFailedFinal, detail: "quit command failed for good: " + reason, err: err}
 	}
 	f.recorder.Eventf(pod, corev1.EventTypeWarning, ReasonProxyQuitFailed, "Quitting istio-proxy failed (will retry): %s", msg)
 	return result{code: 500, outcome: OutcomeFailed, detail: "quit command failed", err: err}

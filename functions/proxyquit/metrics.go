@@ -15,6 +15,9 @@ type Metrics struct {
 	events       *prometheus.CounterVec
 	execDuration *prometheus.HistogramVec
 	execFailures prometheus.Counter
+	// finalFailures counts quits that failed for good, by reason (the
+	// Final* constants).
+	finalFailures *prometheus.CounterVec
 }
 
 // NewMetrics creates the collectors and registers them on reg (nil: not
@@ -33,13 +36,17 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}, []string{"result"}),
 		execFailures: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "istio_aux_proxyquit_exec_failures_total",
-			Help: "Quit commands that failed while istio-proxy was still running (each is retried).",
+			Help: "Quit commands that failed while istio-proxy was still running.",
 		}),
+		finalFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "istio_aux_proxyquit_final_failures_total",
+			Help: "Quits that failed for good (not retried until the pod changes), by reason: denied, rejected, exit_code, not_found.",
+		}, []string{"reason"}),
 	}
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.events, m.execDuration, m.execFailures} {
+	for _, c := range []prometheus.Collector{m.events, m.execDuration, m.execFailures, m.finalFailures} {
 		if err := reg.Register(c); err != nil {
 			var already prometheus.AlreadyRegisteredError
 			if errors.As(err, &already) {

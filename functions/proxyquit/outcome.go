@@ -16,6 +16,7 @@ const (
 	OutcomeWait        = "wait"         // 200: apps not done; a later event will come
 	OutcomeQuit        = "quit"         // 200: the quit command ran
 	OutcomeFailed      = "failed"       // 500: the quit command failed; retried
+	OutcomeFailedFinal = "failed_final" // 422: the quit cannot succeed for this pod state; tried again when the pod changes
 	OutcomeGone        = "gone"         // 200: the pod is gone, or its proxy exited under a failed exec
 	OutcomeUIDMismatch = "uid_mismatch" // 200: the name now belongs to another pod
 	OutcomeNotOptedIn  = "not_opted_in" // 200: the live pod is not opted in
