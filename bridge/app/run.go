@@ -74,17 +74,17 @@ func Run(ctx context.Context, cfg Config, rc *rest.Config, newSink NewSink, list
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
 	url := cfg.NATSURL
+	var sec transport.Security
 	if url == "" {
+		// It listens nowhere: reached in-process only (sec).
 		srv, err := transport.StartEmbedded(transport.EmbeddedOptions{StoreDir: cfg.DataDir})
 		if err != nil {
 			return err
 		}
 		defer srv.Shutdown() // after the connection below closes
-		url = srv.URL()
+		url, sec = srv.URL(), srv.Security()
 		logger.Infow("Started embedded nats-server", zap.String("url", url), zap.String("store", cfg.DataDir))
-	}
-	var sec transport.Security
-	if cfg.NATSURL != "" {
+	} else {
 		var err error
 		if sec, err = transport.SecurityFromDir(cfg.NATSSecretDir); err != nil {
 			return err

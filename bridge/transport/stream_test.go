@@ -13,7 +13,7 @@ import (
 )
 
 func TestEnsureIsIdempotent(t *testing.T) {
-	srv, err := transport.StartEmbedded(transport.EmbeddedOptions{StoreDir: t.TempDir()})
+	srv, err := transport.StartEmbedded(transport.EmbeddedOptions{StoreDir: t.TempDir(), Port: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
