@@ -109,7 +109,42 @@ func NewFromConfig(ctx context.Context, rc *rest.Config, cfg Config, reg prometh
 		broadcaster.Shutdown()
 	}()
 	recorder := broadcaster.NewRecorder(kube.Scheme, corev1.EventSource{Component: Component})
-	return New(cfg, NewNamespaceCache(kc), ex, recorder, m)
+	// Token reviews and the issuer's keys go through a client of their
+	// own: its rate limit is theirs, so authentication can never spend the
+	// budget of the pod reads and the Events (and callers cannot spend this
+	// one at will: the keys are read on a timer, and only tokens signed by
+	// the cluster, of allowed callers, are reviewed).
+	arc := rest.CopyConfig(rc)
+	arc.QPS, arc.Burst = authQPS, authBurst
+	ac, err := kube.NewForConfig(arc)
+	if err != nil {
+		return nil, fmt.Errorf("creating the authentication client: %w", err)
+	}
+	fn, err := New(cfg, reviewedApart{Cluster: NewNamespaceCache(kc), reviews: ac}, ex, recorder, m)
+	if err != nil {
+		return nil, err
+	}
+	if !cfg.Auth.Disabled {
+		go fn.auth.keys.follow(ctx, APIServerIssuer(ac.RESTClient()))
+	}
+	return fn, nil
+}
+
+// The authentication client's rate limit: a review per new dispatcher
+// token and per reviewTTL, two reads of the keys a minute.
+const (
+	authQPS   = 5
+	authBurst = 10
+)
+
+// reviewedApart is a Cluster whose token reviews go to a client of their own.
+type reviewedApart struct {
+	Cluster
+	reviews Reviewer
+}
+
+func (c reviewedApart) ReviewToken(ctx context.Context, token string, audiences []string) (string, bool, error) {
+	return c.reviews.ReviewToken(ctx, token, audiences)
 }
 
 // Handle is the CloudEvents entry point. Its result carries an HTTP status

@@ -128,7 +128,14 @@ func (f *Function) refuse(ctx context.Context, w http.ResponseWriter, err error)
 		code, outcome = http.StatusForbidden, OutcomeForbidden
 	}
 	f.metrics.events.WithLabelValues(typeLabel(""), outcome).Inc()
-	logging.FromContext(ctx).Warnw("Refused a caller", zap.Int("code", code), zap.Error(err))
+	logger := logging.FromContext(ctx)
+	if code == http.StatusUnauthorized {
+		// Anyone can send these, as fast as they like: the counter shows
+		// them, a log line each would hand the sender our disk and CPU.
+		logger.Debugw("Refused a caller", zap.Int("code", code), zap.Error(err))
+	} else {
+		logger.Warnw("Refused a caller", zap.Int("code", code), zap.Error(err))
+	}
 	http.Error(w, outcome, code)
 }
 
