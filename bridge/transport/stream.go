@@ -37,8 +37,11 @@ const (
 	// MaxAge drops events nobody consumed in a day: by then the live pod,
 	// not the event, is the truth and the resync republishes what matters.
 	MaxAge = 24 * time.Hour
-	// MaxMsgSize bounds one event: a slim pod is well under a KiB per
-	// container (pkg/slim bounds a pod to MaxContainers).
+	// MaxMsgSize bounds one event. An event carries what the decision
+	// reads of its pod (decision.Inputs: one restart rule of one exit code
+	// per terminated app), about 90 KiB for the widest pod the function's
+	// decoder takes, however long its rules; a wider pod travels as its
+	// name only (TestNoValidPodExceedsTheStream).
 	MaxMsgSize = 256 << 10
 	// MaxBytes bounds the whole stream on disk. With one event kept per pod
 	// (MaxMsgsPerSubject), it holds the undelivered events of hundreds of

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
 	"knative.dev/pkg/logging"
@@ -180,6 +181,9 @@ func (f *Function) handleAndLog(ctx context.Context, e cloudevents.Event) result
 
 func (f *Function) handle(ctx context.Context, e cloudevents.Event) result {
 	pod, err := podevent.Decode(e)
+	if errors.Is(err, slim.ErrBeyondBounds) {
+		f.refuseBeyondBounds(e, err)
+	}
 	if err != nil {
 		return result{code: 400, outcome: OutcomeInvalid, detail: "invalid event", err: err}
 	}
@@ -189,8 +193,11 @@ func (f *Function) handle(ctx context.Context, e cloudevents.Event) result {
 	opts := f.cfg.Decision
 	// The event's own pod state is enough to rule most events out without a
 	// single API call: only a pod that looked done when it was published can
-	// need a quit now.
-	if d := decision.Decide(pod, opts); d.Outcome != decision.Quit {
+	// need a quit now. An event that names its pod only (podevent.New, for a
+	// pod beyond the bounds) leaves the live pod to decide.
+	if podevent.IdentityOnly(e) {
+		f.metrics.beyondBounds.WithLabelValues("live").Inc()
+	} else if d := decision.Decide(pod, opts); d.Outcome != decision.Quit {
 		return decided(d)
 	}
 	// A caller that gave up (the dispatcher's timeout, a closed connection)
@@ -319,4 +326,20 @@ func (f *Function) proxyGone(ctx context.Context, pod *corev1.Pod) (bool, string
 		}
 	}
 	return false, ""
+}
+
+// refuseBeyondBounds tells the pod an event names, when its pod is beyond
+// the decoder's bounds (an ApiServerSource event of a pod with more than
+// slim.MaxContainers containers: the bridge's events never are), that
+// istio-aux will not quit its proxy: a Warning Event and a metric rather
+// than a silent 400.
+func (f *Function) refuseBeyondBounds(e cloudevents.Event, err error) {
+	f.metrics.beyondBounds.WithLabelValues("refused").Inc()
+	id, idErr := podevent.DecodeIdentity(e)
+	if idErr != nil {
+		return
+	}
+	f.recorder.Eventf(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: id.Namespace, Name: id.Name, UID: id.UID}},
+		corev1.EventTypeWarning, ReasonProxyQuitFailed,
+		"istio-aux does not quit istio-proxy from this event: %v. Its bridge sends such pods by name and reads them live", err)
 }

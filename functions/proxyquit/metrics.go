@@ -18,6 +18,9 @@ type Metrics struct {
 	// finalFailures counts quits that failed for good, by reason (the
 	// Final* constants).
 	finalFailures *prometheus.CounterVec
+	// beyondBounds counts events whose pod is beyond the event's bounds,
+	// by action: live (named only, decided on the live pod) or refused.
+	beyondBounds *prometheus.CounterVec
 }
 
 // NewMetrics creates the collectors and registers them on reg (nil: not
@@ -42,11 +45,15 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "istio_aux_proxyquit_final_failures_total",
 			Help: "Quits that failed for good (not retried until the pod changes), by reason: denied, rejected, exit_code, not_found.",
 		}, []string{"reason"}),
+		beyondBounds: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "istio_aux_proxyquit_beyond_bounds_total",
+			Help: "Events whose pod is beyond the event's bounds (more than 256 containers), by action: live (the event names the pod, which is decided live) or refused (400, with a Warning Event on the pod).",
+		}, []string{"action"}),
 	}
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.events, m.execDuration, m.execFailures, m.finalFailures} {
+	for _, c := range []prometheus.Collector{m.events, m.execDuration, m.execFailures, m.finalFailures, m.beyondBounds} {
 		if err := reg.Register(c); err != nil {
 			var already prometheus.AlreadyRegisteredError
 			if errors.As(err, &already) {

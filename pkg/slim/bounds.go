@@ -3,7 +3,9 @@ package slim
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"slices"
 )
 
 // Bounds on a slim pod decoded from JSON, which may come from anyone who can
@@ -25,6 +27,40 @@ const (
 	// proxy waits for them: never an early quit.
 	MaxSidecars = 64
 )
+
+// ErrBeyondBounds marks a list longer than its bound.
+var ErrBeyondBounds = errors.New("beyond istio-aux's bounds")
+
+// WithinBounds is nil when JSON decoding accepts p's lists. A pod the API
+// server holds is bounded only by its size: a valid pod can have more
+// containers than MaxContainers, and its event must then not carry them
+// (podevent.New).
+func WithinBounds(p *Pod) error {
+	for _, l := range []struct {
+		n, limit int
+		what     string
+	}{
+		{len(p.Spec.Containers), MaxContainers, "containers"},
+		{len(p.Spec.InitContainers), MaxContainers, "init containers"},
+		{len(p.Status.ContainerStatuses), MaxContainers, "container statuses"},
+		{len(p.Status.InitContainerStatuses), MaxContainers, "init container statuses"},
+	} {
+		if l.n > l.limit {
+			return fmt.Errorf("%w: %d %s, more than %d", ErrBeyondBounds, l.n, l.what, l.limit)
+		}
+	}
+	for _, c := range append(slices.Clip(p.Spec.Containers), p.Spec.InitContainers...) {
+		if len(c.RestartPolicyRules) > MaxRules {
+			return fmt.Errorf("%w: container %s has %d restart rules, more than %d", ErrBeyondBounds, c.Name, len(c.RestartPolicyRules), MaxRules)
+		}
+		for _, r := range c.RestartPolicyRules {
+			if r.ExitCodes != nil && len(r.ExitCodes.Values) > MaxExitCodes {
+				return fmt.Errorf("%w: container %s has a rule of %d exit codes, more than %d", ErrBeyondBounds, c.Name, len(r.ExitCodes.Values), MaxExitCodes)
+			}
+		}
+	}
+	return nil
+}
 
 // UnmarshalJSON decodes at most MaxContainers containers.
 func (c *Containers) UnmarshalJSON(data []byte) error {
@@ -60,7 +96,7 @@ func decodeList[T any](data []byte, limit int, what string, out *[]T) error {
 	var list []T
 	for dec.More() {
 		if len(list) == limit {
-			return fmt.Errorf("more than %d %s", limit, what)
+			return fmt.Errorf("%w: more than %d %s", ErrBeyondBounds, limit, what)
 		}
 		var v T
 		if err := dec.Decode(&v); err != nil {
