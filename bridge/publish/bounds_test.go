@@ -10,9 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/istio-aux/istio-aux/bridge/internal/testenv"
-	"github.com/istio-aux/istio-aux/bridge/metrics"
-	"github.com/istio-aux/istio-aux/bridge/publish"
 	"github.com/istio-aux/istio-aux/bridge/transport"
 	"github.com/istio-aux/istio-aux/pkg/decision"
 	"github.com/istio-aux/istio-aux/pkg/keys"
@@ -61,19 +58,8 @@ func donePod(name string, apps, inits, rules, codes int) *slim.Pod {
 // make events the stream stores and the function decodes, deciding as the
 // pod does.
 func TestNoValidPodExceedsTheStream(t *testing.T) {
-	ctx := testenv.Context(t)
-	srv := testenv.StartServer(t)
-	nc := testenv.Connect(t, srv.URL())
-	js, err := publish.NewJetStream(nc, 4)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := transport.Ensure(ctx, js, transport.DefaultName)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := publish.New(nc, js, metrics.NewBridge(nil), transport.DefaultName, 4)
-	go func() { _ = p.Run(ctx) }()
+	s := startStack(t, 4)
+	ctx, st, p := s.ctx, s.st, s.p
 	for _, pod := range []*slim.Pod{
 		donePod("row-8", 10, 0, slim.MaxRules, slim.MaxExitCodes),
 		donePod("widest", slim.MaxContainers-1, slim.MaxContainers, slim.MaxRules, slim.MaxExitCodes),
