@@ -101,7 +101,7 @@ func runApp(t *testing.T, cfg Config) (context.Context, string) {
 	ctx, cancel := context.WithCancel(testenv.Context(t))
 	addrs := make(chan net.Addr, 1)
 	done := make(chan error, 1)
-	go func() { done <- Run(ctx, cfg, nil, HTTPSink(cfg), addrs) }()
+	go func() { done <- run(ctx, cfg, nil, HTTPSink(cfg), addrs) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
