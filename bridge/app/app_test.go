@@ -27,10 +27,15 @@ func TestConfigFromLookup(t *testing.T) {
 	}{
 		"defaults": {env: nil, check: func(c Config) bool {
 			return c.Role == RoleAll && c.Stream == "ISTIO_AUX" && c.Resync == 5*time.Minute &&
-				c.MetricsAddr == ":9090" && c.NATSURL == "" && c.Sink == "" && c.Decision.ExtraSidecars == nil
+				c.MetricsAddr == ":9090" && c.NATSURL == "" && c.NATSSecretDir == "" && c.Sink == "" && c.Decision.ExtraSidecars == nil
 		}},
 		"dispatch role with a sink": {env: map[string]string{"ISTIO_AUX_ROLE": "dispatch", "K_SINK": "http://f"}, check: func(c Config) bool {
 			return c.Role == RoleDispatch && !c.Role.Watches() && c.Role.Dispatches() && c.Sink == "http://f"
+		}},
+		// config/500-bridge.yaml mounts the NATS credentials there; the
+		// variable went unread before the bridge ran in a cluster.
+		"NATS credentials directory": {env: map[string]string{"NATS_SECRET_DIR": "/etc/istio-aux/nats"}, check: func(c Config) bool {
+			return c.NATSSecretDir == "/etc/istio-aux/nats"
 		}},
 		"resync and sidecars": {env: map[string]string{"ISTIO_AUX_RESYNC": "10m", "ISTIO_AUX_SIDECARS": "vault-agent, fluent-bit"}, check: func(c Config) bool {
 			return c.Resync == 10*time.Minute && len(c.Decision.ExtraSidecars) == 2 && c.Decision.ExtraSidecars[1] == "fluent-bit"

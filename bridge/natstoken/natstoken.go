@@ -2,8 +2,9 @@
 // (config/nats): the Secret istio-aux-nats ships without data, and the NATS
 // pod's init container generates a random token into it on the first start.
 // nats-server reads the token from the Secret, the bridge and the
-// dispatchers from the same Secret mounted as files; nobody else has it, so
-// nothing else can connect (TestRow3AttackerIsRefused). Applying config/nats
+// dispatchers from files their own init container copied from it (Copy);
+// nobody else has it, so nothing else can connect
+// (TestRow3AttackerIsRefused). Applying config/nats
 // again leaves the filled-in data alone: the shipped Secret names no keys.
 package natstoken
 
@@ -12,6 +13,9 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"fmt"
+	"os"
+	"path/filepath"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -80,4 +84,36 @@ func (r restSecrets) Get(ctx context.Context, name string) (*corev1.Secret, erro
 
 func (r restSecrets) Update(ctx context.Context, s *corev1.Secret) error {
 	return r.c.Put().Namespace(r.namespace).Resource("secrets").Name(s.Name).Body(s).Do(ctx).Error()
+}
+
+// Copy writes every key of Secret name into dir (one file per key, as a
+// Secret volume would, readable by the owner only), once the Secret is
+// usable: it waits, reading it every poll, while the Secret exists without
+// data (config/nats's, before its NATS pod filled in the token). A Secret
+// that does not exist means no credentials: nothing is written. It is what
+// the bridge's and the dispatchers' init container runs: a Secret volume
+// mounted before the token was filled in stays empty for minutes, as the
+// kubelet refreshes it only on a later sync of the pod.
+func Copy(ctx context.Context, s Secrets, name, dir string, poll time.Duration) (keys int, err error) {
+	for {
+		secret, err := s.Get(ctx, name)
+		switch {
+		case apierrors.IsNotFound(err):
+			return 0, nil
+		case err != nil:
+			return 0, fmt.Errorf("reading Secret %s: %w", name, err)
+		case len(secret.Data) > 0:
+			for key, value := range secret.Data {
+				if err := os.WriteFile(filepath.Join(dir, key), value, 0o400); err != nil {
+					return 0, err
+				}
+			}
+			return len(secret.Data), nil
+		}
+		select {
+		case <-ctx.Done():
+			return 0, fmt.Errorf("Secret %s still has no data (is config/nats's NATS pod running?): %w", name, ctx.Err())
+		case <-time.After(poll):
+		}
+	}
 }

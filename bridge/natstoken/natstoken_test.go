@@ -4,11 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -138,4 +142,58 @@ func TestRESTSecrets(t *testing.T) {
 	if put.ResourceVersion != "7" || len(put.Data[transport.SecretToken]) == 0 {
 		t.Errorf("PUT %+v: want the read resourceVersion and a token", put)
 	}
+}
+
+func TestCopy(t *testing.T) {
+	ctx := context.Background()
+	t.Run("waits for the token, then writes every key", func(t *testing.T) {
+		f := &fakeSecrets{secret: &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "istio-aux-nats"}}}
+		dir := t.TempDir()
+		done := make(chan error, 1)
+		go func() {
+			n, err := natstoken.Copy(ctx, f, "istio-aux-nats", dir, 10*time.Millisecond)
+			if err == nil && n != 2 {
+				err = fmt.Errorf("copied %d keys, want 2", n)
+			}
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			t.Fatalf("Copy returned before the Secret had data: %v", err)
+		case <-time.After(100 * time.Millisecond): // ten polls of an empty Secret
+		}
+		if _, err := natstoken.Ensure(ctx, f, "istio-aux-nats"); err != nil {
+			t.Fatal(err)
+		}
+		f.mu.Lock()
+		f.secret.Data["ca.crt"] = []byte("CA")
+		f.mu.Unlock()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		token, err := os.ReadFile(filepath.Join(dir, transport.SecretToken))
+		if err != nil || string(token) != string(f.secret.Data[transport.SecretToken]) {
+			t.Errorf("token file %q (%v), want the Secret's", token, err)
+		}
+		if info, err := os.Stat(filepath.Join(dir, "ca.crt")); err != nil || info.Mode().Perm() != 0o400 {
+			t.Errorf("ca.crt: %v, %v", info, err)
+		}
+	})
+	t.Run("no Secret: no credentials, nothing written", func(t *testing.T) {
+		dir := t.TempDir()
+		if n, err := natstoken.Copy(ctx, &fakeSecrets{}, "istio-aux-nats", dir, time.Millisecond); n != 0 || err != nil {
+			t.Fatalf("Copy = %d, %v", n, err)
+		}
+		if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+			t.Errorf("wrote %d files", len(entries))
+		}
+	})
+	t.Run("an empty Secret that stays empty ends with the context", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+		defer cancel()
+		f := &fakeSecrets{secret: &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "istio-aux-nats"}}}
+		if _, err := natstoken.Copy(ctx, f, "istio-aux-nats", t.TempDir(), 5*time.Millisecond); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Copy = %v, want the context's deadline", err)
+		}
+	})
 }

@@ -30,8 +30,8 @@ import (
 
 // The two ways users install istio-aux, as folders of this repository.
 const (
-	// Config is the full install: the webhook, the bridge, NATS, and the
-	// function as a Knative Service.
+	// Config is the full install: the webhook, the bridge, the function as
+	// a Knative Service, and (config/nats, applied with it) NATS.
 	Config = "config"
 	// Standalone is the install without Knative or a NATS server: the
 	// webhook and the all-in-one.
@@ -122,15 +122,10 @@ func (in *Installed) apply(ctx context.Context, dir string) (*Installed, error) 
 }
 
 // resolve builds dir's images and returns its documents as they will be
-// applied (NATS first where dir needs it).
+// applied.
 func (in *Installed) resolve(ctx context.Context, dir string) ([]*unstructured.Unstructured, error) {
 	start := time.Now()
-	if dir == Config {
-		if err := installNATS(ctx, in.c); err != nil {
-			return nil, err
-		}
-	}
-	resolved, err := koResolve(ctx, dir, nil)
+	resolved, err := koResolve(ctx, folders(dir)...)
 	if err != nil {
 		return nil, err
 	}
@@ -138,36 +133,27 @@ func (in *Installed) resolve(ctx context.Context, dir string) ([]*unstructured.U
 	return knativeOverlay(ctx, in.c, resolved)
 }
 
-// installNATS installs natsStandIn and waits until it serves JetStream.
-func installNATS(ctx context.Context, c *cluster.Cluster) error {
-	resolved, err := koResolve(ctx, "-", []byte(natsStandIn))
-	if err != nil {
-		return err
+// folders are what `ko apply -f` is given for a shape, as the README says:
+// config/ with istio-aux's own NATS, or config/standalone/.
+func folders(dir string) []string {
+	if dir == Config {
+		return []string{Config, Config + "/nats"}
 	}
-	if err := c.Apply(ctx, resolved); err != nil {
-		return err
-	}
-	return cluster.Poll(ctx, 200*time.Millisecond, 2*time.Minute, func(ctx context.Context) (bool, error) {
-		d, err := c.Client().AppsV1().Deployments("nats").Get(ctx, "nats", metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		return available(d), fmt.Errorf("nats: %s", c.PodsSummary(ctx, "nats", ""))
-	})
+	return []string{dir}
 }
 
-// koResolve builds every ko:// image of dir (or of stdin, for "-") into
-// the node's registry and returns the manifests with their references
-// resolved. ko reads .ko.yaml at the repository root; the base image and
-// the platform are the only settings overridden. The build runs offline
-// (GOPROXY=off): the modules are in the module cache.
-func koResolve(ctx context.Context, dir string, stdin []byte) ([]byte, error) {
-	cmd := exec.CommandContext(ctx, filepath.Join(cluster.ToolsBinDir(), "ko"), "resolve", "-f", dir,
-		"--platform=linux/"+goruntime.GOARCH, "--base-import-paths")
-	cmd.Dir = cluster.RepoRoot()
-	if stdin != nil {
-		cmd.Stdin = bytes.NewReader(stdin)
+// koResolve builds every ko:// image of the folders into the node's
+// registry and returns the manifests with their references resolved. ko
+// reads .ko.yaml at the repository root; the base image and the platform
+// are the only settings overridden. The build runs offline (GOPROXY=off):
+// the modules are in the module cache.
+func koResolve(ctx context.Context, folders ...string) ([]byte, error) {
+	args := []string{"resolve", "--platform=linux/" + goruntime.GOARCH, "--base-import-paths"}
+	for _, f := range folders {
+		args = append(args, "-f", f)
 	}
+	cmd := exec.CommandContext(ctx, filepath.Join(cluster.ToolsBinDir(), "ko"), args...)
+	cmd.Dir = cluster.RepoRoot()
 	cmd.Env = append(os.Environ(),
 		"KO_DOCKER_REPO="+cluster.RegistryAddr+"/istio-aux",
 		"KO_DEFAULTBASEIMAGE="+cluster.RegistryAddr+strings.TrimPrefix(baseImage.Ref, images.Registry),
@@ -176,7 +162,7 @@ func koResolve(ctx context.Context, dir string, stdin []byte) ([]byte, error) {
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		return nil, fmt.Errorf("ko resolve -f %s: %w: %s", dir, err, lastLines(stderr.String(), 20))
+		return nil, fmt.Errorf("ko resolve -f %s: %w: %s", strings.Join(folders, " -f "), err, lastLines(stderr.String(), 20))
 	}
 	return out, nil
 }
@@ -384,56 +370,6 @@ func lastLines(s string, n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// natsStandIn is what the README's install gets from NATS's Helm chart
-// (release "nats" in namespace "nats", JetStream on), which cannot be had
-// here: one nats-server built by ko from the module istio-aux embeds, at the
-// address config-istio-aux's nats-url names. The README's stand-ins table
-// lists it.
-const natsStandIn = `apiVersion: v1
-kind: Namespace
-metadata:
-  name: nats
----
-apiVersion: apps/v1
-kind: Deployment
-metadata:
-  name: nats
-  namespace: nats
-spec:
-  replicas: 1
-  selector:
-    matchLabels: {app: nats}
-  template:
-    metadata:
-      labels: {app: nats}
-    spec:
-      containers:
-        - name: nats
-          image: ko://github.com/nats-io/nats-server/v2
-          args: ["--jetstream", "--store_dir", "/data", "--port", "4222", "--http_port", "8222"]
-          ports:
-            - {name: client, containerPort: 4222}
-            - {name: monitor, containerPort: 8222}
-          readinessProbe:
-            httpGet: {path: "/healthz?js-enabled-only=true", port: 8222}
-            periodSeconds: 2
-          volumeMounts:
-            - {name: data, mountPath: /data}
-      volumes:
-        - name: data
-          emptyDir: {}
----
-apiVersion: v1
-kind: Service
-metadata:
-  name: nats
-  namespace: nats
-spec:
-  selector: {app: nats}
-  ports:
-    - {name: client, port: 4222}
-`
-
 // Dir is the folder installed (Config or Standalone).
 func (in *Installed) Dir() string { return in.dir }
 
@@ -499,27 +435,27 @@ func (in *Installed) SetConfig(ctx context.Context, data map[string]string) erro
 	return in.WaitAvailable(ctx, 2*time.Minute)
 }
 
-// DeletePod deletes one pod of a Deployment, as `kubectl delete pod` does
-// (with its grace period), and returns without waiting for a replacement.
-// deployment is a name in istio-aux's namespace or namespace/name.
-func (in *Installed) DeletePod(ctx context.Context, deployment string) error {
-	ns, name, ok := strings.Cut(deployment, "/")
-	if !ok {
-		ns, name = SystemNamespace, deployment
-	}
+// DeletePod deletes one pod of a Deployment or StatefulSet of istio-aux,
+// by name, as `kubectl delete pod` does (with its grace period), and
+// returns without waiting for a replacement.
+func (in *Installed) DeletePod(ctx context.Context, workload string) error {
 	cs := in.c.Client()
-	d, err := cs.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		return err
+	var selector *metav1.LabelSelector
+	if d, err := cs.AppsV1().Deployments(SystemNamespace).Get(ctx, workload, metav1.GetOptions{}); err == nil {
+		selector = d.Spec.Selector
+	} else if s, err := cs.AppsV1().StatefulSets(SystemNamespace).Get(ctx, workload, metav1.GetOptions{}); err == nil {
+		selector = s.Spec.Selector
+	} else {
+		return fmt.Errorf("no Deployment or StatefulSet %s: %w", workload, err)
 	}
-	pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: metav1.FormatLabelSelector(d.Spec.Selector)})
+	pods, err := cs.CoreV1().Pods(SystemNamespace).List(ctx, metav1.ListOptions{LabelSelector: metav1.FormatLabelSelector(selector)})
 	if err != nil {
 		return err
 	}
 	for _, p := range pods.Items {
 		if p.DeletionTimestamp == nil {
-			return cs.CoreV1().Pods(ns).Delete(ctx, p.Name, metav1.DeleteOptions{})
+			return cs.CoreV1().Pods(SystemNamespace).Delete(ctx, p.Name, metav1.DeleteOptions{})
 		}
 	}
-	return fmt.Errorf("deployment %s/%s has no pod to delete", ns, name)
+	return fmt.Errorf("%s has no pod to delete", workload)
 }

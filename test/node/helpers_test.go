@@ -113,7 +113,7 @@ func logIstioAux(t *testing.T, c *cluster.Cluster) {
 		return
 	}
 	for _, p := range pods.Items {
-		for _, ctr := range p.Spec.Containers {
+		for _, ctr := range append(p.Spec.InitContainers, p.Spec.Containers...) {
 			out, _ := kubectl(t, c, "logs", "-n", istioaux.SystemNamespace, p.Name, "-c", ctr.Name, "--tail=40")
 			t.Logf("logs of %s/%s:\n%s", p.Name, ctr.Name, out)
 		}

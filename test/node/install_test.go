@@ -33,15 +33,15 @@ func TestNodeInstallStandalone(t *testing.T) {
 	t.Run("pods-deleted", func(t *testing.T) { runWhileDeleting(t, c, aux, "istio-aux-webhook", aux.Watcher()) })
 }
 
-// TestNodeInstallConfig: config/ (the webhook, the bridge, NATS, the
-// function) runs the seed's story, then survives each of its pods being
-// deleted mid-run.
+// TestNodeInstallConfig: config/ and config/nats/ (the webhook, the bridge,
+// the function, NATS with its store on a volume) run the seed's story, then
+// survive each of their pods being deleted mid-run.
 func TestNodeInstallConfig(t *testing.T) {
 	c, aux := installedAs(t, istioaux.Config)
 	checkInstalled(t, c, aux)
 	t.Run("seed", func(t *testing.T) { seedStory(t, c) })
 	t.Run("pods-deleted", func(t *testing.T) {
-		runWhileDeleting(t, c, aux, "istio-aux-webhook", aux.Watcher(), "proxy-quit", "nats/nats")
+		runWhileDeleting(t, c, aux, "istio-aux-webhook", aux.Watcher(), "proxy-quit", "istio-aux-nats")
 	})
 }
 
@@ -108,8 +108,7 @@ func seedStory(t *testing.T, c *cluster.Cluster) {
 }
 
 // runWhileDeleting runs Jobs while it deletes, one after another, a pod of
-// each of istio-aux's Deployments named (namespace/name, or a name in
-// istio-aux's namespace), as `kubectl delete pod` does. Every Job still
+// each of istio-aux's workloads named, as `kubectl delete pod` does. Every Job still
 // completes and every pod's proxy is quit exactly once: half the apps fail
 // once first (OnFailure), and a proxy quit before the retry would make the
 // retry's download fail, over and over.
