@@ -41,5 +41,5 @@ func main() {
 		}
 		return dispatch.SinkFunc(fn.Handle), nil
 	}
-	startup.Exit(logger, "istio-aux stopped", app.Run(knlogging.WithLogger(ctx, logger), cfg, rc, inProcess, nil))
+	startup.Exit(logger, "istio-aux stopped", app.Run(knlogging.WithLogger(ctx, logger), cfg, rc, inProcess))
 }

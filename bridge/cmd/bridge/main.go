@@ -30,5 +30,5 @@ func main() {
 		startup.Exit(logger, "Invalid configuration", err)
 	}
 	logger.Infow("Starting", zap.String("role", string(cfg.Role)), zap.Bool("embeddedNATS", cfg.NATSURL == ""), zap.String("sink", cfg.Sink))
-	startup.Exit(logger, "Bridge failed", app.Run(knlogging.WithLogger(ctx, logger), cfg, rc, app.HTTPSink(cfg), nil))
+	startup.Exit(logger, "Bridge failed", app.Run(knlogging.WithLogger(ctx, logger), cfg, rc, app.HTTPSink(cfg)))
 }

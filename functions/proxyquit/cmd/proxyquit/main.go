@@ -8,6 +8,7 @@ package main
 import (
 	"cmp"
 	"errors"
+	"net"
 	"os"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -36,8 +37,10 @@ func main() {
 	if err != nil {
 		startup.Exit(logger, "Creating the function", err)
 	}
-	h, _ := fn.HTTPHandler(ctx, reg)
-	addr := ":" + cmp.Or(os.Getenv("PORT"), "8080")
-	logger.Infow("Serving", zap.String("addr", addr), zap.Strings("quitCommand", cfg.QuitCommand), zap.Bool("auth", !cfg.Auth.Disabled))
-	startup.Exit(logger, "proxyquit stopped", proxyquit.Serve(ctx, addr, h, nil))
+	l, err := net.Listen("tcp", ":"+cmp.Or(os.Getenv("PORT"), "8080"))
+	if err != nil {
+		startup.Exit(logger, "Listening", err)
+	}
+	logger.Infow("Serving", zap.Stringer("addr", l.Addr()), zap.Strings("quitCommand", cfg.QuitCommand), zap.Bool("auth", !cfg.Auth.Disabled))
+	startup.Exit(logger, "proxyquit stopped", proxyquit.Serve(ctx, l, fn.HTTPHandler(ctx, reg)))
 }
