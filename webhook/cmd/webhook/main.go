@@ -7,11 +7,11 @@
 package main
 
 import (
-	"log"
 	"os"
 	"strconv"
 
 	"knative.dev/pkg/injection/sharedmain"
+	"knative.dev/pkg/logging"
 	knwebhook "knative.dev/pkg/webhook"
 	"knative.dev/pkg/webhook/certificates"
 
@@ -37,7 +37,7 @@ func main() {
 		certificates.NewController,
 		webhook.NewController,
 	)
-	if err := srv.Wait(); err != nil {
-		log.Fatalf("istio-aux-webhook: %v", err)
-	}
+	// sharedmain's logger stays inside it: the last line, if any, goes
+	// through knative's fallback logger.
+	startup.Exit(logging.FromContext(ctx), "istio-aux-webhook stopped", srv.Wait())
 }
