@@ -55,10 +55,10 @@ type arm struct {
 // returns the running istio-aux.
 func admission(t *testing.T, c *cluster.Cluster, cs kubernetes.Interface, start func() *istioaux.IstioAux, p params, res *results, log io.Writer) *istioaux.IstioAux {
 	ctx := context.Background()
-	if err := createNamespace(ctx, cs, admissionOn, true); err != nil {
+	if err := createParkedNamespace(ctx, cs, admissionOn, true); err != nil {
 		t.Fatal(err)
 	}
-	if err := createNamespace(ctx, cs, admissionOff, false); err != nil {
+	if err := createParkedNamespace(ctx, cs, admissionOff, false); err != nil {
 		t.Fatal(err)
 	}
 	floorNS := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: admissionFloor, Labels: map[string]string{floorLabel: "true"}}}
