@@ -6,6 +6,20 @@
 // network namespace of the test binary's own (RunInNetns). Everything binds
 // 127.0.0.1 on free ports (the real node also its bridge address, NodeIP)
 // and lives in a temporary work directory removed by Stop.
+//
+// Why not kwokctl's binary runtime for the control plane (checked against
+// sigs.k8s.io/kwok v0.8.0): it starts every component detached (Setsid)
+// and tracks it by a pid file only, so a test binary that dies leaves the
+// control plane running until someone runs `kwokctl delete cluster`, where
+// this harness ties each process to the test and sweeps what a killed run
+// left; its one PKI uses the admin key as the service-account signing key,
+// and without --kube-admission it turns every admission plugin off, so the
+// whole cluster would still need its own token keys (the function checks
+// tokens against the published JWKS), CSR signing, the scheduler's and
+// kube-proxy's identities and its admission flags passed through
+// componentsPatches — most of what controlplane.go does. And it runs none
+// of the real node (kubelet, containerd, kube-proxy, CoreDNS, the network
+// namespace), which is where most of this package's code is.
 package cluster
 
 import (
