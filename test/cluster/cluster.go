@@ -1,11 +1,13 @@
 // Package cluster runs a real, local Kubernetes control plane for end-to-end
 // tests and the demo: etcd and kube-apiserver built from source (see
-// hack/build-k8s.sh), optionally the real kube-controller-manager (for the Job
-// controller), and either kwok (fake node and pod lifecycle, driven by the
-// Stages in test/kwok) or a real node: containerd, runc and the kubelet, in a
-// network namespace of the test binary's own (RunInNetns). Everything binds
-// 127.0.0.1 on free ports (the real node also its bridge address, NodeIP)
-// and lives in a temporary work directory removed by Stop.
+// hack/build-k8s.sh) and the real kube-controller-manager, with either kwok
+// (fake node and pod lifecycle, driven by the Stages in test/kwok; the
+// controllers those suites need) or a real node, a whole single-node cluster
+// (whole.go): the default admission plugins and controllers, kube-scheduler,
+// kube-proxy, CoreDNS, an image registry, and containerd, runc and the
+// kubelet, in a network namespace of the test binary's own (RunInNetns).
+// Everything binds 127.0.0.1 on free ports (the real node also its bridge
+// address, NodeIP) and lives in a temporary work directory removed by Stop.
 //
 // Why not kwokctl's binary runtime for the control plane (checked against
 // sigs.k8s.io/kwok v0.8.0): it starts every component detached (Setsid)
