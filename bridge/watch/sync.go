@@ -6,6 +6,7 @@ import (
 
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/cache"
 	"knative.dev/pkg/logging"
 
 	"github.com/istio-aux/istio-aux/pkg/podevent"
@@ -90,7 +91,15 @@ func (w *Watcher) sync(ctx context.Context, key string) error {
 // out, so it cannot be modified), with its namespace's labels and what was
 // last published for it.
 func (w *Watcher) read(key string) (Input, bool, error) {
-	obj, exists, err := w.pods.GetIndexer().GetByKey(key)
+	ns, _, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil {
+		return Input{}, false, nil // not a key a watch made: nothing to publish
+	}
+	store := w.pods.store(ns)
+	if store == nil {
+		return Input{}, false, nil // the namespace is not (or no longer) watched
+	}
+	obj, exists, err := store.GetByKey(key)
 	if err != nil {
 		return Input{}, true, fmt.Errorf("reading %s from the cache: %w", key, err)
 	}
