@@ -27,15 +27,21 @@ type params struct {
 	burstWithin   time.Duration
 	jobs          int
 	scaleDeadline time.Duration
+	outsidePods   int           // run-to-completion pods outside the opt-in
+	outsideChurn  int           // their status changes a second, in total
+	cpuWindow     time.Duration // over which the watch-scope parts read CPU
+	namespaces    int           // opted-in namespaces of podsPerNamespace pods
 }
 
 func benchParams() params {
 	if os.Getenv("BENCH_QUICK") != "" {
 		return params{creates: 100, memLevels: []int{0, 500, 1000}, reactionPods: 40,
-			trickleEvery: 250 * time.Millisecond, burstWithin: 2 * time.Second, jobs: 100, scaleDeadline: 5 * time.Minute}
+			trickleEvery: 250 * time.Millisecond, burstWithin: 2 * time.Second, jobs: 100, scaleDeadline: 5 * time.Minute,
+			outsidePods: 2000, outsideChurn: 10, cpuWindow: 20 * time.Second, namespaces: 100}
 	}
 	return params{creates: 3000, memLevels: []int{0, 1000, 5000, 10000}, reactionPods: 200,
-		trickleEvery: 250 * time.Millisecond, burstWithin: 2 * time.Second, jobs: 1000, scaleDeadline: 10 * time.Minute}
+		trickleEvery: 250 * time.Millisecond, burstWithin: 2 * time.Second, jobs: 1000, scaleDeadline: 10 * time.Minute,
+		outsidePods: 10000, outsideChurn: 10, cpuWindow: 90 * time.Second, namespaces: 1000}
 }
 
 func logWriter(t *testing.T) io.Writer {
@@ -107,8 +113,8 @@ func buildTool(t *testing.T, pkg, name string) string {
 }
 
 // only reports whether BENCH_ONLY (a comma-separated list of admission,
-// memory, reaction, scale; empty: all) selects a part, for iterating on
-// one measurement.
+// memory, outside, namespaces, reaction, scale; empty: all) selects a part,
+// for iterating on one measurement.
 func only(part string) bool {
 	sel := os.Getenv("BENCH_ONLY")
 	if sel == "" {
@@ -122,10 +128,10 @@ func only(part string) bool {
 	return false
 }
 
-// TestBench runs every measurement in one go, in two control planes: one
-// without kwok for admission and memory (its pods are parked on a node that
-// does not exist), one with the Job controller and kwok for reaction and
-// scale.
+// TestBench runs every measurement in one go, in three control planes:
+// two without kwok, for admission and memory and for the watch scope
+// (their pods are parked on a node that does not exist), one with the Job
+// controller and kwok for reaction and scale.
 func TestBench(t *testing.T) {
 	p := benchParams()
 	res := newResults(t)
@@ -142,6 +148,24 @@ func TestBench(t *testing.T) {
 			}
 			if only("memory") {
 				memory(t, c, a, cs, p, res, log)
+			}
+		})
+	}
+	if t.Failed() && os.Getenv("BENCH_KEEP_GOING") == "" {
+		return
+	}
+	if only("outside") || only("namespaces") {
+		// Which pods the bridge watches: a control plane of their own, so
+		// that no other part's pods are opted in.
+		t.Run("watch-scope", func(t *testing.T) {
+			c, start := startStack(t, cluster.Options{Log: log})
+			a := start()
+			cs := fastClient(t, c)
+			if only("outside") {
+				outside(t, a, cs, p, res)
+			}
+			if only("namespaces") {
+				namespaceScale(t, c, a, cs, p, res)
 			}
 		})
 	}
