@@ -37,12 +37,7 @@ func watched(b *bridge, scope string) int {
 // labelled, its finished pods get their quits at once, and its running
 // pod its own when it finishes.
 func TestNamespaceOptedInAfterItsPodsFinished(t *testing.T) {
-	ctx := testenv.Context(t)
-	srv := testenv.StartServer(t)
-	s := &sink{seen: map[string]int{}}
-	startDispatcher(t, ctx, srv.URL(), s)
-	c := newCluster(t)
-	b := startBridge(t, ctx, c.client, srv.URL(), watch.Options{})
+	c, b, s := delivering(t, watch.Options{})
 
 	for _, name := range []string{"a", "b", "running"} {
 		c.createJob("plain", name)
@@ -75,12 +70,7 @@ func TestNamespaceOptedInAfterItsPodsFinished(t *testing.T) {
 // decoded. Opted in again, the pod that finished meanwhile gets its quit,
 // and the one quit before is not delivered twice.
 func TestNamespaceOptedOutStopsItsQuits(t *testing.T) {
-	ctx := testenv.Context(t)
-	srv := testenv.StartServer(t)
-	s := &sink{seen: map[string]int{}}
-	startDispatcher(t, ctx, srv.URL(), s)
-	c := newCluster(t)
-	b := startBridge(t, ctx, c.client, srv.URL(), watch.Options{})
+	c, b, s := delivering(t, watch.Options{})
 
 	c.createJob("jobs", "first")
 	firstDone := c.update("jobs", "first", appExits(0))
@@ -125,13 +115,7 @@ func TestNamespaceOptedOutStopsItsQuits(t *testing.T) {
 // selector) are watched, and the annotation still opts one out. Opted in
 // as a whole, the namespace's other pods reach the bridge.
 func TestPodsOptInByLabel(t *testing.T) {
-	ctx := testenv.Context(t)
-	srv := testenv.StartServer(t)
-	s := &sink{seen: map[string]int{}}
-	startDispatcher(t, ctx, srv.URL(), s)
-	c := newCluster(t)
-	c.namespace("team", podsOptIn)
-	b := startBridge(t, ctx, c.client, srv.URL(), watch.Options{})
+	c, b, s := delivering(t, watch.Options{}, func(c *cluster) { c.namespace("team", podsOptIn) })
 	if watched(b, "labelled") != 1 {
 		t.Fatalf("watching %d namespaces by label, want 1", watched(b, "labelled"))
 	}

@@ -180,6 +180,22 @@ func startBridge(t *testing.T, ctx context.Context, client kubernetes.Interface,
 	return b
 }
 
+// delivering is the usual setup: an embedded nats-server, a dispatcher
+// delivering to a new sink, a fake cluster (newCluster's namespaces, then
+// whatever prepare adds) and a bridge watching it.
+func delivering(t *testing.T, o watch.Options, prepare ...func(*cluster)) (*cluster, *bridge, *sink) {
+	t.Helper()
+	ctx := testenv.Context(t)
+	srv := testenv.StartServer(t)
+	s := &sink{seen: map[string]int{}}
+	startDispatcher(t, ctx, srv.URL(), s)
+	c := newCluster(t)
+	for _, p := range prepare {
+		p(c)
+	}
+	return c, startBridge(t, ctx, c.client, srv.URL(), o), s
+}
+
 func startDispatcher(t *testing.T, ctx context.Context, url string, s *sink) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(ctx)
@@ -261,12 +277,7 @@ func TestWatchPublishDispatch(t *testing.T) {
 }
 
 func TestPublishWaitsPublishesWaitStates(t *testing.T) {
-	ctx := testenv.Context(t)
-	srv := testenv.StartServer(t)
-	s := &sink{seen: map[string]int{}}
-	startDispatcher(t, ctx, srv.URL(), s)
-	c := newCluster(t)
-	startBridge(t, ctx, c.client, srv.URL(), watch.Options{PublishWaits: true})
+	c, _, s := delivering(t, watch.Options{PublishWaits: true})
 	job := c.createJob("jobs", "job")
 	created := podevent.ID(job.UID, job.ResourceVersion)
 	// The queue is keyed by pod (level-triggered): a state superseded
@@ -393,12 +404,7 @@ func TestRetryNowSkipsTheBackOff(t *testing.T) {
 // pod, respellings) is not a new state: one event in all, not one per
 // update, so churn cannot make the function exec again and again.
 func TestAnnotationChurnMakesOneEvent(t *testing.T) {
-	ctx := testenv.Context(t)
-	srv := testenv.StartServer(t)
-	s := &sink{seen: map[string]int{}}
-	startDispatcher(t, ctx, srv.URL(), s)
-	c := newCluster(t)
-	b := startBridge(t, ctx, c.client, srv.URL(), watch.Options{})
+	c, b, s := delivering(t, watch.Options{})
 	c.createJob("jobs", "job")
 	c.update("jobs", "job", appExits(0))
 	testenv.Eventually(t, 5*time.Second, "the finished pod's event", func() bool { return s.total() == 1 })

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -151,38 +152,39 @@ func TestBench(t *testing.T) {
 			}
 		})
 	}
+	// Which pods the bridge watches: a control plane of its own, so that no
+	// other part's pods are opted in.
+	stage(t, "watch-scope", cluster.Options{Log: log}, func(t *testing.T, c *cluster.Cluster, a *istioaux.IstioAux, cs kubernetes.Interface) {
+		if only("outside") {
+			outside(t, a, cs, p, res)
+		}
+		if only("namespaces") {
+			namespaceScale(t, c, a, cs, p, res)
+		}
+	}, "outside", "namespaces")
+	stage(t, "reaction+scale", cluster.Options{ControllerManager: true, Kwok: true, Log: log}, func(t *testing.T, c *cluster.Cluster, a *istioaux.IstioAux, cs kubernetes.Interface) {
+		if only("reaction") {
+			reaction(t, c, cs, p, res)
+		}
+		if only("scale") {
+			scale(t, c, a, cs, p, res)
+		}
+	}, "reaction", "scale")
+}
+
+// stage runs fn as subtest name on a control plane of its own (opts) with
+// istio-aux started, when BENCH_ONLY selects one of parts, and unless an
+// earlier stage failed (BENCH_KEEP_GOING runs it anyway).
+func stage(t *testing.T, name string, opts cluster.Options, fn func(*testing.T, *cluster.Cluster, *istioaux.IstioAux, kubernetes.Interface), parts ...string) {
 	if t.Failed() && os.Getenv("BENCH_KEEP_GOING") == "" {
 		return
 	}
-	if only("outside") || only("namespaces") {
-		// Which pods the bridge watches: a control plane of their own, so
-		// that no other part's pods are opted in.
-		t.Run("watch-scope", func(t *testing.T) {
-			c, start := startStack(t, cluster.Options{Log: log})
-			a := start()
-			cs := fastClient(t, c)
-			if only("outside") {
-				outside(t, a, cs, p, res)
-			}
-			if only("namespaces") {
-				namespaceScale(t, c, a, cs, p, res)
-			}
-		})
-	}
-	if t.Failed() && os.Getenv("BENCH_KEEP_GOING") == "" {
+	if !slices.ContainsFunc(parts, only) {
 		return
 	}
-	if only("reaction") || only("scale") {
-		t.Run("reaction+scale", func(t *testing.T) {
-			c, start := startStack(t, cluster.Options{ControllerManager: true, Kwok: true, Log: log})
-			a := start()
-			cs := fastClient(t, c)
-			if only("reaction") {
-				reaction(t, c, cs, p, res)
-			}
-			if only("scale") {
-				scale(t, c, a, cs, p, res)
-			}
-		})
-	}
+	t.Run(name, func(t *testing.T) {
+		c, start := startStack(t, opts)
+		a := start()
+		fn(t, c, a, fastClient(t, c))
+	})
 }
