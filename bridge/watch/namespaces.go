@@ -24,13 +24,11 @@ type podWatches struct {
 	byNS  map[string]*podWatch
 }
 
-// podWatch is one namespace's pod watch: a plain informer (a reflector and
-// a store, no shared-informer fan-out: one namespace costs a few
-// goroutines), with the slim transform, the watcher's handlers and resync.
+// podWatch is one namespace's pod watch: a client-go reflector writing
+// into a podStore (the slim transform, the queue, the resync).
 type podWatch struct {
 	scope  Scope
-	store  cache.Store
-	synced cache.InformerSynced
+	store  *podStore
 	cancel context.CancelFunc
 	done   chan struct{}
 }
@@ -79,22 +77,17 @@ func (p *podWatches) reconcile(ctx context.Context, name string) {
 
 func (p *podWatches) start(ctx context.Context, ns string, s Scope) {
 	w := p.w
-	store, ctrl := cache.NewInformerWithOptions(cache.InformerOptions{
-		ListerWatcher: w.lists.Pods(ns, s.LabelSelector()),
-		ObjectType:    &corev1.Pod{},
-		Handler: cache.ResourceEventHandlerFuncs{
-			AddFunc: w.onPodAdd, UpdateFunc: w.onPodUpdate, DeleteFunc: w.onPodDelete},
-		ResyncPeriod: w.o.Resync,
-		Transform:    w.transform,
-	})
+	store := newPodStore(w)
+	r := cache.NewReflectorWithOptions(w.lists.Pods(ns, s.LabelSelector()), &corev1.Pod{}, store,
+		cache.ReflectorOptions{Name: "pods/" + ns, TypeDescription: "*v1.Pod", ResyncPeriod: w.o.Resync})
 	wctx, cancel := context.WithCancel(ctx)
-	pw := &podWatch{scope: s, store: store, synced: ctrl.HasSynced, cancel: cancel, done: make(chan struct{})}
+	pw := &podWatch{scope: s, store: store, cancel: cancel, done: make(chan struct{})}
 	p.mu.Lock()
 	p.byNS[ns] = pw
 	p.mu.Unlock()
 	go func() {
 		defer close(pw.done)
-		ctrl.RunWithContext(wctx)
+		r.RunWithContext(wctx)
 	}()
 	w.m.WatchedNamespaces.WithLabelValues(s.String()).Inc()
 	logging.FromContext(ctx).Infow("Watching pods", zap.String("namespace", ns), zap.Stringer("scope", s))
@@ -111,7 +104,7 @@ func (p *podWatches) stop(ctx context.Context, ns string, pw *podWatch) {
 	pw.cancel()
 	<-pw.done
 	p.w.m.WatchedNamespaces.WithLabelValues(pw.scope.String()).Dec()
-	keys := pw.store.ListKeys()
+	keys := pw.store.keys()
 	for _, key := range keys {
 		p.w.queue.Add(key)
 	}
@@ -136,7 +129,7 @@ func (p *podWatches) get(ns string) *podWatch {
 }
 
 // store is namespace ns's pod cache, nil when its pods are not watched.
-func (p *podWatches) store(ns string) cache.Store {
+func (p *podWatches) store(ns string) *podStore {
 	if pw := p.get(ns); pw != nil {
 		return pw.store
 	}
@@ -148,7 +141,7 @@ func (p *podWatches) hasSynced() bool {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	for _, pw := range p.byNS {
-		if !pw.synced() {
+		if !pw.store.synced.Load() {
 			return false
 		}
 	}
@@ -166,7 +159,7 @@ func (p *podWatches) cached() int {
 	defer p.mu.RUnlock()
 	n := 0
 	for _, pw := range p.byNS {
-		n += len(pw.store.ListKeys())
+		n += pw.store.len()
 	}
 	return n
 }

@@ -172,44 +172,6 @@ func (w *Watcher) transform(obj any) (any, error) {
 	return slim.PackTransform(obj)
 }
 
-func (w *Watcher) enqueue(obj any) {
-	key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
-	if err == nil {
-		w.queue.Add(key)
-	}
-}
-
-func (w *Watcher) onPodAdd(obj any) {
-	w.m.WatchEvents.WithLabelValues("pod", "add").Inc()
-	w.enqueue(obj)
-}
-
-func (w *Watcher) onPodUpdate(oldObj, newObj any) {
-	oldPod, ok1 := oldObj.(*slim.Packed)
-	newPod, ok2 := newObj.(*slim.Packed)
-	if ok1 && ok2 && oldPod.ResourceVersion() == newPod.ResourceVersion() {
-		// A periodic resync. Pods still deciding Quit are published again
-		// (after the dedup window this reaches the function anew); others
-		// are left alone.
-		w.m.WatchEvents.WithLabelValues("pod", "resync").Inc()
-		if decision.Decide(newPod.Unpack(), w.o.Decision).Outcome != decision.Quit {
-			return
-		}
-		if key, err := cache.MetaNamespaceKeyFunc(newPod); err == nil {
-			w.published.forget(key)
-			w.queue.Add(key)
-		}
-		return
-	}
-	w.m.WatchEvents.WithLabelValues("pod", "update").Inc()
-	w.enqueue(newObj)
-}
-
-func (w *Watcher) onPodDelete(obj any) {
-	w.m.WatchEvents.WithLabelValues("pod", "delete").Inc()
-	w.enqueue(obj)
-}
-
 // onNamespace queues a namespace added or deleted: its pod watch starts
 // or stops.
 func (w *Watcher) onNamespace(op string, obj any) {

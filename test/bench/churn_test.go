@@ -58,7 +58,12 @@ func churn(ctx context.Context, cs kubernetes.Interface, pods []podRef, perSecon
 			}
 			patch, _ := json.Marshal(map[string]any{"status": map[string]any{"conditions": []map[string]any{{
 				"type": "Ready", "status": ready, "lastTransitionTime": metav1.Now().UTC().Format(time.RFC3339)}}}})
-			if _, err := cs.CoreV1().Pods(p.ns).Patch(ctx, p.name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status"); err == nil {
+			// Not ctx: a change sent when stop is called is finished, so
+			// that the count says exactly what was written.
+			pctx, pcancel := context.WithTimeout(context.Background(), 10*time.Second)
+			_, err := cs.CoreV1().Pods(p.ns).Patch(pctx, p.name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
+			pcancel()
+			if err == nil {
 				done.Add(1)
 			}
 		}

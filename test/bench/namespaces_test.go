@@ -24,6 +24,7 @@ type nsSample struct {
 	ready, apiStart, optIn time.Duration
 	bridgeRSS, apiRSS      int64 // KiB
 	watches                float64
+	goroutines, heap       float64       // the bridge's, once settled
 	apiCPU, bridgeCPU      time.Duration // over window
 	window                 time.Duration
 }
@@ -65,10 +66,11 @@ func namespaceScale(t *testing.T, c *cluster.Cluster, a *istioaux.IstioAux, cs k
 	arms := fmt.Sprintf("1 namespace of %d pods / %d namespaces of %d", n, p.namespaces, podsPerNamespace)
 	secs := func(a, b time.Duration) string { return fmt.Sprintf("%.1f / %.1f s", a.Seconds(), b.Seconds()) }
 	rate := func(d, w time.Duration) float64 { return float64(d.Milliseconds()) / w.Seconds() }
-	res.add("namespaces", "pod watches open at the API server, "+arms, fmt.Sprintf("%.0f / %.0f", o.watches, m.watches), "", "")
+	res.add("namespaces", "pod watches open at the API server (all clients), "+arms, fmt.Sprintf("%.0f / %.0f", o.watches, m.watches), "", "")
 	res.add("namespaces", "bridge start to ready (every pod listed), "+arms, secs(o.ready, m.ready), "", "")
 	res.add("namespaces", "opted in while the bridge runs, to every pod cached, "+arms, secs(o.optIn, m.optIn), "", "")
 	res.add("namespaces", "bridge RSS, "+arms, fmt.Sprintf("%s / %s (%.2fx)", mib(o.bridgeRSS), mib(m.bridgeRSS), float64(m.bridgeRSS)/float64(o.bridgeRSS)), "", "")
+	res.add("namespaces", "bridge goroutines / heap in use, "+arms, fmt.Sprintf("%.0f / %.0f; %.1f / %.1f MiB", o.goroutines, m.goroutines, o.heap/(1<<20), m.heap/(1<<20)), "", "")
 	res.add("namespaces", "API server CPU during the bridge's start, "+arms, fmt.Sprintf("%.2f / %.2f CPU-s", o.apiStart.Seconds(), m.apiStart.Seconds()), "", "")
 	res.add("namespaces", fmt.Sprintf("API server CPU, %d status changes/s among the pods, %s", p.outsideChurn, arms),
 		fmt.Sprintf("%.1f / %.1f CPU-ms/s (%.2fx; %.0f s each)", rate(o.apiCPU, o.window), rate(m.apiCPU, m.window),
@@ -103,12 +105,19 @@ func nsArm(t *testing.T, c *cluster.Cluster, a *istioaux.IstioAux, cs kubernetes
 		t.Fatal(err)
 	}
 	s.ready, s.apiStart = time.Since(start), procCPU(t, api)-cpu0
+	t.Logf("namespaces: bridge ready after %v watching %d namespaces", s.ready, len(names))
 	_, pid := a.Pids()
 	var err error
 	if s.bridgeRSS, err = settledRSS(ctx, pid); err != nil {
 		t.Fatalf("bridge RSS: %v", err)
 	}
 	if s.watches, err = apiserverMetric(ctx, cs, "apiserver_longrunning_requests", `resource="pods"`, `verb="WATCH"`); err != nil {
+		t.Fatal(err)
+	}
+	if s.goroutines, err = scrape(ctx, a.BridgeMetricsURL(), "go_goroutines"); err != nil {
+		t.Fatal(err)
+	}
+	if s.heap, err = scrape(ctx, a.BridgeMetricsURL(), "go_memstats_heap_inuse_bytes"); err != nil {
 		t.Fatal(err)
 	}
 
@@ -121,16 +130,27 @@ func nsArm(t *testing.T, c *cluster.Cluster, a *istioaux.IstioAux, cs kubernetes
 		t.Fatal(err)
 	}
 
-	watched := func(want int) func(context.Context) (bool, error) {
-		return func(ctx context.Context) (bool, error) {
-			v, err := scrape(ctx, a.BridgeMetricsURL(), "istio_aux_bridge_watched_namespaces", `scope="all"`)
-			return int(v) == want, err
+	// Other parts' namespaces may be opted in too: the arm's opt-out is
+	// done when the count of watched namespaces is back where it was.
+	watched := func(ctx context.Context) (int, error) {
+		v, err := scrape(ctx, a.BridgeMetricsURL(), "istio_aux_bridge_watched_namespaces", `scope="all"`)
+		return int(v), err
+	}
+	all, err := watched(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	optedOut := func() {
+		optIn(false)
+		if err := cluster.Poll(ctx, 100*time.Millisecond, 2*time.Minute, func(ctx context.Context) (bool, error) {
+			n, err := watched(ctx)
+			return err == nil && n == all-len(names), err
+		}); err != nil {
+			t.Fatalf("bridge still watching after the opt-out: %v", err)
 		}
 	}
-	optIn(false)
-	if err := cluster.Poll(ctx, 100*time.Millisecond, 2*time.Minute, watched(0)); err != nil {
-		t.Fatalf("bridge still watching after the opt-out: %v", err)
-	}
+	optedOut()
+	t.Logf("namespaces: %d opted out", len(names))
 	decoded0 := decodedPods(t, a)
 	start = time.Now()
 	optIn(true)
@@ -140,9 +160,7 @@ func nsArm(t *testing.T, c *cluster.Cluster, a *istioaux.IstioAux, cs kubernetes
 		t.Fatalf("pods not cached after the opt-in: %v", err)
 	}
 	s.optIn = time.Since(start)
-	optIn(false)
-	if err := cluster.Poll(ctx, 100*time.Millisecond, 2*time.Minute, watched(0)); err != nil {
-		t.Fatalf("bridge still watching after the opt-out: %v", err)
-	}
+	t.Logf("namespaces: %d opted in again, every pod decoded after %v", len(names), s.optIn)
+	optedOut()
 	return s
 }
