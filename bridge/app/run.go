@@ -37,8 +37,8 @@ const maxPending = 256
 // The watcher's client rate limit, unless the client configuration sets
 // one (newWatcher).
 const (
-	watchQPS   = 50
-	watchBurst = 100
+	watchQPS   = 100
+	watchBurst = 200
 )
 
 // NewSink builds the dispatcher's sink once the process has its Kubernetes

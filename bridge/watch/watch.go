@@ -1,6 +1,7 @@
-// Package watch is the bridge's producer side: informers over slim pods and
-// namespaces, a rate-limited work queue keyed by pod, and workers that run
-// the change filter and publish an event for each state worth acting on.
+// Package watch is the bridge's producer side: a namespace informer, one
+// watch of slim pods per namespace in scope (ScopeOf), a rate-limited work
+// queue keyed by pod, and workers that run the change filter and publish an
+// event for each state worth acting on.
 package watch
 
 import (
@@ -123,8 +124,9 @@ func (w *Watcher) CachedPods() int { return w.pods.cached() }
 func (w *Watcher) Run(ctx context.Context) error {
 	logger := logging.FromContext(ctx)
 	defer w.queue.ShutDown()
-	// Deferred in reverse: cancel every informer and the namespace queue,
-	// wait for the goroutines, then for each pod watch to end.
+	// Deferred in reverse: cancel the informer, the namespace queue and
+	// every pod watch, wait for the goroutines, then for each pod watch to
+	// end.
 	defer w.pods.stopAll()
 	var informers sync.WaitGroup
 	defer informers.Wait()

@@ -26,27 +26,36 @@ const (
 	insideChurn = 10
 )
 
-// window is what outside reads of the bridge over one measurement window.
+// window is what outside reads of the bridge over measurement windows.
 type window struct {
 	cpu     time.Duration
 	length  time.Duration
-	decoded float64 // pod objects decoded over the window
+	decoded float64 // pod objects decoded
 	changes int64   // status changes written to opted-in pods
-	rss     int64   // settled VmRSS after the window, KiB
 }
 
 func (w window) cpuPerSecond() float64 {
 	return float64(w.cpu.Microseconds()) / 1000 / w.length.Seconds()
 }
 
-// outside measures one bridge's CPU and RSS while p.outsidePods running
-// run-to-completion pods (Never and OnFailure) outside the opt-in change
-// status p.outsideChurn times a second in total, against the same bridge
-// with none of them, before they are created and after they are deleted
-// (so that a drift of the process over time cancels out). Throughout, the
-// bridge serves insidePods opted-in pods with insideChurn changes a
-// second. Nine of the ten outside namespaces carry no label; the tenth is
-// labelled istio-aux.dev/enabled=pods, and its pods are not labelled.
+func (w window) plus(o window) window {
+	return window{w.cpu + o.cpu, w.length + o.length, w.decoded + o.decoded, w.changes + o.changes}
+}
+
+// outside measures what p.outsidePods running run-to-completion pods
+// (Never and OnFailure) outside the opt-in, whose statuses change
+// p.outsideChurn times a second in total, cost one bridge that serves
+// insidePods opted-in pods changing insideChurn times a second: its RSS
+// before they exist and with them; pods it decodes while they are created
+// and while only they change (none is the target); and its CPU with their
+// changes against without, in p.cpuPairs interleaved pairs of p.cpuSlice
+// windows (on a shared host the CPU a process needs for the same work moves
+// with the load; windows side by side see the same load). Their existence
+// alone costs no CPU: nothing about them reaches the bridge (the counts),
+// so the CPU of the windows without their changes is that of the bridge
+// with none of them; a window before they exist is reported beside it.
+// Nine of the ten outside namespaces carry no label; the tenth is labelled
+// istio-aux.dev/enabled=pods, and its pods are not labelled.
 func outside(t *testing.T, a *istioaux.IstioAux, cs kubernetes.Interface, p params, res *results) {
 	ctx := context.Background()
 	const in = "bench-inside"
@@ -64,10 +73,15 @@ func outside(t *testing.T, a *istioaux.IstioAux, cs kubernetes.Interface, p para
 	}
 	_, pid := a.Pids()
 	inside := refs(in, "in", insidePods)
-	measure := func(outside []podRef) window {
-		return bridgeWindow(t, a, cs, pid, inside, outside, p)
+	rss := func() int64 {
+		v, err := settledRSS(ctx, pid)
+		if err != nil {
+			t.Fatalf("bridge RSS: %v", err)
+		}
+		return v
 	}
-	before := measure(nil)
+	rssNone := rss()
+	none := bridgeWindow(t, a, cs, pid, inside, nil, p.outsideChurn, time.Duration(p.cpuPairs)*p.cpuSlice)
 
 	namespaces := make([]string, 10)
 	var out []podRef
@@ -92,59 +106,59 @@ func outside(t *testing.T, a *istioaux.IstioAux, cs kubernetes.Interface, p para
 		out = append(out, refs(namespaces[i], "out", p.outsidePods/10)...)
 	}
 	created := decodedPods(t, a) - decoded0
-	with := measure(out)
-	// Their changes alone, for a count that owes nothing to subtraction.
-	decoded0 = decodedPods(t, a)
-	stop := churn(ctx, cs, out, p.outsideChurn)
-	sleepFor(t, 10*time.Second)
-	outsideChanges := stop()
-	alone := decodedPods(t, a) - decoded0
+	rssWith := rss()
+	var off, on window
+	for range p.cpuPairs {
+		off = off.plus(bridgeWindow(t, a, cs, pid, inside, nil, p.outsideChurn, p.cpuSlice))
+		on = on.plus(bridgeWindow(t, a, cs, pid, inside, out, p.outsideChurn, p.cpuSlice))
+	}
+	alone := bridgeWindow(t, a, cs, pid, nil, out, p.outsideChurn, 10*time.Second)
 	for _, ns := range namespaces {
 		if err := cs.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0))}, metav1.ListOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	after := measure(nil)
 
 	n := len(out)
-	res.add("outside", fmt.Sprintf("bridge CPU, %d opted-in pods changing %d/s: before / with %d pods outside the opt-in changing %d/s / after they are gone",
-		insidePods, insideChurn, n, p.outsideChurn),
-		fmt.Sprintf("%.2f / %.2f / %.2f CPU-ms/s (%.0f s each)", before.cpuPerSecond(), with.cpuPerSecond(), after.cpuPerSecond(), with.length.Seconds()), "", "")
-	cpuRatio := 2 * with.cpuPerSecond() / (before.cpuPerSecond() + after.cpuPerSecond())
-	res.add("outside", "bridge CPU, with them / without (mean of before and after)", fmt.Sprintf("%.3fx", cpuRatio), "≤ 1.05x", verdict(cpuRatio <= 1.05))
-	rssRatio := float64(with.rss) / float64(before.rss)
-	res.add("outside", "bridge RSS, before / with them / after", fmt.Sprintf("%s / %s / %s (%.3fx)", mib(before.rss), mib(with.rss), mib(after.rss), rssRatio), "≤ 1.05x", verdict(rssRatio <= 1.05))
-	res.add("outside", fmt.Sprintf("pods decoded: while the %d outside were created / over 10 s of %d changes of theirs alone", n, outsideChanges),
-		fmt.Sprintf("%.0f / %.0f", created, alone), "0 / 0", verdict(created == 0 && alone == 0))
-	res.add("outside", "pods decoded over the window with them: opted-in changes / decoded", fmt.Sprintf("%d / %.0f", with.changes, with.decoded), "", "")
+	res.add("outside", fmt.Sprintf("bridge RSS with %d opted-in pods: before / with %d pods outside the opt-in", insidePods, n),
+		fmt.Sprintf("%s / %s (%.3fx)", mib(rssNone), mib(rssWith), float64(rssWith)/float64(rssNone)), "≤ 1.05x", verdict(float64(rssWith) <= 1.05*float64(rssNone)))
+	res.add("outside", fmt.Sprintf("pods decoded: while the %d outside were created / over 10 s of %d changes of theirs alone", n, alone.changes),
+		fmt.Sprintf("%.0f / %.0f", created, alone.decoded), "0 / 0", verdict(created == 0 && alone.decoded == 0))
+	res.add("outside", fmt.Sprintf("bridge CPU, %d opted-in pods changing %d/s: before the outside pods / with them still / with them changing %d/s",
+		insidePods, insideChurn, p.outsideChurn),
+		fmt.Sprintf("%.2f / %.2f / %.2f CPU-ms/s (%d pairs of %.0f s windows)", none.cpuPerSecond(), off.cpuPerSecond(), on.cpuPerSecond(), p.cpuPairs, p.cpuSlice.Seconds()), "", "")
+	ratio := on.cpuPerSecond() / off.cpuPerSecond()
+	res.add("outside", "bridge CPU with their changes / without (interleaved)", fmt.Sprintf("%.3fx", ratio), "≤ 1.05x", verdict(ratio <= 1.05))
+	res.add("outside", "opted-in changes / pods decoded, over the windows with their changes", fmt.Sprintf("%d / %.0f", on.changes, on.decoded), "", "")
 }
 
 // bridgeWindow changes the statuses of inside (insideChurn a second) and
-// outside (p.outsideChurn a second) pods for p.cpuWindow, reading the
-// bridge's CPU meanwhile, then the pods it decoded once the changes are
-// in, and its settled RSS.
-func bridgeWindow(t *testing.T, a *istioaux.IstioAux, cs kubernetes.Interface, pid int, inside, outside []podRef, p params) window {
+// outside (outsideChurn a second) pods for d, reading the bridge's CPU
+// meanwhile, and the pods it decoded once every change to an inside pod is
+// in.
+func bridgeWindow(t *testing.T, a *istioaux.IstioAux, cs kubernetes.Interface, pid int, inside, outside []podRef, outsideChurn int, d time.Duration) window {
 	ctx := context.Background()
 	var w window
 	decoded0, cpu0, start := decodedPods(t, a), bridgeCPU(t, pid), time.Now()
-	stopIn := churn(ctx, cs, inside, insideChurn)
-	stopOut := func() int64 { return 0 }
-	if len(outside) > 0 {
-		stopOut = churn(ctx, cs, outside, p.outsideChurn)
+	stopIn, stopOut := func() int64 { return 0 }, func() int64 { return 0 }
+	if len(inside) > 0 {
+		stopIn = churn(ctx, cs, inside, insideChurn)
 	}
-	sleepFor(t, p.cpuWindow)
+	if len(outside) > 0 {
+		stopOut = churn(ctx, cs, outside, outsideChurn)
+	}
+	sleepFor(t, d)
 	w.cpu, w.length = bridgeCPU(t, pid)-cpu0, time.Since(start)
 	w.changes = stopIn()
-	stopOut()
+	outChanges := stopOut()
 	// Every change of an opted-in pod reaches the bridge; then whatever
 	// else it decoded is counted too.
 	_ = cluster.Poll(ctx, 100*time.Millisecond, 10*time.Second, func(context.Context) (bool, error) {
 		return decodedPods(t, a)-decoded0 >= float64(w.changes), nil
 	})
 	w.decoded = decodedPods(t, a) - decoded0
-	var err error
-	if w.rss, err = settledRSS(ctx, pid); err != nil {
-		t.Fatalf("bridge RSS: %v", err)
+	if len(inside) == 0 {
+		w.changes = outChanges // the outside pods' own, for the count of them alone
 	}
 	return w
 }
