@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Builds etcd, kube-apiserver, kube-controller-manager, kubectl and the kubelet
-# (for the real node, test/cluster/node.go) from the Go
-# module proxy (no Docker, no release downloads) into a cache keyed by version.
+# Builds etcd, kube-apiserver, kube-controller-manager, kubectl, and for the
+# real node's whole cluster (test/kubenode) kube-scheduler, kube-proxy and the
+# kubelet, from the Go module proxy (no Docker, no release downloads) into a cache keyed by version.
 # A binary that is already there is not rebuilt. Prints the bin directory.
 set -o errexit -o nounset -o pipefail
 
@@ -16,7 +16,7 @@ ldflags="-s -w -X k8s.io/component-base/version.gitVersion=${K8S_VERSION}"
 ldflags+=" -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=${minor}"
 
 cd "${root}/hack/tools/k8s"
-for cmd in etcd kube-apiserver kube-controller-manager kubectl kubelet; do
+for cmd in etcd kube-apiserver kube-controller-manager kubectl kubelet kube-scheduler kube-proxy; do
   [[ -x "${bin}/${cmd}" ]] && continue
   pkg="k8s.io/kubernetes/cmd/${cmd}"
   [[ "${cmd}" == etcd ]] && pkg="./cmd/etcd"

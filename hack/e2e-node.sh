@@ -22,5 +22,8 @@ timed "kubernetes binaries" hack/build-k8s.sh >/dev/null
 # istio-aux's own binaries.
 timed "istiod + pilot-agent" hack/build-istio.sh >/dev/null
 timed "istio-aux binaries + stubs" hack/build-ours.sh
+# The real node's whole cluster: CoreDNS, and ko and crane (its registry).
+timed "coredns" hack/build-coredns.sh >/dev/null
+timed "ko + crane" hack/build-tools.sh >/dev/null
 # The tests mostly wait on the kubelet: run them all at once, not two by two.
-timed "real-node tests" go test -tags e2e -count=1 -timeout 10m -parallel 8 -v ./test/node/... "$@"
+timed "real-node tests" go test -tags e2e -count=1 -timeout 20m -parallel 8 -v ./test/node/... "$@"

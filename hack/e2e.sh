@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# End-to-end tests (make e2e): builds or reuses the cached control-plane
-# binaries, istiod and pilot-agent, istio-aux's binaries, the stub
-# pilot-agent and the Envoy stand-in; runs the e2e-tagged tests against a
-# real kube-apiserver, Job controller and istiod, with kwok as the node
-# (test/e2e) and with a real kubelet node (test/node); checks config/
-# against the real API; and prints the wall time of every stage at the end.
+# End-to-end tests (make e2e): builds or reuses the cached Kubernetes
+# binaries, CoreDNS, kwok, istiod and pilot-agent, ko and crane, istio-aux's
+# binaries, the stub pilot-agent and the Envoy stand-in; runs the e2e-tagged
+# tests against a real kube-apiserver, Job controller and istiod, with kwok
+# as the node (test/e2e); checks config/ against the real API and builds its
+# images; then runs the real-node suite (test/node) on a whole cluster with
+# istio-aux installed from config/ by ko; and prints the wall time of every
+# stage at the end.
 set -o errexit -o nounset -o pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -17,6 +19,9 @@ timed "kubernetes binaries" hack/build-k8s.sh >/dev/null
 timed "kwok" hack/build-kwok.sh >/dev/null
 timed "istiod + pilot-agent" hack/build-istio.sh >/dev/null
 timed "istio-aux binaries + stubs" hack/build-ours.sh
+# The real node's whole cluster: CoreDNS, and ko and crane (its registry).
+timed "coredns" hack/build-coredns.sh >/dev/null
+timed "ko + crane" hack/build-tools.sh >/dev/null
 # pkg/decision's copy of the kubelet's restart rule, against the kubelet's
 # own function (k8s.io/kubernetes, in the tools module that builds it).
 timed "kubelet restart parity" bash -c 'cd hack/tools/k8s && GOFLAGS=-mod=mod go test -count=1 ./kubeletparity/'
@@ -29,11 +34,12 @@ timed "e2e tests" go test -tags e2e -count=1 -timeout 20m -v ./test/e2e/... "$@"
 # the test's own, with istiod, pilot-agent and istio-aux (test/node). Where
 # the machine cannot host one the tests skip and say why, except with
 # CI=true, where that is a failure.
+# config/ against the real API with the real Knative CRDs, and each component
+# under its own ServiceAccount; then every ko:// image built offline, which
+# also fills the build cache the real node's installs use.
+timed "config: dry-run + RBAC" go test -tags e2e -count=1 -timeout 10m ./test/config/...
+timed "ko resolve (offline)" hack/ko-resolve.sh
 if ((EUID == 0)); then
   timed "node packages" hack/node-deps.sh
 fi
-timed "real-node tests" go test -tags e2e -count=1 -timeout 10m -parallel 8 -v ./test/node/...
-# config/ against the real API with the real Knative CRDs, and each component
-# under its own ServiceAccount; then every ko:// image built offline.
-timed "config: dry-run + RBAC" go test -tags e2e -count=1 -timeout 10m ./test/config/...
-timed "ko resolve (offline)" hack/ko-resolve.sh
+timed "real-node tests" go test -tags e2e -count=1 -timeout 20m -parallel 8 -v ./test/node/...

@@ -6,21 +6,17 @@
 # (ko.yaml) is needed. Prints the resolved manifests' image references and
 # checks each image's binary, user and platform.
 #
-#   hack/ko-resolve.sh                 # config/ and config/dispatch/
+#   hack/ko-resolve.sh                 # config/, config/dispatch/, config/standalone/
 #   hack/ko-resolve.sh config/         # or the folders given
 set -o errexit -o nounset -o pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "${root}"
-bin="${ISTIO_AUX_CACHE:-${root}/_output}/tools/bin"
 platform="${KO_PLATFORM:-linux/$(go env GOARCH)}"
-(( $# )) || set -- config/ config/dispatch/
+(( $# )) || set -- config/ config/dispatch/ config/standalone/
 
 # ko and crane from their own pinned module (hack/tools/ko), built once.
-if [[ ! -x "${bin}/ko" || ! -x "${bin}/crane" ]]; then
-  echo "building ko and crane into ${bin} ..." >&2
-  (cd hack/tools/ko && GOBIN="${bin}" go install github.com/google/ko github.com/google/go-containerregistry/cmd/crane)
-fi
+bin="$(hack/build-tools.sh)"
 
 work="$(mktemp -d)"
 registry_pid=""

@@ -18,11 +18,13 @@ mkdir -p "${cache}/bin"
 go build -o "${cache}/bin/allinone" ./bridge/cmd/allinone
 export ISTIO_AUX_BRIDGE="${cache}/bin/allinone"
 if [[ -z "${KUBECONFIG:-}" && ! -f "${HOME}/.kube/config" ]]; then
-  echo "building the control plane, the kubelet, kwok, istiod and pilot-agent (cached after the first run) ..." >&2
+  echo "building the control plane, the kubelet, kube-proxy, CoreDNS, kwok, istiod, pilot-agent, ko and crane (cached after the first run) ..." >&2
   hack/build-k8s.sh >/dev/null
   hack/build-kwok.sh >/dev/null
   hack/build-istio.sh >/dev/null
   hack/build-ours.sh
+  hack/build-coredns.sh >/dev/null
+  hack/build-tools.sh >/dev/null
   if [[ "${ISTIO_AUX_NODE:-1}" == 0 ]]; then
     export ISTIO_AUX_NO_NODE="ISTIO_AUX_NODE=0"
   elif ((EUID == 0)); then

@@ -27,10 +27,15 @@ func TestConfigFromLookup(t *testing.T) {
 	}{
 		"defaults": {env: nil, check: func(c Config) bool {
 			return c.Role == RoleAll && c.Stream == "ISTIO_AUX" && c.Resync == 5*time.Minute &&
-				c.MetricsAddr == ":9090" && c.NATSURL == "" && c.Sink == "" && c.Decision.ExtraSidecars == nil
+				c.MetricsAddr == ":9090" && c.NATSURL == "" && c.NATSSecretDir == "" && c.Sink == "" && c.Decision.ExtraSidecars == nil
 		}},
 		"dispatch role with a sink": {env: map[string]string{"ISTIO_AUX_ROLE": "dispatch", "K_SINK": "http://f"}, check: func(c Config) bool {
 			return c.Role == RoleDispatch && !c.Role.Watches() && c.Role.Dispatches() && c.Sink == "http://f"
+		}},
+		// config/500-bridge.yaml mounts the NATS credentials there; the
+		// variable went unread before the bridge ran in a cluster.
+		"NATS credentials directory": {env: map[string]string{"NATS_SECRET_DIR": "/etc/istio-aux/nats"}, check: func(c Config) bool {
+			return c.NATSSecretDir == "/etc/istio-aux/nats"
 		}},
 		"resync and sidecars": {env: map[string]string{"ISTIO_AUX_RESYNC": "10m", "ISTIO_AUX_SIDECARS": "vault-agent, fluent-bit"}, check: func(c Config) bool {
 			return c.Resync == 10*time.Minute && len(c.Decision.ExtraSidecars) == 2 && c.Decision.ExtraSidecars[1] == "fluent-bit"
@@ -101,7 +106,7 @@ func runApp(t *testing.T, cfg Config) (context.Context, string) {
 	ctx, cancel := context.WithCancel(testenv.Context(t))
 	addrs := make(chan net.Addr, 1)
 	done := make(chan error, 1)
-	go func() { done <- Run(ctx, cfg, nil, HTTPSink(cfg), addrs) }()
+	go func() { done <- run(ctx, cfg, nil, HTTPSink(cfg), addrs) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {

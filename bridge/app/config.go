@@ -39,7 +39,7 @@ type Config struct {
 	Kubeconfig string // KUBECONFIG; empty: in-cluster
 	NATSURL    string // NATS_URL; empty: embedded server
 	// NATSSecretDir (NATS_SECRET_DIR) holds the NATS credentials and TLS
-	// files (transport.SecurityFromDir), mounted from a Secret.
+	// files (transport.SecurityFromDir), copied from a Secret.
 	NATSSecretDir string
 	DataDir       string        // ISTIO_AUX_DATA_DIR, the embedded JetStream store
 	Stream        string        // NATS_STREAM
@@ -81,6 +81,7 @@ func configFromLookup(lookup func(string) (string, bool)) (Config, error) {
 		ClusterName:   get("ISTIO_AUX_CLUSTER_NAME", ""),
 		MetricsAddr:   get("METRICS_ADDR", ":9090"),
 		SinkTokenFile: get("ISTIO_AUX_SINK_TOKEN_FILE", ""),
+		NATSSecretDir: get("NATS_SECRET_DIR", ""),
 	}
 	switch c.Role {
 	case RoleAll, RoleBridge, RoleDispatch:

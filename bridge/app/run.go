@@ -73,25 +73,30 @@ func RESTConfig(cfg Config) (*rest.Config, error) {
 
 // Run runs the components of cfg.Role until ctx is done, with the
 // Kubernetes client configuration rc (RESTConfig), delivering events to the
-// sink newSink builds (when the role dispatches). If listening is not nil
-// it receives the metrics/health address once it listens (tests).
-func Run(ctx context.Context, cfg Config, rc *rest.Config, newSink NewSink, listening chan<- net.Addr) error {
+// sink newSink builds (when the role dispatches).
+func Run(ctx context.Context, cfg Config, rc *rest.Config, newSink NewSink) error {
+	return run(ctx, cfg, rc, newSink, nil)
+}
+
+// run is Run, telling listening (tests) the metrics/health address once it
+// listens.
+func run(ctx context.Context, cfg Config, rc *rest.Config, newSink NewSink, listening chan<- net.Addr) error {
 	logger := logging.FromContext(ctx)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
 	url := cfg.NATSURL
+	var sec transport.Security
 	if url == "" {
+		// It listens nowhere: reached in-process only (sec).
 		srv, err := transport.StartEmbedded(transport.EmbeddedOptions{StoreDir: cfg.DataDir})
 		if err != nil {
 			return err
 		}
 		defer srv.Shutdown() // after the connection below closes
-		url = srv.URL()
+		url, sec = srv.URL(), srv.Security()
 		logger.Infow("Started embedded nats-server", zap.String("url", url), zap.String("store", cfg.DataDir))
-	}
-	var sec transport.Security
-	if cfg.NATSURL != "" {
+	} else {
 		var err error
 		if sec, err = transport.SecurityFromDir(cfg.NATSSecretDir); err != nil {
 			return err

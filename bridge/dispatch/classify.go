@@ -13,9 +13,10 @@ type Action int
 const (
 	// Ack: delivered; the message leaves the work queue.
 	Ack Action = iota
-	// Nak: redeliver later, with back-off.
+	// Nak: deliver again later, with back-off (a scheduled retry).
 	Nak
-	// Term: never deliverable; do not redeliver.
+	// Term: never deliverable for this pod state; do not redeliver, and
+	// remember the state as a final failure (transport.FinalBucket).
 	Term
 )
 

@@ -18,18 +18,25 @@ import (
 
 	"github.com/istio-aux/istio-aux/bridge/metrics"
 	"github.com/istio-aux/istio-aux/bridge/transport"
-	"github.com/istio-aux/istio-aux/pkg/podevent"
 )
 
 // Options configure a Dispatcher.
 type Options struct {
 	// Stream is the JetStream stream name.
 	Stream string
-	// Consumer tunes the durable consumer.
+	// Consumer tunes the durable consumer; its MaxAckPending is the window
+	// of events the dispatchers hold, waiting or in delivery.
 	Consumer transport.ConsumerOptions
-	// BaseDelay and MaxDelay bound the exponential nak delay (by delivery
-	// count), and the wait before re-creating a lost consumer. Defaults 1s
-	// and 1m.
+	// Workers bounds this replica's deliveries under way (default 64): the
+	// concurrency the function sees from it.
+	Workers int
+	// PerNamespace bounds one namespace's deliveries under way (default a
+	// quarter of Workers): its share. The rest stays free for the other
+	// namespaces, whatever one of them has waiting.
+	PerNamespace int
+	// BaseDelay and MaxDelay bound the exponential back-off of a retry (by
+	// attempt), and the wait before re-creating a lost consumer. Defaults
+	// 1s and 1m.
 	BaseDelay, MaxDelay time.Duration
 	// Heartbeat is how often the server tells a waiting pull it is alive;
 	// two missed ones mean the consumer is lost (default 5s).
@@ -43,6 +50,7 @@ type Dispatcher struct {
 	m       *metrics.Dispatch
 	o       Options
 	running atomic.Bool
+	finals  atomic.Pointer[jetstream.KeyValue]
 }
 
 // New returns a dispatcher; Run starts it.
@@ -52,6 +60,12 @@ func New(js jetstream.JetStream, sink Sink, m *metrics.Dispatch, o Options) *Dis
 	}
 	if o.Consumer.MaxAckPending == 0 {
 		o.Consumer = transport.DefaultConsumerOptions()
+	}
+	if o.Workers <= 0 {
+		o.Workers = 64
+	}
+	if o.PerNamespace <= 0 {
+		o.PerNamespace = max(o.Workers/4, 1)
 	}
 	if o.BaseDelay <= 0 {
 		o.BaseDelay = time.Second
@@ -75,23 +89,31 @@ const (
 	maxRestoreDelay = 4 * time.Second
 )
 
-// Run consumes until ctx is done, then waits for deliveries under way.
-// When the durable consumer (or its stream) disappears — deleted by hand,
-// NATS reinstalled without its volume — it is re-created, with a warning,
-// and Running reports false until it is.
+// Run consumes until ctx is done, then waits for deliveries under way and
+// hands the events still waiting back to JetStream. Consumed events wait in
+// a queue per namespace (queue) for one of the Workers. When the durable
+// consumer (or its stream) disappears — deleted by hand, NATS reinstalled
+// without its volume — it is re-created, with a warning, and Running
+// reports false until it is.
 func (d *Dispatcher) Run(ctx context.Context) error {
 	logger := logging.FromContext(ctx)
-	// MaxAckPending already bounds deliveries across replicas; the
-	// semaphore bounds this replica's goroutines to the same number.
-	sem := make(chan struct{}, d.o.Consumer.MaxAckPending)
+	q := newQueue(d.o.PerNamespace)
 	var wg sync.WaitGroup
-	defer wg.Wait()
+	defer func() {
+		wg.Wait()
+		// Let another replica (or this one, restarted) have them at once.
+		for _, msg := range q.drain() {
+			_ = msg.Nak()
+		}
+		d.m.Waiting.Set(0)
+	}()
+	wg.Go(func() { d.keepAlive(ctx, q) })
+	wg.Go(func() { d.work(ctx, q) })
 	handler := func(msg jetstream.Msg) {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			d.handle(ctx, msg)
-		})
+		ns, _, _ := transport.ParseSubject(msg.Subject())
+		q.push(msg, ns)
+		waiting, _ := q.sizes()
+		d.m.Waiting.Set(float64(waiting))
 	}
 	for attempt := 0; ; attempt++ {
 		lost, err := d.consume(ctx, handler)
@@ -116,19 +138,76 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	}
 }
 
-// consume ensures the stream and the consumer, then consumes until ctx is
-// done or the consumer is lost (the error that said so).
+// work hands the queue's messages to at most Workers deliveries at once,
+// taking the next one only when a worker is free, so that the namespace
+// whose turn it is then gets it.
+func (d *Dispatcher) work(ctx context.Context, q *queue) {
+	sem := make(chan struct{}, d.o.Workers)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		it, ok := q.next(ctx)
+		if !ok {
+			return
+		}
+		waiting, _ := q.sizes()
+		d.m.Waiting.Set(float64(waiting))
+		wg.Go(func() {
+			defer func() { q.done(it); <-sem }()
+			d.handle(ctx, it.msg)
+		})
+	}
+}
+
+// keepAlive tells JetStream, every AckWait/3, that every message held here
+// is still being worked on: one waiting for a worker, or one in a delivery
+// slower than AckWait (an exec waiting on a busy API server), would
+// otherwise be redelivered to another replica while still held, and the
+// proxy quit twice.
+func (d *Dispatcher) keepAlive(ctx context.Context, q *queue) {
+	period := d.o.Consumer.AckWait / 3
+	if period <= 0 {
+		return
+	}
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			// A lost one only risks the redelivery it prevents.
+			q.each(func(msg jetstream.Msg) { _ = msg.InProgress() })
+		}
+	}
+}
+
+// consume ensures the stream, the consumer and the bucket of final
+// failures, then consumes until ctx is done or the consumer is lost (the
+// error that said so).
 func (d *Dispatcher) consume(ctx context.Context, handler jetstream.MessageHandler) (lost, err error) {
 	logger := logging.FromContext(ctx)
 	if _, err := transport.Ensure(ctx, d.js, d.o.Stream); err != nil {
 		return nil, err
 	}
+	finals, err := transport.EnsureFinal(ctx, d.js)
+	if err != nil {
+		return nil, err
+	}
+	d.finals.Store(&finals)
 	cons, err := transport.EnsureConsumer(ctx, d.js, d.o.Stream, d.o.Consumer)
 	if err != nil {
 		return nil, err
 	}
 	gone := make(chan error, 1)
-	cc, err := cons.Consume(handler, jetstream.PullMaxMessages(d.o.Consumer.MaxAckPending),
+	// The handler only queues, so the client keeps pulling up to the
+	// window; the server's MaxAckPending bounds what all replicas hold.
+	cc, err := cons.Consume(handler, jetstream.PullMaxMessages(min(d.o.Consumer.MaxAckPending, maxPull)),
 		jetstream.PullHeartbeat(d.o.Heartbeat),
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 			switch {
@@ -156,42 +235,40 @@ func (d *Dispatcher) consume(ctx context.Context, handler jetstream.MessageHandl
 	}
 }
 
-// handle delivers one message and settles it.
+// maxPull bounds one pull request's batch.
+const maxPull = 256
+
+// handle delivers one message and settles it: ack a 2xx; remember and
+// terminate a final answer (Final); schedule a retry of anything else, up to
+// MaxDeliver attempts.
 func (d *Dispatcher) handle(ctx context.Context, msg jetstream.Msg) {
 	d.m.InFlight.Inc()
 	defer d.m.InFlight.Dec()
 	log := logging.FromContext(ctx).Desugar().With(zap.String("subject", msg.Subject()))
-	delivered := uint64(1)
-	if meta, err := msg.Metadata(); err == nil {
-		delivered = meta.NumDelivered
-	}
-	if delivered > 1 {
+	attempt := attemptOf(msg)
+	if attempt > 1 {
 		d.m.Redeliveries.Inc()
 	}
 
 	e, err := transport.ReadEvent(ctx, &nats.Msg{Subject: msg.Subject(), Header: msg.Headers(), Data: msg.Data()})
-	if err == nil {
-		_, err = podevent.Decode(*e)
-	}
 	if err != nil {
 		d.m.Poison.WithLabelValues("decode").Inc()
 		log.Error("Terminating undecodable message", zap.Error(err))
-		d.settle(log, msg, Term, err.Error(), delivered)
+		d.settle(log, msg, Term, err.Error())
 		return
 	}
 	log = log.With(zap.String("id", e.ID()))
 
 	start := time.Now()
-	stop := keepInProgress(msg, d.o.Consumer.AckWait/3)
 	res := d.sink.Send(ctx, *e)
-	stop()
 	d.m.Duration.Observe(time.Since(start).Seconds())
 	action, class := Classify(res)
 	d.m.Delivered.WithLabelValues(class).Inc()
 	switch action {
 	case Term:
 		d.m.Poison.WithLabelValues("rejected").Inc()
-		log.Error("Sink rejected event; terminating it", zap.Stringer("result", resultString{res}))
+		log.Warn("The sink refused the event for good; terminating it", zap.Stringer("result", resultString{res}))
+		d.remember(ctx, log, msg, res)
 	case Nak:
 		if ctx.Err() != nil {
 			// Shutting down: the sink call was cut short, not failed. Let
@@ -199,25 +276,27 @@ func (d *Dispatcher) handle(ctx context.Context, msg jetstream.Msg) {
 			_ = msg.Nak()
 			return
 		}
-		if d.o.Consumer.MaxDeliver > 0 && delivered >= uint64(d.o.Consumer.MaxDeliver) {
+		if d.o.Consumer.MaxDeliver > 0 && attempt >= d.o.Consumer.MaxDeliver {
 			d.m.Exhausted.Inc()
 			log.Error("Giving up on event after its last delivery; the resync republishes it if still needed",
-				zap.Uint64("deliveries", delivered), zap.Stringer("result", resultString{res}))
+				zap.Int("deliveries", attempt), zap.Stringer("result", resultString{res}))
 			action = Term
-		} else {
-			log.Info("Delivery failed; retrying", zap.Uint64("deliveries", delivered), zap.Stringer("result", resultString{res}))
+			break
 		}
+		log.Info("Delivery failed; retrying", zap.Int("deliveries", attempt), zap.Stringer("result", resultString{res}))
+		d.retry(ctx, log, msg, attempt)
+		return
 	}
-	d.settle(log, msg, action, fmt.Sprint(res), delivered)
+	d.settle(log, msg, action, fmt.Sprint(res))
 }
 
-func (d *Dispatcher) settle(log *zap.Logger, msg jetstream.Msg, a Action, reason string, delivered uint64) {
+func (d *Dispatcher) settle(log *zap.Logger, msg jetstream.Msg, a Action, reason string) {
 	var err error
 	switch a {
 	case Ack:
 		err = msg.Ack()
 	case Nak:
-		err = msg.NakWithDelay(d.delay(delivered))
+		err = msg.Nak()
 	case Term:
 		err = msg.TermWithReason(reason)
 	}
@@ -227,37 +306,10 @@ func (d *Dispatcher) settle(log *zap.Logger, msg jetstream.Msg, a Action, reason
 	}
 }
 
-// keepInProgress tells JetStream, every period until stop is called, that
-// msg is still being worked on. A delivery slower than AckWait (an exec
-// waiting on a busy API server) would otherwise be redelivered to another
-// worker while still in flight, and the proxy quit twice.
-func keepInProgress(msg jetstream.Msg, period time.Duration) (stop func()) {
-	if period <= 0 {
-		return func() {}
-	}
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		t := time.NewTicker(period)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				_ = msg.InProgress() // a lost one only risks the redelivery it prevents
-			}
-		}
-	}()
-	return func() { close(done); wg.Wait() }
-}
-
-// delay is BaseDelay doubled per previous delivery, capped at MaxDelay.
-func (d *Dispatcher) delay(delivered uint64) time.Duration {
+// delay is BaseDelay doubled per previous attempt, capped at MaxDelay.
+func (d *Dispatcher) delay(attempt int) time.Duration {
 	delay := d.o.BaseDelay
-	for i := uint64(1); i < delivered && delay < d.o.MaxDelay; i++ {
+	for i := 1; i < attempt && delay < d.o.MaxDelay; i++ {
 		delay *= 2
 	}
 	return min(delay, d.o.MaxDelay)

@@ -2,8 +2,10 @@ package dispatch_test
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -64,14 +66,15 @@ func pod(name, rv string) *corev1.Pod {
 }
 
 type env struct {
-	srv   *testenv.Server
-	js    jetstream.JetStream
-	d     *dispatch.Dispatcher
-	pub   *publish.Publisher
-	bm    *metrics.Bridge
-	dm    *metrics.Dispatch
-	ctx   context.Context
-	stats func() uint64
+	pending sync.WaitGroup
+	srv     *testenv.Server
+	js      jetstream.JetStream
+	d       *dispatch.Dispatcher
+	pub     *publish.Publisher
+	bm      *metrics.Bridge
+	dm      *metrics.Dispatch
+	ctx     context.Context
+	stats   func() uint64
 }
 
 func start(t *testing.T, sink dispatch.Sink) *env {
@@ -81,8 +84,17 @@ func start(t *testing.T, sink dispatch.Sink) *env {
 
 func startWith(t *testing.T, sink dispatch.Sink, consumer transport.ConsumerOptions) *env {
 	t.Helper()
+	return startIn(t, testenv.Context(t), sink, dispatch.Options{
+		Consumer:  consumer,
+		BaseDelay: 10 * time.Millisecond, MaxDelay: 50 * time.Millisecond,
+	})
+}
+
+// startIn starts the stack with ctx's logger and the dispatcher options o.
+func startIn(t *testing.T, parent context.Context, sink dispatch.Sink, o dispatch.Options) *env {
+	t.Helper()
 	srv := testenv.StartServer(t)
-	ctx, cancel := context.WithCancel(testenv.Context(t))
+	ctx, cancel := context.WithCancel(parent)
 	nc := testenv.Connect(t, srv.URL())
 	js, err := publish.NewJetStream(nc, 64)
 	if err != nil {
@@ -102,15 +114,39 @@ func startWith(t *testing.T, sink dispatch.Sink, consumer transport.ConsumerOpti
 		}
 		return info.State.Msgs
 	}
-	e.d = dispatch.New(js, sink, e.dm, dispatch.Options{
-		Consumer:  consumer,
-		BaseDelay: 10 * time.Millisecond, MaxDelay: 50 * time.Millisecond,
-	})
+	e.d = dispatch.New(js, sink, e.dm, o)
 	done := make(chan struct{})
 	go func() { defer close(done); _ = e.d.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
 	return e
 }
+
+// publishAsync sends the event for p; waitPublished waits for the acks.
+func (e *env) publishAsync(t *testing.T, p *corev1.Pod) {
+	t.Helper()
+	ev, err := podevent.New("test", slim.Of(p))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.pending.Add(1)
+	done := func(err error) {
+		if err != nil {
+			t.Error(err)
+		}
+		e.pending.Done()
+	}
+	for {
+		err := e.pub.Publish(e.ctx, &ev, "", done)
+		if err == nil {
+			return
+		}
+		if !errors.Is(err, jetstream.ErrTooManyStalledMsgs) && !strings.Contains(err.Error(), jetstream.ErrTooManyStalledMsgs.Error()) {
+			t.Fatal(err)
+		}
+	}
+}
+
+func (e *env) waitPublished(*testing.T) { e.pending.Wait() }
 
 // publish sends the event for p and waits for its ack.
 func (e *env) publish(t *testing.T, p *corev1.Pod) {

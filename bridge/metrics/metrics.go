@@ -28,6 +28,9 @@ type Bridge struct {
 	InFlight prometheus.Gauge
 	// StreamRestores counts re-creations of a stream that had gone.
 	StreamRestores prometheus.Counter
+	// FinalSkipped counts pod states not published because their quit
+	// failed for good and the pod has not changed since.
+	FinalSkipped prometheus.Counter
 }
 
 // NewBridge registers the bridge metrics on reg (nil: not registered).
@@ -53,9 +56,12 @@ func NewBridge(reg prometheus.Registerer) *Bridge {
 			Name: "istio_aux_bridge_publish_in_flight", Help: "Publishes awaiting their JetStream ack."}),
 		StreamRestores: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "istio_aux_bridge_stream_restores_total", Help: "Re-creations of the JetStream stream after it had gone."}),
+		FinalSkipped: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "istio_aux_bridge_final_skipped_total", Help: "Pod states not published again: their quit failed for good and the pod has not changed."}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.WatchEvents, m.PodsDecoded, m.WatchedNamespaces, m.Filtered, m.Published, m.Deduplicated, m.PublishErrors, m.Retries, m.InFlight, m.StreamRestores)
+		reg.MustRegister(m.WatchEvents, m.PodsDecoded, m.WatchedNamespaces, m.Filtered, m.Published, m.Deduplicated, m.PublishErrors, m.Retries, m.InFlight, m.StreamRestores,
+			m.FinalSkipped)
 	}
 	return m
 }
@@ -72,6 +78,13 @@ type Dispatch struct {
 	Exhausted prometheus.Counter
 	// InFlight is the number of deliveries under way.
 	InFlight prometheus.Gauge
+	// Waiting is the number of events held for a free worker.
+	Waiting prometheus.Gauge
+	// Retries counts retries scheduled after a failed delivery.
+	Retries prometheus.Counter
+	// Final counts pod states recorded as failed for good (not published
+	// again until the pod changes).
+	Final prometheus.Counter
 	// Duration of sink calls.
 	Duration prometheus.Histogram
 	// ConsumerRestores counts re-creations of a durable consumer that had gone.
@@ -91,6 +104,12 @@ func NewDispatch(reg prometheus.Registerer) *Dispatch {
 			Name: "istio_aux_dispatch_exhausted_total", Help: "Messages that failed their last allowed delivery."}),
 		InFlight: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "istio_aux_dispatch_in_flight", Help: "Deliveries under way."}),
+		Waiting: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "istio_aux_dispatch_waiting", Help: "Events held for a free worker, in their namespace's line."}),
+		Retries: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "istio_aux_dispatch_retries_total", Help: "Retries scheduled after a failed delivery."}),
+		Final: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "istio_aux_dispatch_final_total", Help: "Pod states recorded as failed for good, not published again until the pod changes."}),
 		Duration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "istio_aux_dispatch_duration_seconds", Help: "Sink call duration.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 4, 8)}),
@@ -98,7 +117,8 @@ func NewDispatch(reg prometheus.Registerer) *Dispatch {
 			Name: "istio_aux_dispatch_consumer_restores_total", Help: "Re-creations of the durable consumer after it had gone."}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.Delivered, m.Poison, m.Redeliveries, m.Exhausted, m.InFlight, m.Duration, m.ConsumerRestores)
+		reg.MustRegister(m.Delivered, m.Poison, m.Redeliveries, m.Exhausted, m.InFlight, m.Duration, m.ConsumerRestores,
+			m.Waiting, m.Retries, m.Final)
 	}
 	return m
 }

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/nats-io/nats.go"
@@ -34,6 +35,8 @@ type Publisher struct {
 	pending chan pending
 	// restore re-creates the stream when it has gone, at most once at a time.
 	restore singleflight.Group
+	// finals are the pod states not to publish again (transport.FinalBucket).
+	finals *finals
 }
 
 type pending struct {
@@ -45,7 +48,7 @@ type pending struct {
 // New returns a publisher to stream over js (see NewJetStream for the
 // options it expects). maxPending bounds publishes awaiting their ack.
 func New(nc *nats.Conn, js jetstream.JetStream, m *metrics.Bridge, stream string, maxPending int) *Publisher {
-	return &Publisher{nc: nc, js: js, m: m, stream: stream, pending: make(chan pending, maxPending)}
+	return &Publisher{nc: nc, js: js, m: m, stream: stream, pending: make(chan pending, maxPending), finals: newFinals()}
 }
 
 // NewJetStream is the JetStream context the publisher needs: at most
@@ -57,14 +60,21 @@ func NewJetStream(nc *nats.Conn, maxPending int) (jetstream.JetStream, error) {
 		jetstream.WithPublishAsyncTimeout(ackTimeout))
 }
 
-// Publish sends e to istio-aux.pods.<namespace> with Nats-Msg-Id = dedupID
-// (the event id when empty).
+// Publish sends e to istio-aux.pods.<namespace>.<name> with Nats-Msg-Id =
+// dedupID (the event id when empty).
 // An error means nothing was sent and done will not be called; otherwise
 // done is called exactly once, when Run has seen the ack: with nil when
 // JetStream stored the event (or already had it), with an error otherwise.
+// A pod state whose quit failed for good (transport.FinalBucket) is not
+// sent: done(nil) is called before Publish returns.
 func (p *Publisher) Publish(ctx context.Context, e *event.Event, dedupID string, done func(error)) error {
 	if dedupID == "" {
 		dedupID = e.ID()
+	}
+	if p.finals.has(dedupID) {
+		p.m.FinalSkipped.Inc()
+		done(nil)
+		return nil
 	}
 	if !p.nc.IsConnected() {
 		p.m.PublishErrors.WithLabelValues("publish").Inc()
@@ -111,8 +121,11 @@ func extension(e *event.Event, name string) string {
 	return s
 }
 
-// Run checks every ack until ctx is done.
+// Run checks every ack, and follows the final failures, until ctx is done.
 func (p *Publisher) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() { p.watchFinals(ctx) })
 	for {
 		select {
 		case <-ctx.Done():

@@ -1,6 +1,7 @@
 package publish_test
 
 import (
+	"context"
 	"errors"
 	"strconv"
 	"strings"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
@@ -28,21 +30,37 @@ func event(t *testing.T, name, rv string) cloudevents.Event {
 	return e
 }
 
+// stack is an embedded nats-server with the stream and a running
+// publisher of at most maxPending unacknowledged events.
+type stack struct {
+	ctx context.Context
+	srv *testenv.Server
+	nc  *nats.Conn
+	js  jetstream.JetStream
+	st  jetstream.Stream
+	m   *metrics.Bridge
+	p   *publish.Publisher
+}
+
+func startStack(t *testing.T, maxPending int) *stack {
+	t.Helper()
+	s := &stack{ctx: testenv.Context(t), srv: testenv.StartServer(t), m: metrics.NewBridge(nil)}
+	s.nc = testenv.Connect(t, s.srv.URL())
+	var err error
+	if s.js, err = publish.NewJetStream(s.nc, maxPending); err != nil {
+		t.Fatal(err)
+	}
+	if s.st, err = transport.Ensure(s.ctx, s.js, transport.DefaultName); err != nil {
+		t.Fatal(err)
+	}
+	s.p = publish.New(s.nc, s.js, s.m, transport.DefaultName, maxPending)
+	go func() { _ = s.p.Run(s.ctx) }()
+	return s
+}
+
 func TestPublishStores(t *testing.T) {
-	ctx := testenv.Context(t)
-	srv := testenv.StartServer(t)
-	nc := testenv.Connect(t, srv.URL())
-	js, err := publish.NewJetStream(nc, 4)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := transport.Ensure(ctx, js, transport.DefaultName)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := metrics.NewBridge(nil)
-	p := publish.New(nc, js, m, transport.DefaultName, 4)
-	go func() { _ = p.Run(ctx) }()
+	s := startStack(t, 4)
+	ctx, st, m, p := s.ctx, s.st, s.m, s.p
 
 	results := make(chan error, 3)
 	for _, e := range []cloudevents.Event{event(t, "a", "1"), event(t, "b", "2"), event(t, "a", "1")} {
@@ -69,16 +87,8 @@ func TestPublishStores(t *testing.T) {
 }
 
 func TestPublishWhileDisconnected(t *testing.T) {
-	ctx := testenv.Context(t)
-	srv := testenv.StartServer(t)
-	nc := testenv.Connect(t, srv.URL())
-	js, _ := publish.NewJetStream(nc, 4)
-	if _, err := transport.Ensure(ctx, js, transport.DefaultName); err != nil {
-		t.Fatal(err)
-	}
-	m := metrics.NewBridge(nil)
-	p := publish.New(nc, js, m, transport.DefaultName, 4)
-	go func() { _ = p.Run(ctx) }()
+	s := startStack(t, 4)
+	ctx, srv, nc, m, p := s.ctx, s.srv, s.nc, s.m, s.p
 	srv.Shutdown()
 	testenv.Eventually(t, 5*time.Second, "disconnect", func() bool { return !nc.IsConnected() })
 	e := event(t, "a", "1")
@@ -96,16 +106,8 @@ func TestPublishWhileDisconnected(t *testing.T) {
 // gone fails (the caller retries it), the stream is re-created with a
 // warning, and the retry is stored.
 func TestPublishRestoresADeletedStream(t *testing.T) {
-	ctx := testenv.Context(t)
-	srv := testenv.StartServer(t)
-	nc := testenv.Connect(t, srv.URL())
-	js, _ := publish.NewJetStream(nc, 4)
-	if _, err := transport.Ensure(ctx, js, transport.DefaultName); err != nil {
-		t.Fatal(err)
-	}
-	m := metrics.NewBridge(nil)
-	p := publish.New(nc, js, m, transport.DefaultName, 4)
-	go func() { _ = p.Run(ctx) }()
+	s := startStack(t, 4)
+	ctx, js, m, p := s.ctx, s.js, s.m, s.p
 	publishOnce := func(name string) error {
 		e := event(t, name, "1")
 		done := make(chan error, 1)
@@ -136,16 +138,8 @@ func TestPublishRestoresADeletedStream(t *testing.T) {
 // pod whose status churns, or a publisher gone mad) leaves one message in
 // the stream, the newest, next to the other pods' own.
 func TestStreamKeepsOneEventPerPod(t *testing.T) {
-	ctx := testenv.Context(t)
-	srv := testenv.StartServer(t)
-	nc := testenv.Connect(t, srv.URL())
-	js, _ := publish.NewJetStream(nc, 64)
-	st, err := transport.Ensure(ctx, js, transport.DefaultName)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := publish.New(nc, js, metrics.NewBridge(nil), transport.DefaultName, 64)
-	go func() { _ = p.Run(ctx) }()
+	s := startStack(t, 64)
+	ctx, st, p := s.ctx, s.st, s.p
 	results := make(chan error, 1001)
 	send := func(name, rv string) {
 		e := event(t, name, rv)

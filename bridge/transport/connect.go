@@ -65,12 +65,6 @@ func SecurityFromDir(dir string) (Security, error) {
 			return s, fmt.Errorf("NATS secret %s: %w", SecretNkeySeed, err)
 		}
 		s.add("nkey", opt)
-	case has(SecretToken):
-		token, err := read(SecretToken)
-		if err != nil {
-			return s, err
-		}
-		s.add("token", nats.Token(token))
 	case has(SecretUser) || has(SecretPassword):
 		user, err := read(SecretUser)
 		if err != nil {
@@ -81,6 +75,22 @@ func SecurityFromDir(dir string) (Security, error) {
 			return s, err
 		}
 		s.add("user and password", nats.UserInfo(user, password))
+	default:
+		// A token, read at every connection attempt: config/nats ships
+		// the Secret empty and its server's first start fills it, so a
+		// bridge that started first finds the token on a later attempt
+		// (once the kubelet has refreshed the mounted Secret) instead of
+		// needing a restart.
+		if has(SecretToken) {
+			if _, err := read(SecretToken); err != nil {
+				return s, err
+			}
+			s.Using = append(s.Using, "token")
+		}
+		s.opts = append(s.opts, nats.TokenHandler(func() string {
+			token, _ := read(SecretToken) // missing: none, and the server says so
+			return token
+		}))
 	}
 	if has(SecretCA) {
 		s.add("TLS", nats.RootCAs(path(SecretCA)))
@@ -110,6 +120,9 @@ func (s *Security) add(name string, o nats.Option) {
 func Connect(url, name string, sec Security, logger *zap.SugaredLogger, onReconnect func()) (*nats.Conn, error) {
 	opts := append([]nats.Option{nats.Name(name), nats.MaxReconnects(-1),
 		nats.RetryOnFailedConnect(true), nats.ReconnectWait(time.Second),
+		// A refused credential is retried like a lost connection: the
+		// token may not be in the mounted Secret yet (SecurityFromDir).
+		nats.IgnoreAuthErrorAbort(),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			logger.Warnw("Disconnected from NATS", zap.Error(err))
 		}),

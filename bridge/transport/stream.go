@@ -7,6 +7,7 @@ package transport
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -18,6 +19,11 @@ const (
 	DefaultName = "ISTIO_AUX"
 	// SubjectPrefix is followed by the pod's namespace and name.
 	SubjectPrefix = "istio-aux.pods."
+	// RetryPrefix is where a delivery to retry later waits, also followed
+	// by the pod's namespace and name: a message scheduled (nats-server ≥
+	// 2.12) to move back to the pod's subject when its back-off ends, so
+	// that waiting holds nothing the dispatchers share.
+	RetryPrefix = "istio-aux.retry."
 	// Durable is the consumer every dispatcher replica shares.
 	Durable = "istio-aux-dispatch"
 
@@ -31,8 +37,11 @@ const (
 	// MaxAge drops events nobody consumed in a day: by then the live pod,
 	// not the event, is the truth and the resync republishes what matters.
 	MaxAge = 24 * time.Hour
-	// MaxMsgSize bounds one event: a slim pod is well under a KiB per
-	// container (pkg/slim bounds a pod to MaxContainers).
+	// MaxMsgSize bounds one event. An event carries what the decision
+	// reads of its pod (decision.Inputs: one restart rule of one exit code
+	// per terminated app), about 90 KiB for the widest pod the function's
+	// decoder takes, however long its rules; a wider pod travels as its
+	// name only (TestNoValidPodExceedsTheStream).
 	MaxMsgSize = 256 << 10
 	// MaxBytes bounds the whole stream on disk. With one event kept per pod
 	// (MaxMsgsPerSubject), it holds the undelivered events of hundreds of
@@ -46,13 +55,30 @@ const (
 // reads the live pod anyway) and a flood of updates cannot grow it.
 func Subject(namespace, name string) string { return SubjectPrefix + namespace + "." + name }
 
+// RetrySubject is where a retry of the pod's event waits.
+func RetrySubject(namespace, name string) string { return RetryPrefix + namespace + "." + name }
+
+// ParseSubject is the pod a subject of Subject names. A namespace is a DNS
+// label (no dots); a pod name may hold dots, so it is the rest.
+func ParseSubject(subject string) (namespace, name string, ok bool) {
+	rest, ok := strings.CutPrefix(subject, SubjectPrefix)
+	if !ok {
+		return "", "", false
+	}
+	namespace, name, ok = strings.Cut(rest, ".")
+	if !ok || namespace == "" || name == "" {
+		return "", "", false
+	}
+	return namespace, name, true
+}
+
 // StreamConfig is the stream: WorkQueue retention, so an event acked by a
 // dispatcher is gone and the store holds only undelivered work.
 func StreamConfig(name string) jetstream.StreamConfig {
 	return jetstream.StreamConfig{
 		Name:        name,
 		Description: "istio-aux pod events (CloudEvents, binary mode)",
-		Subjects:    []string{SubjectPrefix + ">"},
+		Subjects:    []string{SubjectPrefix + ">", RetryPrefix + ">"},
 		Retention:   jetstream.WorkQueuePolicy,
 		Storage:     jetstream.FileStorage,
 		MaxAge:      MaxAge,
@@ -62,6 +88,9 @@ func StreamConfig(name string) jetstream.StreamConfig {
 		MaxMsgsPerSubject: 1,
 		MaxMsgSize:        MaxMsgSize,
 		MaxBytes:          MaxBytes,
+		// Retries wait as scheduled messages (RetryPrefix), not as naks
+		// that would hold a MaxAckPending slot for their whole back-off.
+		AllowMsgSchedules: true,
 	}
 }
 
@@ -72,13 +101,21 @@ func Ensure(ctx context.Context, js jetstream.JetStream, name string) (jetstream
 	if err != nil {
 		return nil, fmt.Errorf("creating stream %s: %w", name, err)
 	}
+	if !s.CachedInfo().Config.AllowMsgSchedules {
+		// A server before 2.12 drops the setting it does not know; retries
+		// would then wait on their subject for ever.
+		return nil, fmt.Errorf("stream %s: the NATS server does not schedule messages (istio-aux needs nats-server 2.12 or later)", name)
+	}
 	return s, nil
 }
 
 // ConsumerOptions tune the durable consumer.
 type ConsumerOptions struct {
-	// MaxAckPending bounds events in delivery at once, across replicas:
-	// the concurrency the function's autoscaler sees.
+	// MaxAckPending bounds the events the dispatchers hold at once, across
+	// replicas: waiting for a worker or in delivery. It is a window, larger
+	// than any replica's workers, so a dispatcher sees past a namespace's
+	// backlog to the events of others (dispatch.Options.PerNamespace); the
+	// workers, not the window, bound what the function sees.
 	MaxAckPending int
 	// MaxDeliver bounds attempts per event.
 	MaxDeliver int
@@ -96,7 +133,9 @@ func DefaultConsumerOptions() ConsumerOptions {
 	// AckWait was 30 s: the chaos suite (seed 753350208) caught a
 	// dispatcher SIGKILLed 2 s after a NATS outage with 64 events held,
 	// and nothing was delivered for 30 s; median app end → quit 23 s.
-	return ConsumerOptions{MaxAckPending: 64, MaxDeliver: 10, AckWait: 10 * time.Second}
+	// MaxAckPending was 64, the workers' number: a namespace with 64
+	// events ahead of everyone else's held the whole window.
+	return ConsumerOptions{MaxAckPending: 1024, MaxDeliver: 10, AckWait: 10 * time.Second}
 }
 
 // ConsumerConfig is the shared durable pull consumer.

@@ -2,6 +2,7 @@ package transport_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -12,7 +13,7 @@ import (
 )
 
 func TestEnsureIsIdempotent(t *testing.T) {
-	srv, err := transport.StartEmbedded(transport.EmbeddedOptions{StoreDir: t.TempDir()})
+	srv, err := transport.StartEmbedded(transport.EmbeddedOptions{StoreDir: t.TempDir(), Port: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,7 +33,8 @@ func TestEnsureIsIdempotent(t *testing.T) {
 		}
 		cfg := s.CachedInfo().Config
 		if cfg.Retention != jetstream.WorkQueuePolicy || cfg.Duplicates != transport.DuplicateWindow ||
-			cfg.Subjects[0] != "istio-aux.pods.>" || cfg.MaxAge != transport.MaxAge {
+			cfg.Subjects[0] != "istio-aux.pods.>" || cfg.Subjects[1] != "istio-aux.retry.>" || !cfg.AllowMsgSchedules ||
+			cfg.MaxAge != transport.MaxAge {
 			t.Errorf("stream config %+v", cfg)
 		}
 		c, err := transport.EnsureConsumer(ctx, js, "ISTIO_AUX", transport.DefaultConsumerOptions())
@@ -40,7 +42,7 @@ func TestEnsureIsIdempotent(t *testing.T) {
 			t.Fatal(err)
 		}
 		cc := c.CachedInfo().Config
-		if cc.Durable != transport.Durable || cc.AckPolicy != jetstream.AckExplicitPolicy || cc.MaxAckPending != 64 || cc.MaxDeliver != 10 {
+		if cc.Durable != transport.Durable || cc.AckPolicy != jetstream.AckExplicitPolicy || cc.MaxAckPending != 1024 || cc.MaxDeliver != 10 {
 			t.Errorf("consumer config %+v", cc)
 		}
 	}
@@ -49,6 +51,22 @@ func TestEnsureIsIdempotent(t *testing.T) {
 	}
 	if got := transport.Subject("jobs", "mnist-0"); got != "istio-aux.pods.jobs.mnist-0" {
 		t.Errorf("Subject = %q", got)
+	}
+}
+
+func TestParseSubject(t *testing.T) {
+	for subject, want := range map[string][3]string{
+		"istio-aux.pods.jobs.mnist-0":   {"jobs", "mnist-0", "true"},
+		"istio-aux.pods.jobs.a.b.c":     {"jobs", "a.b.c", "true"},
+		"istio-aux.pods.jobs":           {"", "", "false"},
+		"istio-aux.pods..x":             {"", "", "false"},
+		"istio-aux.retry.jobs.mnist-0":  {"", "", "false"},
+		transport.Subject("ns", "name"): {"ns", "name", "true"},
+	} {
+		ns, name, ok := transport.ParseSubject(subject)
+		if got := [3]string{ns, name, fmt.Sprint(ok)}; got != want {
+			t.Errorf("ParseSubject(%q) = %v, want %v", subject, got, want)
+		}
 	}
 }
 

@@ -19,12 +19,22 @@ import (
 // proxies: only the dispatcher, and an ApiServerSource, may call it. They
 // present a Kubernetes ServiceAccount token made for the function's
 // audience (a projected token volume; Knative Eventing's OIDC tokens are the
-// same kind), which the API server verifies through a TokenReview.
+// same kind).
+//
+// What cannot be such a token is refused before any API call (token.go):
+// its shape, expiry, audience, issuer, and its signature against the keys
+// the cluster publishes (service account issuer discovery, keys.go). Only a
+// token signed by the cluster for the function's audience, of an allowed
+// caller, is then reviewed (TokenReview), to learn whether the API server
+// still honours it: a bound token whose pod was deleted, or whose
+// ServiceAccount was deleted or re-created, is revoked before it expires.
+// Reviews run on their own client and rate limit, so no caller can spend
+// the budget of the pod reads, the execs and the Events.
 
 // Errors of Authenticate, mapped to HTTP statuses by the handler.
 var (
-	// ErrUnauthenticated: no bearer token, or one the API server does not
-	// accept for the audience (401).
+	// ErrUnauthenticated: no bearer token, or one that is not a valid
+	// token of this cluster for the audience (401).
 	ErrUnauthenticated = errors.New("unauthenticated")
 	// ErrForbidden: a valid token of a caller that is not allowed (403).
 	ErrForbidden = errors.New("caller not allowed")
@@ -57,20 +67,21 @@ const DefaultAudience = "istio-aux-proxyquit"
 // (config/500-bridge.yaml, config/dispatch/).
 var DefaultCallers = []string{"system:serviceaccount:istio-aux:istio-aux-bridge"}
 
-// Bounds of the token cache.
+// Bounds of the review cache.
 const (
-	tokenTTL        = time.Minute
+	// reviewTTL is how long a review's answer is reused (never past the
+	// token's expiry): how late a revoked token is noticed.
+	reviewTTL       = 10 * time.Second
 	maxTokenEntries = 1024
 	maxTokenBytes   = 16 << 10
 )
 
-// authenticator checks callers against Auth, caching reviews: one
-// TokenReview per token per minute, so a dispatcher's stream of events costs
-// the API server almost nothing. Failed reviews are cached too (an invalid
-// token hammering the function costs one review a minute); errors are not.
+// authenticator checks callers against Auth. Tokens that pass the local
+// checks are reviewed at most once per reviewTTL each.
 type authenticator struct {
 	auth    Auth
 	review  Reviewer
+	keys    *issuerKeys
 	now     func() time.Time
 	flights singleflight.Group
 
@@ -85,7 +96,7 @@ type tokenEntry struct {
 }
 
 func newAuthenticator(a Auth, r Reviewer) *authenticator {
-	return &authenticator{auth: a, review: r, now: time.Now, entries: map[[32]byte]tokenEntry{}}
+	return &authenticator{auth: a, review: r, keys: &issuerKeys{}, now: time.Now, entries: map[[32]byte]tokenEntry{}}
 }
 
 // Authenticate returns the caller of r, or ErrUnauthenticated,
@@ -98,15 +109,26 @@ func (a *authenticator) Authenticate(ctx context.Context, r *http.Request) (stri
 	if !ok || token == "" || len(token) > maxTokenBytes {
 		return "", fmt.Errorf("%w: no bearer token", ErrUnauthenticated)
 	}
+	now := a.now()
+	// Local checks first, on every request: a token expires on time
+	// whatever its review said.
+	claims, err := a.check(token, now)
+	if err != nil {
+		return claims.Subject, err
+	}
 	key := sha256.Sum256([]byte(token))
-	e, cached := a.lookup(key)
+	e, cached := a.lookup(key, now)
 	if !cached {
 		v, err, _ := a.flights.Do(string(key[:]), func() (any, error) {
 			user, ok, err := a.review.ReviewToken(ctx, token, a.auth.Audiences)
 			if err != nil {
 				return tokenEntry{}, err
 			}
-			e := tokenEntry{user: user, ok: ok, until: a.now().Add(tokenTTL)}
+			until := now.Add(reviewTTL)
+			if exp := claims.Expiry.Time(); exp.Before(until) {
+				until = exp
+			}
+			e := tokenEntry{user: user, ok: ok, until: until}
 			a.store(key, e)
 			return e, nil
 		})
@@ -116,7 +138,7 @@ func (a *authenticator) Authenticate(ctx context.Context, r *http.Request) (stri
 		e = v.(tokenEntry)
 	}
 	if !e.ok {
-		return "", fmt.Errorf("%w: the token is not valid for %v", ErrUnauthenticated, a.auth.Audiences)
+		return "", fmt.Errorf("%w: the API server does not honour the token (revoked?)", ErrUnauthenticated)
 	}
 	if !allowed(a.auth.Callers, e.user) {
 		return e.user, fmt.Errorf("%w: %s", ErrForbidden, e.user)
@@ -133,11 +155,11 @@ func allowed(callers []string, user string) bool {
 	})
 }
 
-func (a *authenticator) lookup(key [32]byte) (tokenEntry, bool) {
+func (a *authenticator) lookup(key [32]byte, now time.Time) (tokenEntry, bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	e, ok := a.entries[key]
-	if !ok || !a.now().Before(e.until) {
+	if !ok || !now.Before(e.until) {
 		return tokenEntry{}, false
 	}
 	return e, true

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
 )
@@ -41,10 +42,7 @@ func post(t *testing.T, url, authorization string, h *harness) (int, string) {
 
 func serve(t *testing.T, h *harness) string {
 	t.Helper()
-	handler, err := h.fn.HTTPHandler(context.Background(), prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
+	handler := h.fn.HTTPHandler(context.Background(), prometheus.NewRegistry())
 	srv := httptest.NewServer(handler)
 	t.Cleanup(srv.Close)
 	return srv.URL
@@ -61,10 +59,11 @@ func apiCalls(h *harness, verb, resource string) int {
 	return n
 }
 
-// TestOnlyTheDispatcherMayCall: a caller without a token is refused 401
-// before any API call; a token the API server does not accept for the
-// function's audience is 401; another ServiceAccount's valid token is 403;
-// the dispatcher's token gets the quit. Nothing but the last execs.
+// TestOnlyTheDispatcherMayCall: a caller without a token is refused 401,
+// so is a token that is not one of this cluster's for the function's
+// audience, and another ServiceAccount's valid token is 403, all before
+// any API call; the dispatcher's token gets the quit. Nothing but the last
+// execs.
 func TestOnlyTheDispatcherMayCall(t *testing.T) {
 	h := newHarness(t, DefaultConfig(), optedIn, donePod("job-1", "uid-1"))
 	url := serve(t, h)
@@ -84,7 +83,7 @@ func TestOnlyTheDispatcherMayCall(t *testing.T) {
 		if code != tc.code || body != tc.body {
 			t.Errorf("%s: %d %q, want %d %q", tc.name, code, body, tc.code, tc.body)
 		}
-		if tc.authorization == "" && len(h.client.Actions()) != 0 {
+		if len(h.client.Actions()) != 0 {
 			t.Errorf("%s: API calls %v before refusing", tc.name, h.client.Actions())
 		}
 	}
@@ -102,38 +101,149 @@ func TestOnlyTheDispatcherMayCall(t *testing.T) {
 	}
 }
 
-// TestTokenReviewsAreCached: a dispatcher's stream of events costs one
-// TokenReview a minute; refused tokens are cached too; a review the API
-// server could not answer is 503 (retried) and not cached.
-func TestTokenReviewsAreCached(t *testing.T) {
+// TestWhatCannotBeATokenCostsNoAPICall is row 2 of the README's attacks:
+// tokens that cannot be valid are refused from what they carry and the
+// cluster's published keys, with no TokenReview.
+func TestWhatCannotBeATokenCostsNoAPICall(t *testing.T) {
 	h := newHarness(t, DefaultConfig(), optedIn, donePod("job-1", "uid-1"))
-	now := time.Unix(1_700_000_000, 0)
+	url := serve(t, h)
+	h.client.ClearActions()
+	junk := map[string]string{
+		"a random string":                "Bearer " + strings.Repeat("x7Qz", 40),
+		"alg none":                       "Bearer eyJhbGciOiJub25lIn0.eyJzdWIiOiJ4In0.",
+		"signed by another key":          "Bearer " + signToken(tokenSpec{key: otherKey}),
+		"signed by another key, no kid":  "Bearer " + signToken(tokenSpec{key: otherKey, kid: "unknown"}),
+		"expired":                        "Bearer " + signToken(tokenSpec{expires: time.Now().Add(-time.Second)}),
+		"for the API server's audience":  "Bearer " + signToken(tokenSpec{audience: []string{"https://kubernetes.default.svc"}}),
+		"from another issuer":            "Bearer " + signToken(tokenSpec{issuer: "https://elsewhere.example"}),
+		"the dispatcher's, one byte off": "Bearer " + dispatcherToken[:len(dispatcherToken)-2] + "AA",
+	}
+	for name, authorization := range junk {
+		if code, body := post(t, url, authorization, h); code != 401 || body != OutcomeUnauthenticated {
+			t.Errorf("%s: %d %q, want 401", name, code, body)
+		}
+	}
+	if len(h.client.Actions()) != 0 {
+		t.Errorf("junk tokens made API calls: %v", h.client.Actions())
+	}
+}
+
+// TestReviewsHonourExpiryAndRevocation is row 9 of the README's attacks:
+// the dispatcher's token is reviewed once per reviewTTL, never accepted
+// after it expires (no review needed to refuse it), and refused within
+// reviewTTL once the API server stops honouring it (revoked: its pod or
+// ServiceAccount deleted). A review the API server could not answer is 503
+// (retried) and not cached.
+func TestReviewsHonourExpiryAndRevocation(t *testing.T) {
+	h := newHarness(t, DefaultConfig(), optedIn, donePod("job-1", "uid-1"))
+	now := time.Now()
 	h.fn.auth.now = func() time.Time { return now }
 	url := serve(t, h)
 	h.client.ClearActions()
+	reviews := func() int { return apiCalls(h, "create", "tokenreviews") }
+
 	for range 5 {
 		post(t, url, "Bearer "+dispatcherToken, h)
-		post(t, url, "Bearer forged", h)
 	}
-	if n := apiCalls(h, "create", "tokenreviews"); n != 2 {
-		t.Errorf("%d TokenReviews for 10 requests with 2 tokens, want 2", n)
+	if n := reviews(); n != 1 {
+		t.Errorf("%d TokenReviews for 5 requests with one token, want 1", n)
 	}
-	now = now.Add(tokenTTL)
+	now = now.Add(reviewTTL)
 	post(t, url, "Bearer "+dispatcherToken, h)
-	if n := apiCalls(h, "create", "tokenreviews"); n != 3 {
-		t.Errorf("after the TTL: %d TokenReviews, want 3", n)
+	if n := reviews(); n != 2 {
+		t.Errorf("after reviewTTL: %d TokenReviews, want 2", n)
+	}
+
+	// Expiry: accepted until its exp, refused from then on, unreviewed.
+	short := signToken(tokenSpec{expires: now.Add(3 * time.Second)})
+	h.client.PrependReactor("create", "tokenreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		r := a.(k8stesting.CreateAction).GetObject().(*authenticationv1.TokenReview).DeepCopy()
+		if r.Spec.Token != short {
+			return false, nil, nil
+		}
+		r.Status = authenticationv1.TokenReviewStatus{Authenticated: true, User: authenticationv1.UserInfo{Username: dispatcherUser}}
+		return true, r, nil
+	})
+	if code, _ := post(t, url, "Bearer "+short, h); code != 200 {
+		t.Fatalf("a token 3 s from its expiry: %d, want 200", code)
+	}
+	before := reviews()
+	now = now.Add(3 * time.Second)
+	if code, body := post(t, url, "Bearer "+short, h); code != 401 || body != OutcomeUnauthenticated {
+		t.Errorf("the token at its expiry: %d %q, want 401", code, body)
+	}
+	if reviews() != before {
+		t.Error("an expired token was reviewed")
+	}
+
+	// Revocation: the API server stops honouring the dispatcher's token.
+	revoked := false
+	h.client.PrependReactor("create", "tokenreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if !revoked {
+			return false, nil, nil
+		}
+		r := a.(k8stesting.CreateAction).GetObject().(*authenticationv1.TokenReview).DeepCopy()
+		r.Status = authenticationv1.TokenReviewStatus{Error: "pod \"istio-aux-bridge-x\" not found"}
+		return true, r, nil
+	})
+	now = now.Add(reviewTTL)
+	if code, _ := post(t, url, "Bearer "+dispatcherToken, h); code != 200 {
+		t.Fatalf("before the revocation: %d, want 200", code)
+	}
+	revoked = true
+	now = now.Add(reviewTTL - time.Millisecond)
+	if code, _ := post(t, url, "Bearer "+dispatcherToken, h); code != 200 {
+		t.Errorf("within reviewTTL of the last review: %d, want 200 (the cached answer)", code)
+	}
+	now = now.Add(time.Millisecond)
+	if code, body := post(t, url, "Bearer "+dispatcherToken, h); code != 401 || body != OutcomeUnauthenticated {
+		t.Errorf("reviewTTL after the revocation: %d %q, want 401", code, body)
 	}
 
 	h.client.PrependReactor("create", "tokenreviews", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, errors.New("apiserver down")
 	})
+	fresh := signToken(tokenSpec{expires: now.Add(time.Hour)})
+	before = reviews()
 	for range 2 {
-		if code, body := post(t, url, "Bearer new-token", h); code != 503 || body != OutcomeError {
+		if code, body := post(t, url, "Bearer "+fresh, h); code != 503 || body != OutcomeError {
 			t.Errorf("review failing: %d %q, want 503 %q", code, body, OutcomeError)
 		}
 	}
-	if n := apiCalls(h, "create", "tokenreviews"); n != 5 {
-		t.Errorf("failed reviews were cached: %d TokenReviews, want 5", n)
+	if n := reviews() - before; n != 2 {
+		t.Errorf("failed reviews were cached: %d TokenReviews, want 2", n)
+	}
+}
+
+// TestWithoutTheClusterKeys: a cluster that does not publish its keys (or
+// before they are read) still refuses what it can without an API call, and
+// reviews the rest: a forged token that claims to be the dispatcher's costs
+// one review, and is refused.
+func TestWithoutTheClusterKeys(t *testing.T) {
+	h := newHarness(t, DefaultConfig(), optedIn, donePod("job-1", "uid-1"))
+	h.fn.auth.keys = &issuerKeys{}
+	url := serve(t, h)
+	h.client.ClearActions()
+	for _, authorization := range []string{"Bearer forged", "Bearer " + signToken(tokenSpec{expires: time.Now().Add(-time.Minute)}),
+		"Bearer " + signToken(tokenSpec{audience: []string{"other"}})} {
+		if code, _ := post(t, url, authorization, h); code != 401 {
+			t.Errorf("%.40s: %d, want 401", authorization, code)
+		}
+	}
+	if code, _ := post(t, url, "Bearer "+strangerToken, h); code != 403 {
+		t.Errorf("another ServiceAccount: %d, want 403", code)
+	}
+	if len(h.client.Actions()) != 0 {
+		t.Errorf("API calls %v for what the claims alone refuse", h.client.Actions())
+	}
+	if code, _ := post(t, url, "Bearer "+signToken(tokenSpec{key: otherKey}), h); code != 401 {
+		t.Errorf("a forged dispatcher token: %d, want 401", code)
+	}
+	if code, _ := post(t, url, "Bearer "+dispatcherToken, h); code != 200 {
+		t.Errorf("the dispatcher: %d, want 200", code)
+	}
+	if n := apiCalls(h, "create", "tokenreviews"); n != 2 {
+		t.Errorf("%d TokenReviews, want 2 (the forged token and the dispatcher's)", n)
 	}
 }
 

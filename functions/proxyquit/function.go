@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"strconv"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
 	"knative.dev/pkg/logging"
@@ -108,15 +110,42 @@ func NewFromConfig(ctx context.Context, rc *rest.Config, cfg Config, reg prometh
 		broadcaster.Shutdown()
 	}()
 	recorder := broadcaster.NewRecorder(kube.Scheme, corev1.EventSource{Component: Component})
-	return New(cfg, NewNamespaceCache(kc), ex, recorder, m)
+	// Token reviews and the issuer's keys go through a client of their
+	// own: its rate limit is theirs, so authentication can never spend the
+	// budget of the pod reads and the Events (and callers cannot spend this
+	// one at will: the keys are read on a timer, and only tokens signed by
+	// the cluster, of allowed callers, are reviewed).
+	arc := rest.CopyConfig(rc)
+	arc.QPS, arc.Burst = authQPS, authBurst
+	ac, err := kube.NewForConfig(arc)
+	if err != nil {
+		return nil, fmt.Errorf("creating the authentication client: %w", err)
+	}
+	fn, err := New(cfg, reviewedApart{Cluster: NewNamespaceCache(kc), reviews: ac}, ex, recorder, m)
+	if err != nil {
+		return nil, err
+	}
+	if !cfg.Auth.Disabled {
+		go fn.auth.keys.follow(ctx, APIServerIssuer(ac.RESTClient()))
+	}
+	return fn, nil
 }
 
-// result is what handle decided, before it becomes a CloudEvents result.
-type result struct {
-	code    int
-	outcome string
-	detail  string
-	err     error
+// The authentication client's rate limit: a review per new dispatcher
+// token and per reviewTTL, two reads of the keys a minute.
+const (
+	authQPS   = 5
+	authBurst = 10
+)
+
+// reviewedApart is a Cluster whose token reviews go to a client of their own.
+type reviewedApart struct {
+	Cluster
+	reviews Reviewer
+}
+
+func (c reviewedApart) ReviewToken(ctx context.Context, token string, audiences []string) (string, bool, error) {
+	return c.reviews.ReviewToken(ctx, token, audiences)
 }
 
 // Handle is the CloudEvents entry point. Its result carries an HTTP status
@@ -152,6 +181,9 @@ func (f *Function) handleAndLog(ctx context.Context, e cloudevents.Event) result
 
 func (f *Function) handle(ctx context.Context, e cloudevents.Event) result {
 	pod, err := podevent.Decode(e)
+	if errors.Is(err, slim.ErrBeyondBounds) {
+		f.refuseBeyondBounds(e, err)
+	}
 	if err != nil {
 		return result{code: 400, outcome: OutcomeInvalid, detail: "invalid event", err: err}
 	}
@@ -161,8 +193,11 @@ func (f *Function) handle(ctx context.Context, e cloudevents.Event) result {
 	opts := f.cfg.Decision
 	// The event's own pod state is enough to rule most events out without a
 	// single API call: only a pod that looked done when it was published can
-	// need a quit now.
-	if d := decision.Decide(pod, opts); d.Outcome != decision.Quit {
+	// need a quit now. An event that names its pod only (podevent.New, for a
+	// pod beyond the bounds) leaves the live pod to decide.
+	if podevent.IdentityOnly(e) {
+		f.metrics.beyondBounds.WithLabelValues("live").Inc()
+	} else if d := decision.Decide(pod, opts); d.Outcome != decision.Quit {
 		return decided(d)
 	}
 	// A caller that gave up (the dispatcher's timeout, a closed connection)
@@ -189,14 +224,6 @@ func (f *Function) handle(ctx context.Context, e cloudevents.Event) result {
 		return r
 	}
 	return f.quit(ctx, live, d)
-}
-
-// contextEnded is a retryable result when ctx is done.
-func contextEnded(ctx context.Context) (result, bool) {
-	if err := ctx.Err(); err != nil {
-		return result{code: 503, outcome: OutcomeError, detail: "the request ended", err: err}, true
-	}
-	return result{}, false
 }
 
 // livePod GETs the pod the event names. ok is false when the returned result
@@ -257,6 +284,12 @@ func (f *Function) quit(ctx context.Context, pod *corev1.Pod, d decision.Decisio
 	if out.Stderr != "" {
 		msg += "; stderr: " + out.Stderr
 	}
+	if reason, final := finalFailure(err); final {
+		f.metrics.finalFailures.WithLabelValues(reason).Inc()
+		f.recorder.Eventf(pod, corev1.EventTypeWarning, ReasonProxyQuitFailed,
+			"Quitting istio-proxy failed for good (%s); istio-aux tries again when the pod changes: %s", reason, msg)
+		return result{code: http.StatusUnprocessableEntity, outcome: OutcomeFailedFinal, detail: "quit command failed for good: " + reason, err: err}
+	}
 	f.recorder.Eventf(pod, corev1.EventTypeWarning, ReasonProxyQuitFailed, "Quitting istio-proxy failed (will retry): %s", msg)
 	return result{code: 500, outcome: OutcomeFailed, detail: "quit command failed", err: err}
 }
@@ -295,21 +328,18 @@ func (f *Function) proxyGone(ctx context.Context, pod *corev1.Pod) (bool, string
 	return false, ""
 }
 
-// decided turns a decision that is not Quit into a final result. A pod whose
-// proxy already terminated is Ignore too: that is what makes duplicate and
-// late events harmless.
-func decided(d decision.Decision) result {
-	if d.Outcome == decision.Wait {
-		return result{code: 200, outcome: OutcomeWait, detail: d.Reason}
+// refuseBeyondBounds tells the pod an event names, when its pod is beyond
+// the decoder's bounds (an ApiServerSource event of a pod with more than
+// slim.MaxContainers containers: the bridge's events never are), that
+// istio-aux will not quit its proxy: a Warning Event and a metric rather
+// than a silent 400.
+func (f *Function) refuseBeyondBounds(e cloudevents.Event, err error) {
+	f.metrics.beyondBounds.WithLabelValues("refused").Inc()
+	id, idErr := podevent.DecodeIdentity(e)
+	if idErr != nil {
+		return
 	}
-	return result{code: 200, outcome: OutcomeIgnored, detail: d.Reason}
-}
-
-// apiFailure maps a GET error: NotFound is success (nothing left to quit),
-// anything else may pass, so the event is retried.
-func apiFailure(what string, err error) result {
-	if apierrors.IsNotFound(err) {
-		return result{code: 200, outcome: OutcomeGone, detail: what + " not found"}
-	}
-	return result{code: 503, outcome: OutcomeError, detail: "reading " + what, err: err}
+	f.recorder.Eventf(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: id.Namespace, Name: id.Name, UID: id.UID}},
+		corev1.EventTypeWarning, ReasonProxyQuitFailed,
+		"istio-aux does not quit istio-proxy from this event: %v. Its bridge sends such pods by name and reads them live", err)
 }

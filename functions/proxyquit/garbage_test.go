@@ -24,10 +24,7 @@ import (
 func TestHTTPGarbage(t *testing.T) {
 	done := donePod("job-1", "uid-1")
 	h := newHarness(t, DefaultConfig(), optedIn, done)
-	handler, err := h.fn.HTTPHandler(context.Background(), prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
+	handler := h.fn.HTTPHandler(context.Background(), prometheus.NewRegistry())
 	srv := httptest.NewServer(handler)
 	defer srv.Close()
 	data := string(newEvent(t, done).Data())

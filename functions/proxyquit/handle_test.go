@@ -16,7 +16,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/httpstream"
 	k8stesting "k8s.io/client-go/testing"
+	utilexec "k8s.io/client-go/util/exec"
 
 	"github.com/istio-aux/istio-aux/pkg/podevent"
 )
@@ -186,6 +188,40 @@ func TestHandle(t *testing.T) {
 		wantExec: []execCall{{testNS, "job-1", "istio-proxy", defaultArgv}},
 		wantKube: []string{"Warning ProxyQuitFailed Quitting istio-proxy failed (will retry): boom; stderr: connection refused"},
 	}, {
+		name:     "the quit command exits non-zero: 422, for good",
+		nsLabels: optedIn, live: done, event: ev(done),
+		setup: func(h *harness) {
+			h.exec.hook = func(context.Context, execCall) (ExecOutput, error) {
+				return ExecOutput{Stderr: "not istio"}, fmt.Errorf("exec: %w", utilexec.CodeExitError{Err: errors.New("command terminated with exit code 3"), Code: 3})
+			}
+		},
+		wantCode: 422, wantOut: OutcomeFailedFinal,
+		wantExec: []execCall{{testNS, "job-1", "istio-proxy", defaultArgv}},
+		wantKube: []string{"Warning ProxyQuitFailed Quitting istio-proxy failed for good (exit_code); istio-aux tries again when the pod changes: exec: command terminated with exit code 3; stderr: not istio"},
+	}, {
+		name:     "the exec policy denies the exec (over WebSocket): 422, for good",
+		nsLabels: optedIn, live: done, event: ev(done),
+		setup: func(h *harness) {
+			h.exec.hook = func(context.Context, execCall) (ExecOutput, error) {
+				denied := apierrors.NewForbidden(schema.GroupResource{Resource: "pods/exec"}, "job-1", errors.New("ValidatingAdmissionPolicy denied request"))
+				return ExecOutput{}, fmt.Errorf("exec: %w", &httpstream.UpgradeFailureError{Cause: denied})
+			}
+		},
+		wantCode: 422, wantOut: OutcomeFailedFinal,
+		wantExec: []execCall{{testNS, "job-1", "istio-proxy", defaultArgv}},
+		wantKube: []string{"Warning ProxyQuitFailed Quitting istio-proxy failed for good (denied)"},
+	}, {
+		name:     "exec throttled: 500, retried",
+		nsLabels: optedIn, live: done, event: ev(done),
+		setup: func(h *harness) {
+			h.exec.hook = func(context.Context, execCall) (ExecOutput, error) {
+				return ExecOutput{}, apierrors.NewTooManyRequests("slow down", 1)
+			}
+		},
+		wantCode: 500, wantOut: OutcomeFailed,
+		wantExec: []execCall{{testNS, "job-1", "istio-proxy", defaultArgv}},
+		wantKube: []string{"Warning ProxyQuitFailed Quitting istio-proxy failed (will retry)"},
+	}, {
 		name:     "exec fails because the proxy just exited: success",
 		nsLabels: optedIn, live: done, event: ev(done),
 		setup: func(h *harness) {
@@ -265,7 +301,7 @@ func TestHandle(t *testing.T) {
 				t.Errorf("API calls %v, want none", h.client.Actions())
 			}
 			failures := counterValue(h.metrics.execFailures)
-			if want := float64(btoi(tc.wantOut == OutcomeFailed)); failures != want {
+			if want := float64(btoi(tc.wantOut == OutcomeFailed || tc.wantOut == OutcomeFailedFinal)); failures != want {
 				t.Errorf("exec_failures_total = %v, want %v", failures, want)
 			}
 		})

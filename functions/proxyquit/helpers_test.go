@@ -92,24 +92,31 @@ func newHarness(t testing.TB, cfg Config, nsLabels map[string]string, objects ..
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The keys the cluster publishes, as NewFromConfig reads them.
+	issuer, keys, _ := testKeys{}.Discover(context.Background())
+	h.fn.auth.keys.set(issuer, keys)
 	return h
 }
 
 var optedIn = map[string]string{"istio-aux.dev/enabled": "true"}
 
-// Tokens the harness's fake API server knows: the dispatcher's, made for the
-// function's audience, and one of a pod that may not call the function.
+// Tokens the harness's cluster issued, for the function's audience: the
+// dispatcher's, and one of a pod that may not call the function.
 const (
-	dispatcherToken = "dispatcher-token"
-	strangerToken   = "stranger-token"
-	dispatcherUser  = "system:serviceaccount:istio-aux:istio-aux-bridge"
+	dispatcherUser = "system:serviceaccount:istio-aux:istio-aux-bridge"
+	strangerUser   = "system:serviceaccount:team-a:default"
+)
+
+var (
+	dispatcherToken = signToken(tokenSpec{})
+	strangerToken   = signToken(tokenSpec{subject: strangerUser})
 )
 
 // reviewTokens answers TokenReviews as the API server would for the
 // harness's tokens; any other token, or another audience, is refused.
 func reviewTokens(a k8stesting.Action) (bool, runtime.Object, error) {
 	r := a.(k8stesting.CreateAction).GetObject().(*authenticationv1.TokenReview).DeepCopy()
-	users := map[string]string{dispatcherToken: dispatcherUser, strangerToken: "system:serviceaccount:team-a:default"}
+	users := map[string]string{dispatcherToken: dispatcherUser, strangerToken: strangerUser}
 	if user, ok := users[r.Spec.Token]; ok && slices.Equal(r.Spec.Audiences, []string{DefaultAudience}) {
 		r.Status = authenticationv1.TokenReviewStatus{Authenticated: true, Audiences: r.Spec.Audiences,
 			User: authenticationv1.UserInfo{Username: user}}

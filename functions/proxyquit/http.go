@@ -39,18 +39,10 @@ func NewServer(addr string, h http.Handler) *http.Server {
 		WriteTimeout: writeTimeout, IdleTimeout: idleTimeout, MaxHeaderBytes: maxHeaderBytes}
 }
 
-// Serve serves h on addr until ctx is done, then shuts down gracefully
-// (Knative gives a terminating pod time to finish in-flight requests). If
-// listening is not nil it receives the address once the server listens.
-func Serve(ctx context.Context, addr string, h http.Handler, listening chan<- net.Addr) error {
-	l, err := net.Listen("tcp", addr)
-	if err != nil {
-		return err
-	}
-	if listening != nil {
-		listening <- l.Addr()
-	}
-	srv := NewServer(addr, h)
+// Serve serves h on l until ctx is done, then shuts down gracefully
+// (Knative gives a terminating pod time to finish in-flight requests).
+func Serve(ctx context.Context, l net.Listener, h http.Handler) error {
+	srv := NewServer(l.Addr().String(), h)
 	go func() {
 		<-ctx.Done()
 		shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
@@ -67,7 +59,7 @@ func Serve(ctx context.Context, addr string, h http.Handler, listening chan<- ne
 // CloudEvents (binary or structured) on "/", Prometheus metrics from g on
 // "/metrics" and a liveness answer on "/healthz". The logger in ctx is
 // handed to every request.
-func (f *Function) HTTPHandler(ctx context.Context, g prometheus.Gatherer) (http.Handler, error) {
+func (f *Function) HTTPHandler(ctx context.Context, g prometheus.Gatherer) http.Handler {
 	logger := logging.FromContext(ctx)
 	mux := http.NewServeMux()
 	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -79,7 +71,7 @@ func (f *Function) HTTPHandler(ctx context.Context, g prometheus.Gatherer) (http
 		w.WriteHeader(http.StatusOK)
 		_, _ = w.Write([]byte("ok"))
 	})
-	return mux, nil
+	return mux
 }
 
 // serveEvent authenticates the caller, decodes one CloudEvent and answers
@@ -136,7 +128,14 @@ func (f *Function) refuse(ctx context.Context, w http.ResponseWriter, err error)
 		code, outcome = http.StatusForbidden, OutcomeForbidden
 	}
 	f.metrics.events.WithLabelValues(typeLabel(""), outcome).Inc()
-	logging.FromContext(ctx).Warnw("Refused a caller", zap.Int("code", code), zap.Error(err))
+	logger := logging.FromContext(ctx)
+	if code == http.StatusUnauthorized {
+		// Anyone can send these, as fast as they like: the counter shows
+		// them, a log line each would hand the sender our disk and CPU.
+		logger.Debugw("Refused a caller", zap.Int("code", code), zap.Error(err))
+	} else {
+		logger.Warnw("Refused a caller", zap.Int("code", code), zap.Error(err))
+	}
 	http.Error(w, outcome, code)
 }
 

@@ -25,10 +25,7 @@ func TestHTTPHandler(t *testing.T) {
 	}
 	h.fn.metrics = m
 	ctx := context.Background()
-	handler, err := h.fn.HTTPHandler(ctx, reg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	handler := h.fn.HTTPHandler(ctx, reg)
 	srv := httptest.NewServer(handler)
 	defer srv.Close()
 

@@ -9,29 +9,18 @@ import (
 	"github.com/istio-aux/istio-aux/pkg/podevent"
 )
 
-// Outcomes of one event, the `outcome` label of the events counter. The set
-// is closed so the metric's cardinality stays small.
-const (
-	OutcomeInvalid     = "invalid"      // 400: the event can never be handled
-	OutcomeIgnored     = "ignored"      // 200: not ours, or nothing left to do
-	OutcomeWait        = "wait"         // 200: apps not done; a later event will come
-	OutcomeQuit        = "quit"         // 200: the quit command ran
-	OutcomeFailed      = "failed"       // 500: the quit command failed; retried
-	OutcomeGone        = "gone"         // 200: the pod is gone, or its proxy exited under a failed exec
-	OutcomeUIDMismatch = "uid_mismatch" // 200: the name now belongs to another pod
-	OutcomeNotOptedIn  = "not_opted_in" // 200: the live pod is not opted in
-	OutcomeError       = "error"        // 503: the API server could not answer; retried
-	// HTTP only: callers that may not deliver events.
-	OutcomeUnauthenticated = "unauthenticated" // 401: no token, or one not valid for the audience
-	OutcomeForbidden       = "forbidden"       // 403: a valid token of a caller that is not allowed
-)
-
 // Metrics are the function's Prometheus collectors, all prefixed
 // istio_aux_proxyquit_.
 type Metrics struct {
 	events       *prometheus.CounterVec
 	execDuration *prometheus.HistogramVec
 	execFailures prometheus.Counter
+	// finalFailures counts quits that failed for good, by reason (the
+	// Final* constants).
+	finalFailures *prometheus.CounterVec
+	// beyondBounds counts events whose pod is beyond the event's bounds,
+	// by action: live (named only, decided on the live pod) or refused.
+	beyondBounds *prometheus.CounterVec
 }
 
 // NewMetrics creates the collectors and registers them on reg (nil: not
@@ -50,13 +39,21 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}, []string{"result"}),
 		execFailures: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "istio_aux_proxyquit_exec_failures_total",
-			Help: "Quit commands that failed while istio-proxy was still running (each is retried).",
+			Help: "Quit commands that failed while istio-proxy was still running.",
 		}),
+		finalFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "istio_aux_proxyquit_final_failures_total",
+			Help: "Quits that failed for good (not retried until the pod changes), by reason: denied, rejected, exit_code, not_found.",
+		}, []string{"reason"}),
+		beyondBounds: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "istio_aux_proxyquit_beyond_bounds_total",
+			Help: "Events whose pod is beyond the event's bounds (more than 256 containers), by action: live (the event names the pod, which is decided live) or refused (400, with a Warning Event on the pod).",
+		}, []string{"action"}),
 	}
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.events, m.execDuration, m.execFailures} {
+	for _, c := range []prometheus.Collector{m.events, m.execDuration, m.execFailures, m.finalFailures, m.beyondBounds} {
 		if err := reg.Register(c); err != nil {
 			var already prometheus.AlreadyRegisteredError
 			if errors.As(err, &already) {

@@ -3,6 +3,7 @@ package podevent
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -118,7 +119,8 @@ func TestNewDecodeRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d := cmp.Diff(slim.Of(full), pod); d != "" {
+	// The event carries what the decision reads of the pod, no more.
+	if d := cmp.Diff(decision.Inputs(slim.Of(full)), pod); d != "" {
 		t.Errorf("decoded pod (-want +got):\n%s", d)
 	}
 	if len(e.Data()) > 2048 {
@@ -181,5 +183,54 @@ func TestID(t *testing.T) {
 	}
 	if ID("u", "42") == ID("u", "43") {
 		t.Error("two resource versions share an id")
+	}
+}
+
+// TestPodBeyondTheBoundsTravelsAsItsIdentity: row 7 of the README's
+// attacks, a valid pod with more app containers than the decoder's bound.
+// Its event names it (and says so), carries none of its lists, and decodes;
+// an ApiServerSource event with the whole pod does not, but still tells
+// which pod it is.
+func TestPodBeyondTheBoundsTravelsAsItsIdentity(t *testing.T) {
+	p := &slim.Pod{APIVersion: "v1", Kind: "Pod", Meta: slim.Meta{Name: "wide", Namespace: "ns", UID: "u", ResourceVersion: "3"},
+		Spec: slim.Spec{RestartPolicy: "Never", Containers: slim.Containers{{Name: "istio-proxy"}}}}
+	for i := range slim.MaxContainers {
+		p.Spec.Containers = append(p.Spec.Containers, slim.Container{Name: fmt.Sprintf("app-%d", i)})
+	}
+	e, err := New("src", p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !IdentityOnly(e) || len(e.Data()) > 512 {
+		t.Fatalf("identity only %v, %d bytes of data", IdentityOnly(e), len(e.Data()))
+	}
+	got, err := Decode(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Name != "wide" || got.UID != "u" || got.ResourceVersion != "3" || len(got.Spec.Containers) != 0 {
+		t.Errorf("decoded %+v", got)
+	}
+	within, err := New("src", &slim.Pod{Meta: p.Meta, Spec: slim.Spec{Containers: p.Spec.Containers[:slim.MaxContainers]}})
+	if err != nil || IdentityOnly(within) {
+		t.Errorf("a pod at the bound travels as its identity: %v", err)
+	}
+
+	full := e.Clone()
+	full.SetType(TypeAPIServerUpdate)
+	if err := full.SetData(cloudevents.ApplicationJSON, p); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Decode(full); !errors.Is(err, slim.ErrBeyondBounds) || !errors.Is(err, ErrInvalid) {
+		t.Errorf("the whole pod decoded: %v", err)
+	}
+	id, err := DecodeIdentity(full)
+	if err != nil || id.Name != "wide" || id.Namespace != "ns" || id.UID != "u" {
+		t.Errorf("DecodeIdentity = %+v, %v", id, err)
+	}
+	forged := full.Clone()
+	forged.SetSubject(Subject("kube-system", "coredns"))
+	if _, err := DecodeIdentity(forged); err == nil {
+		t.Error("DecodeIdentity believed a subject naming another pod")
 	}
 }

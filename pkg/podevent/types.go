@@ -22,6 +22,9 @@ const (
 	ExtName       = "name"
 	ExtKind       = "kind"
 	ExtAPIVersion = "apiversion"
+	// ExtIdentityOnly "true": the data names the pod but carries none of
+	// its state (it is beyond the bounds); decide on the live pod.
+	ExtIdentityOnly = "identityonly"
 )
 
 // MaxDataBytes bounds the event payload the decoder accepts. A slim pod is

@@ -3,11 +3,9 @@ package slim
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
-	"strings"
-
-	"github.com/istio-aux/istio-aux/pkg/keys"
 )
 
 // Bounds on a slim pod decoded from JSON, which may come from anyone who can
@@ -29,6 +27,40 @@ const (
 	// proxy waits for them: never an early quit.
 	MaxSidecars = 64
 )
+
+// ErrBeyondBounds marks a list longer than its bound.
+var ErrBeyondBounds = errors.New("beyond istio-aux's bounds")
+
+// WithinBounds is nil when JSON decoding accepts p's lists. A pod the API
+// server holds is bounded only by its size: a valid pod can have more
+// containers than MaxContainers, and its event must then not carry them
+// (podevent.New).
+func WithinBounds(p *Pod) error {
+	for _, l := range []struct {
+		n, limit int
+		what     string
+	}{
+		{len(p.Spec.Containers), MaxContainers, "containers"},
+		{len(p.Spec.InitContainers), MaxContainers, "init containers"},
+		{len(p.Status.ContainerStatuses), MaxContainers, "container statuses"},
+		{len(p.Status.InitContainerStatuses), MaxContainers, "init container statuses"},
+	} {
+		if l.n > l.limit {
+			return fmt.Errorf("%w: %d %s, more than %d", ErrBeyondBounds, l.n, l.what, l.limit)
+		}
+	}
+	for _, c := range append(slices.Clip(p.Spec.Containers), p.Spec.InitContainers...) {
+		if len(c.RestartPolicyRules) > MaxRules {
+			return fmt.Errorf("%w: container %s has %d restart rules, more than %d", ErrBeyondBounds, c.Name, len(c.RestartPolicyRules), MaxRules)
+		}
+		for _, r := range c.RestartPolicyRules {
+			if r.ExitCodes != nil && len(r.ExitCodes.Values) > MaxExitCodes {
+				return fmt.Errorf("%w: container %s has a rule of %d exit codes, more than %d", ErrBeyondBounds, c.Name, len(r.ExitCodes.Values), MaxExitCodes)
+			}
+		}
+	}
+	return nil
+}
 
 // UnmarshalJSON decodes at most MaxContainers containers.
 func (c *Containers) UnmarshalJSON(data []byte) error {
@@ -64,7 +96,7 @@ func decodeList[T any](data []byte, limit int, what string, out *[]T) error {
 	var list []T
 	for dec.More() {
 		if len(list) == limit {
-			return fmt.Errorf("more than %d %s", limit, what)
+			return fmt.Errorf("%w: more than %d %s", ErrBeyondBounds, limit, what)
 		}
 		var v T
 		if err := dec.Decode(&v); err != nil {
@@ -73,40 +105,6 @@ func decodeList[T any](data []byte, limit int, what string, out *[]T) error {
 		list = append(list, v)
 	}
 	*out = list
-	return nil
-}
-
-// Kept is a label or annotation map that holds only the keys istio-aux reads.
-type Kept map[string]string
-
-// UnmarshalJSON keeps only the keys of KeptLabels and KeptAnnotations (both
-// maps read the same way; each is filled only with what its pod carries)
-// and allocates nothing for the others beyond the decoder's own tokens.
-func (k *Kept) UnmarshalJSON(data []byte) error {
-	*k = nil
-	if isNull(data) {
-		return nil
-	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if err := expectDelim(dec, '{'); err != nil {
-		return err
-	}
-	for dec.More() {
-		key, err := stringToken(dec)
-		if err != nil {
-			return err
-		}
-		value, err := stringToken(dec)
-		if err != nil {
-			return fmt.Errorf("value of %q: %w", key, err)
-		}
-		if slices.Contains(KeptLabels, key) || slices.Contains(KeptAnnotations, key) {
-			if *k == nil {
-				*k = Kept{}
-			}
-			(*k)[key] = value
-		}
-	}
 	return nil
 }
 
@@ -133,21 +131,4 @@ func stringToken(dec *json.Decoder) (string, error) {
 		return "", fmt.Errorf("want a string, got %v", tok)
 	}
 	return s, nil
-}
-
-// AnnotatedSidecars returns the container names the pod's sidecars
-// annotation lists ("vault-agent, fluent-bit"): trimmed, without blanks or
-// repeats, in the annotation's order, at most MaxSidecars of them. It reads
-// the annotation lazily, so a huge value costs no more than its first names.
-func (p *Pod) AnnotatedSidecars() []string {
-	var names []string
-	for n := range strings.SplitSeq(p.Annotations[keys.AnnotationSidecars], ",") {
-		if len(names) == MaxSidecars {
-			break
-		}
-		if n = strings.TrimSpace(n); n != "" && !slices.Contains(names, n) {
-			names = append(names, n)
-		}
-	}
-	return names
 }

@@ -18,8 +18,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-
-	"github.com/istio-aux/istio-aux/pkg/keys"
 )
 
 // Pod is the slim pod. Its JSON field names are a v1.Pod's.
@@ -42,15 +40,6 @@ type Meta struct {
 	Labels      Kept `json:"labels,omitempty"`
 	Annotations Kept `json:"annotations,omitempty"`
 }
-
-// KeptLabels and KeptAnnotations are the only labels and annotations a slim
-// pod holds: the ones the opt-in rule and the decision read. Other labels
-// and annotations (often large: last-applied-configuration, Istio's status
-// blobs) are dropped on every path, JSON decoding included.
-var (
-	KeptLabels      = []string{keys.LabelEnabled}
-	KeptAnnotations = []string{keys.AnnotationEnabled, keys.AnnotationSidecars}
-)
 
 // Spec is the slim PodSpec.
 type Spec struct {
@@ -169,20 +158,6 @@ func copyTime(t *metav1.Time) *metav1.Time {
 	}
 	c := *t
 	return &c
-}
-
-// keep copies the kept keys of m; nil when none is there.
-func keep(m map[string]string, kept []string) Kept {
-	var out Kept
-	for _, k := range kept {
-		if v, ok := m[k]; ok {
-			if out == nil {
-				out = make(Kept, len(kept))
-			}
-			out[k] = v
-		}
-	}
-	return out
 }
 
 func containersOf(in []corev1.Container) Containers {

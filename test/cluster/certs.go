@@ -53,6 +53,16 @@ func NewCA(name string) (*CA, error) {
 	return &CA{Cert: cert, Key: key, CertPEM: pemBlock("CERTIFICATE", der)}, nil
 }
 
+// KeyPEM is the CA's private key as PEM, for a controller manager that
+// signs certificate requests with it.
+func (ca *CA) KeyPEM() ([]byte, error) {
+	der, err := x509.MarshalECPrivateKey(ca.Key)
+	if err != nil {
+		return nil, err
+	}
+	return pemBlock("EC PRIVATE KEY", der), nil
+}
+
 // Serving issues a server certificate for 127.0.0.1, ::1, localhost and the
 // given DNS names. It returns the certificate and key as PEM.
 func (ca *CA) Serving(dnsNames ...string) (certPEM, keyPEM []byte, err error) {

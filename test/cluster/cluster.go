@@ -16,6 +16,8 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -40,10 +42,12 @@ type Options struct {
 	// Kwok runs kwok with one fake node, our Stages, a pod binder and a
 	// per-pod Exec so that `kubectl exec` runs the stub pilot-agent.
 	Kwok bool
-	// Node runs a real node, RealNodeName: containerd and the kubelet
-	// (see node.go). The process must run inside RunInNetns; tests call
-	// RequireNode first. Pods without a node are bound to it; images come
-	// from ImportImage, never from a registry.
+	// Node makes a whole single-node cluster, as kubeadm would: the
+	// default admission plugins and controllers, kube-scheduler, and a real
+	// node, RealNodeName (see node.go), with containerd and the kubelet,
+	// kube-proxy, a registry every image is pulled from (PushImage), and
+	// CoreDNS. The process must run inside RunInNetns; tests call
+	// RequireNode first. It implies ControllerManager.
 	Node bool
 	// Log receives every process's output; nil discards it.
 	Log io.Writer
@@ -88,17 +92,25 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	if opts.Node && insideNetns != "" {
 		base = stateDirOf(insideNetns)
 	}
-	dir, err := os.MkdirTemp(base, "istio-aux-cluster-")
+	if base == "" {
+		sweepWorkDirs(os.TempDir())
+	}
+	dir, err := os.MkdirTemp(base, fmt.Sprintf("%s%d-", workDirPrefix, os.Getpid()))
 	if err != nil {
 		return nil, fmt.Errorf("creating work dir: %w", err)
 	}
-	c = &Cluster{opts: opts, dir: dir, binDir: K8sBinDir()}
+	started := &Cluster{opts: opts, dir: dir, binDir: K8sBinDir()}
+	c = started
 	defer func() {
+		// Not c: a `return nil, err` has cleared it by now.
 		if err != nil {
-			_ = c.Stop()
+			_ = started.Stop()
 			c = nil
 		}
 	}()
+	if opts.Node {
+		c.opts.ControllerManager = true
+	}
 	for _, b := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kubectl"} {
 		if _, err := os.Stat(filepath.Join(c.binDir, b)); err != nil {
 			return nil, fmt.Errorf("%s missing in %s (run hack/build-k8s.sh): %w", b, c.binDir, err)
@@ -113,8 +125,13 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	}
 	hctx, cancel := context.WithCancel(context.Background())
 	c.cancel = cancel
-	if opts.ControllerManager {
+	if c.opts.ControllerManager {
 		if err := c.startControllerManager(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if opts.Node {
+		if err := c.startScheduler(); err != nil {
 			return nil, err
 		}
 	}
@@ -124,11 +141,32 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 		}
 	}
 	if opts.Node {
-		if err := c.startNode(ctx, hctx); err != nil {
+		if err := c.startNode(ctx); err != nil {
 			return nil, err
 		}
 	}
 	return c, nil
+}
+
+// workDirPrefix starts every cluster work dir's name; the pid of the
+// process that made it follows (a real node's goes in its run's state dir,
+// which Cleanup sweeps).
+const workDirPrefix = "istio-aux-cluster-"
+
+// sweepWorkDirs removes the work dirs in dir of processes that are gone: a
+// run killed mid-way (SIGKILL, a crash) could not remove its own.
+func sweepWorkDirs(dir string) {
+	matches, _ := filepath.Glob(filepath.Join(dir, workDirPrefix+"*-*"))
+	for _, m := range matches {
+		pid, err := strconv.Atoi(strings.SplitN(strings.TrimPrefix(filepath.Base(m), workDirPrefix), "-", 2)[0])
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); os.IsNotExist(err) {
+			_ = unmountUnder(m)
+			_ = os.RemoveAll(m)
+		}
+	}
 }
 
 // Kubeconfig is the path of an admin (system:masters) kubeconfig file.
@@ -153,8 +191,9 @@ func (c *Cluster) CA() *CA { return c.ca }
 // Stop stops the harness's clients, then every process in reverse start
 // order (the kubelet, containerd, kwok and kube-controller-manager before
 // kube-apiserver, which would otherwise wait about a minute for their
-// watches, then etcd), then the real node's pods and shims, and removes the
-// work directory.
+// watches, then etcd), the real node's pods as soon as the kubelet is gone
+// (they watch the API server too: CoreDNS, istio-aux), then its shims, and
+// removes the work directory.
 func (c *Cluster) Stop() error {
 	if c.cancel != nil {
 		c.cancel()
@@ -168,6 +207,9 @@ func (c *Cluster) Stop() error {
 	for i := len(procs) - 1; i >= 0; i-- {
 		if err := procs[i].stop(15 * time.Second); err != nil {
 			errs = append(errs, err)
+		}
+		if procs[i].name == "kubelet" {
+			errs = append(errs, c.killPods())
 		}
 	}
 	errs = append(errs, c.stopNode())

@@ -18,9 +18,12 @@ import (
 //   - restrict_oom_score_adj: the VM lacks CAP_SYS_RESOURCE, so runc cannot
 //     lower a container's oom_score_adj below containerd's own; without it
 //     every sandbox fails with "can't get final child's PID from pipe: EOF".
-//   - sandbox_image: a locally imported image; nothing can be pulled.
 //   - runc with SystemdCgroup = false: there is no systemd; the kubelet
 //     uses the cgroupfs driver too.
+//
+// Images come from the node's registry (RegistryAddr), the sandbox image
+// too: images.Registry and the registry's own address are mirrored to it
+// over plain HTTP.
 //
 // Everything containerd keeps goes under dir (the opt plugin defaults to
 // /opt/containerd, runc's state to /run/containerd/runc), and pod network
@@ -60,25 +63,33 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
     bin_dir = "{{cnibin}}"
     conf_dir = "{{cniconf}}"
     max_conf_num = 1
+  [plugins."io.containerd.grpc.v1.cri".registry.mirrors."{{registryName}}"]
+    endpoint = ["http://{{registry}}"]
+  [plugins."io.containerd.grpc.v1.cri".registry.mirrors."{{registry}}"]
+    endpoint = ["http://{{registry}}"]
 `
 
 // cniConfig is the pod network: a bridge that already exists (created with
 // the node IP by RunInNetns) and host-local addresses, with no default
-// route (pods reach only the pod subnet) and no masquerading. isGateway
-// keeps the node IP on the bridge; the plugin then also turns on
-// net.ipv4.ip_forward, inside the run's namespace.
+// route (pods reach the pod subnet, and the Service range through the node,
+// where kube-proxy's rules are) and no masquerading. isGateway keeps the
+// node IP on the bridge; the plugin then also turns on net.ipv4.ip_forward,
+// inside the run's namespace. hairpinMode lets a pod reach itself through a
+// Service (kube-proxy masquerades that case).
 func cniConfig(name, ipamDir string) ([]byte, error) {
 	return json.MarshalIndent(map[string]any{
 		"cniVersion": "0.4.0",
 		"name":       name,
 		"plugins": []any{map[string]any{
-			"type":      "bridge",
-			"bridge":    bridgeName,
-			"isGateway": true,
-			"ipMasq":    false,
+			"type":        "bridge",
+			"bridge":      bridgeName,
+			"isGateway":   true,
+			"ipMasq":      false,
+			"hairpinMode": true,
 			"ipam": map[string]any{
 				"type":    "host-local",
 				"ranges":  []any{[]any{map[string]any{"subnet": PodSubnet, "gateway": NodeIP}}},
+				"routes":  []any{map[string]any{"dst": ServiceCIDR}},
 				"dataDir": ipamDir,
 			},
 		}},
@@ -86,7 +97,7 @@ func cniConfig(name, ipamDir string) ([]byte, error) {
 }
 
 // startContainerd writes containerd's and the CNI configuration, starts
-// containerd and imports the sandbox image.
+// containerd and pushes the sandbox image to the registry.
 func (c *Cluster) startContainerd(ctx context.Context) error {
 	n := c.node
 	dir := c.path("containerd")
@@ -110,7 +121,8 @@ func (c *Cluster) startContainerd(ctx context.Context) error {
 		return err
 	}
 	cfg := strings.NewReplacer("{{dir}}", dir, "{{socket}}", n.socket, "{{pause}}", images.PauseRef,
-		"{{runc}}", runc, "{{cnibin}}", cniBinDir, "{{cniconf}}", cniConf).Replace(containerdConfig)
+		"{{runc}}", runc, "{{cnibin}}", cniBinDir, "{{cniconf}}", cniConf,
+		"{{registryName}}", images.Registry, "{{registry}}", RegistryAddr).Replace(containerdConfig)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
@@ -141,16 +153,7 @@ func (c *Cluster) startContainerd(ctx context.Context) error {
 	if err := <-pause; err != nil {
 		return err
 	}
-	return c.ImportImage(ctx, pauseImg)
-}
-
-// ImportImage imports img into the real node's containerd, where pods find
-// it by reference with imagePullPolicy IfNotPresent or Never.
-func (c *Cluster) ImportImage(ctx context.Context, img images.Image) error {
-	if c.node == nil {
-		return fmt.Errorf("importing %s: the cluster has no real node", img.Ref)
-	}
-	return img.Import(ctx, c.node.ctr, c.node.socket)
+	return c.PushImage(ctx, pauseImg)
 }
 
 // ContainerdSocket is the real node's containerd socket (for ctr -a).

@@ -3,11 +3,14 @@ package cluster
 import (
 	"context"
 	"crypto/rand"
+	"crypto/x509"
 	"encoding/hex"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
@@ -46,69 +49,134 @@ func (c *Cluster) startEtcd(ctx context.Context) (string, error) {
 	return url, err
 }
 
+// Addresses of the whole cluster (Options.Node): the API server listens on
+// APIServerPort of every address of the node's network namespace, so that
+// pods reach it on the node IP, and through the kubernetes Service at
+// KubernetesServiceIP; cluster DNS answers at DNSServiceIP.
+const (
+	APIServerPort       = 6443
+	ServiceCIDR         = "10.96.0.0/16"
+	KubernetesServiceIP = "10.96.0.1"
+	DNSServiceIP        = "10.96.0.10"
+	ClusterDomain       = "cluster.local"
+)
+
+// identities are the users the control plane's components authenticate
+// as, each with a token: a whole cluster gives them the names its bootstrap
+// RBAC roles are bound to, as kubeadm does; the kwok harness's controller
+// manager runs as a member of system:masters.
+type identity struct{ name, user, group string }
+
+func (c *Cluster) identities() []identity {
+	ids := []identity{{"admin", "admin", "system:masters"}}
+	if !c.opts.Node {
+		return append(ids, identity{"kcm", "system:kube-controller-manager", "system:masters"})
+	}
+	return append(ids,
+		identity{"kcm", "system:kube-controller-manager", ""},
+		identity{"scheduler", "system:kube-scheduler", ""},
+		identity{"kube-proxy", "system:kube-proxy", ""},
+	)
+}
+
 func (c *Cluster) startAPIServer(ctx context.Context, etcdURL string) error {
 	ca, err := NewCA("istio-aux-test-ca")
 	if err != nil {
 		return err
 	}
 	c.ca = ca
-	cert, key, err := ca.Serving("kubernetes", "kubernetes.default", "kubernetes.default.svc")
-	if err != nil {
-		return err
-	}
 	saKey, saPub, err := serviceAccountKey()
 	if err != nil {
 		return err
 	}
-	admin, kcm := token(), token()
-	tokens := fmt.Sprintf("%s,admin,admin,system:masters\n%s,system:kube-controller-manager,kcm,system:masters\n", admin, kcm)
+	var tokens strings.Builder
+	secrets := map[string]string{}
+	for _, id := range c.identities() {
+		secrets[id.name] = token()
+		// token,user,uid[,"groups"] (kube-apiserver's --token-auth-file)
+		fmt.Fprintf(&tokens, "%s,%s,%s", secrets[id.name], id.user, id.name)
+		if id.group != "" {
+			fmt.Fprintf(&tokens, ",%q", id.group)
+		}
+		tokens.WriteString("\n")
+	}
+	caKey, err := ca.KeyPEM()
+	if err != nil {
+		return err
+	}
 	files := map[string][]byte{
-		"ca.crt": ca.CertPEM, "apiserver.crt": cert, "apiserver.key": key,
-		"sa.key": saKey, "sa.pub": saPub, "tokens.csv": []byte(tokens),
+		"ca.crt": ca.CertPEM, "ca.key": caKey,
+		"sa.key": saKey, "sa.pub": saPub, "tokens.csv": []byte(tokens.String()),
 	}
 	for name, data := range files {
 		if err := os.WriteFile(c.path(name), data, 0o600); err != nil {
 			return err
 		}
 	}
-	port, err := FreePort()
-	if err != nil {
+	// The serving certificate covers every name and address a client may
+	// use: the harness on loopback, pods on the node IP or the kubernetes
+	// Service.
+	ips := []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}
+	dns := []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc." + ClusterDomain}
+	if c.opts.Node {
+		ips = append(ips, net.ParseIP(NodeIP), net.ParseIP(KubernetesServiceIP))
+	}
+	if err := c.certFor("apiserver", "kube-apiserver", nil, ips, dns, x509.ExtKeyUsageServerAuth); err != nil {
 		return err
+	}
+	port := APIServerPort
+	if !c.opts.Node {
+		if port, err = FreePort(); err != nil {
+			return err
+		}
 	}
 	if err := c.addAPIServerNodeArgs(); err != nil {
 		return err
 	}
-	server := fmt.Sprintf("https://127.0.0.1:%d", port)
-	p, err := c.start("kube-apiserver", nil, filepath.Join(c.binDir, "kube-apiserver"),
-		"--etcd-servers="+etcdURL,
-		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", port),
-		"--tls-cert-file="+c.path("apiserver.crt"), "--tls-private-key-file="+c.path("apiserver.key"),
-		"--token-auth-file="+c.path("tokens.csv"),
+	args := []string{
+		"--etcd-servers=" + etcdURL,
+		fmt.Sprintf("--secure-port=%d", port),
+		"--tls-cert-file=" + c.path("apiserver.crt"), "--tls-private-key-file=" + c.path("apiserver.key"),
+		"--token-auth-file=" + c.path("tokens.csv"),
 		"--authorization-mode=RBAC",
-		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-		"--service-account-key-file="+c.path("sa.pub"),
-		"--service-account-signing-key-file="+c.path("sa.key"),
-		// No service-account controller runs unless kcm does; pods must not
-		// depend on one existing.
-		"--disable-admission-plugins=ServiceAccount",
-		// There is no kube-proxy and no second apiserver to reconcile.
-		"--endpoint-reconciler-type=none",
-		"--service-cluster-ip-range=10.96.0.0/16",
+		"--service-account-issuer=https://kubernetes.default.svc." + ClusterDomain,
+		"--service-account-key-file=" + c.path("sa.pub"),
+		"--service-account-signing-key-file=" + c.path("sa.key"),
+		"--service-cluster-ip-range=" + ServiceCIDR,
 		"--kubelet-preferred-address-types=InternalIP",
 		// kwok's and the kubelet's serving certificates come from our CA.
-		"--kubelet-certificate-authority="+c.path("ca.crt"),
+		"--kubelet-certificate-authority=" + c.path("ca.crt"),
 		"--allow-privileged=true",
 		"--profiling=false",
-		"--cert-dir="+c.path("apiserver-certs"),
-	)
+		"--cert-dir=" + c.path("apiserver-certs"),
+	}
+	if c.opts.Node {
+		// A whole cluster, inside the node's network namespace: every
+		// address of it (loopback and the node IP, nothing else exists
+		// there), the default admission plugins, and the kubernetes
+		// Service's endpoints kept on the node IP by the lease reconciler.
+		args = append(args, "--bind-address=0.0.0.0", "--advertise-address="+NodeIP)
+	} else {
+		args = append(args, "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
+			// No service-account controller runs unless kcm does; pods must
+			// not depend on one existing.
+			"--disable-admission-plugins=ServiceAccount",
+			// There is no kube-proxy and no second apiserver to reconcile.
+			"--endpoint-reconciler-type=none")
+	}
+	p, err := c.start("kube-apiserver", nil, filepath.Join(c.binDir, "kube-apiserver"), args...)
 	if err != nil {
 		return err
 	}
-	if c.kubeconfig, err = c.writeKubeconfig("admin", server, "admin", &clientcmdapi.AuthInfo{Token: admin}); err != nil {
-		return err
-	}
-	if _, err = c.writeKubeconfig("kcm", server, "kcm", &clientcmdapi.AuthInfo{Token: kcm}); err != nil {
-		return err
+	server := fmt.Sprintf("https://127.0.0.1:%d", port)
+	for _, id := range c.identities() {
+		path, err := c.writeKubeconfig(id.name, server, id.name, &clientcmdapi.AuthInfo{Token: secrets[id.name]})
+		if err != nil {
+			return err
+		}
+		if id.name == "admin" {
+			c.kubeconfig = path
+		}
 	}
 	if c.rest, err = loadKubeconfig(c.kubeconfig); err != nil {
 		return err
@@ -127,18 +195,34 @@ func (c *Cluster) startAPIServer(ctx context.Context, etcdURL string) error {
 }
 
 func (c *Cluster) startControllerManager(ctx context.Context) error {
-	p, err := c.start("kube-controller-manager", nil, filepath.Join(c.binDir, "kube-controller-manager"),
-		"--kubeconfig="+c.path("kcm.kubeconfig"),
-		"--authentication-kubeconfig="+c.path("kcm.kubeconfig"),
-		"--authorization-kubeconfig="+c.path("kcm.kubeconfig"),
+	args := []string{
+		"--kubeconfig=" + c.path("kcm.kubeconfig"),
+		"--authentication-kubeconfig=" + c.path("kcm.kubeconfig"),
+		"--authorization-kubeconfig=" + c.path("kcm.kubeconfig"),
 		"--leader-elect=false",
 		"--bind-address=127.0.0.1", "--secure-port=0",
-		// Only what Jobs and namespaces need: less CPU on a shared machine.
-		"--controllers=job-controller,garbage-collector-controller,namespace-controller,serviceaccount-controller,ttl-after-finished-controller,pod-garbage-collector-controller",
-		"--use-service-account-credentials=false",
-		"--service-account-private-key-file="+c.path("sa.key"),
-		"--root-ca-file="+c.path("ca.crt"),
-	)
+		"--service-account-private-key-file=" + c.path("sa.key"),
+		"--root-ca-file=" + c.path("ca.crt"),
+	}
+	if c.opts.Node {
+		// Every default controller (CronJob, Deployment, ReplicaSet,
+		// StatefulSet, EndpointSlice, the token and root-CA publishers…),
+		// each under its own ServiceAccount, as kubeadm runs them; CSRs
+		// signed by the cluster CA.
+		args = append(args,
+			"--use-service-account-credentials=true",
+			"--service-cluster-ip-range="+ServiceCIDR,
+			"--cluster-signing-cert-file="+c.path("ca.crt"),
+			"--cluster-signing-key-file="+c.path("ca.key"),
+		)
+	} else {
+		args = append(args,
+			// Only what Jobs and namespaces need: less CPU on a shared machine.
+			"--controllers=job-controller,garbage-collector-controller,namespace-controller,serviceaccount-controller,ttl-after-finished-controller,pod-garbage-collector-controller",
+			"--use-service-account-credentials=false",
+		)
+	}
+	p, err := c.start("kube-controller-manager", nil, filepath.Join(c.binDir, "kube-controller-manager"), args...)
 	if err != nil {
 		return err
 	}
@@ -148,6 +232,18 @@ func (c *Cluster) startControllerManager(ctx context.Context) error {
 		_, err := c.client.CoreV1().ServiceAccounts("default").Get(ctx, "default", metav1GetOptions)
 		return err
 	})
+}
+
+// startScheduler runs kube-scheduler (a whole cluster: the harness binds no
+// pods). It serves nothing; it shows it works by scheduling the cluster
+// DNS, the first pod.
+func (c *Cluster) startScheduler() error {
+	_, err := c.start("kube-scheduler", nil, filepath.Join(c.binDir, "kube-scheduler"),
+		"--kubeconfig="+c.path("scheduler.kubeconfig"),
+		"--leader-elect=false",
+		"--bind-address=127.0.0.1", "--secure-port=0",
+	)
+	return err
 }
 
 // GetOK GETs url (plain HTTP or any TLS the default client trusts) and

@@ -29,7 +29,8 @@ const RealNodeName = "node-0"
 //     must not delete the imported images (they cannot be pulled back) or
 //     evict test pods;
 //   - resolvConf: the machine's resolver is an address pods must never
-//     reach; pods with dnsPolicy Default get 127.0.0.1 (their own loopback);
+//     reach; pods with dnsPolicy Default get 127.0.0.1 (their own loopback),
+//     the others the cluster DNS (clusterDNS);
 //   - podLogsDir, volumePluginDir: inside the cluster dir, not /var/log/pods
 //     and /usr/libexec/kubernetes;
 //   - x509 client certificates only, and Webhook authorization: the API
@@ -63,6 +64,8 @@ authorization:
   mode: Webhook
 podLogsDir: {{dir}}/pod-logs
 resolvConf: {{dir}}/resolv.conf
+clusterDNS: [{{dnsIP}}]
+clusterDomain: {{domain}}
 volumePluginDir: {{dir}}/volume-plugins
 registerNode: true
 `
@@ -70,7 +73,8 @@ registerNode: true
 // kubeletConfigFor fills kubeletConfig in: the cgroup root, containerd's
 // socket and the cluster dir (certificates, logs, resolv.conf).
 func kubeletConfigFor(cgroup, socket, dir string) string {
-	return strings.NewReplacer("{{cgroup}}", cgroup, "{{socket}}", socket, "{{nodeIP}}", NodeIP, "{{dir}}", dir).Replace(kubeletConfig)
+	return strings.NewReplacer("{{cgroup}}", cgroup, "{{socket}}", socket, "{{nodeIP}}", NodeIP, "{{dir}}", dir,
+		"{{dnsIP}}", DNSServiceIP, "{{domain}}", ClusterDomain).Replace(kubeletConfig)
 }
 
 // startKubelet starts the kubelet against containerd and waits until its

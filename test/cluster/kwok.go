@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -115,13 +114,7 @@ func (c *Cluster) startKwok(ctx context.Context, hctx context.Context) error {
 // Kubectl runs the cached kubectl against the cluster; its output goes to
 // the cluster log and, on failure, into the error.
 func (c *Cluster) Kubectl(ctx context.Context, args ...string) error {
-	cmd := exec.CommandContext(ctx, filepath.Join(c.binDir, "kubectl"), append([]string{"--kubeconfig=" + c.kubeconfig}, args...)...)
-	out, err := cmd.CombinedOutput()
-	fmt.Fprintf(logFor(c.opts.Log), "kubectl %s| %s\n", strings.Join(args, " "), strings.TrimSpace(string(out)))
-	if err != nil {
-		return fmt.Errorf("kubectl %s: %w: %s", strings.Join(args, " "), err, out)
-	}
-	return nil
+	return c.kubectlIn(ctx, nil, args...)
 }
 
 // EnsureStub builds the stub pilot-agent into StubDir unless it is there.

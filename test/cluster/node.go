@@ -24,10 +24,11 @@ type node struct {
 	ctr    string // the ctr binary
 }
 
-// startNode starts containerd and the kubelet, then plays the scheduler:
-// pods without a node are bound to the real node (pods should also set
-// dnsPolicy Default: there is no cluster DNS).
-func (c *Cluster) startNode(ctx, hctx context.Context) error {
+// startNode makes the control plane a whole single-node cluster: the
+// registry, containerd and the kubelet, kube-proxy, persistent volumes,
+// then the cluster DNS as a pod (the scheduler places it, the node pulls its
+// image). Every step waits until the part it started works.
+func (c *Cluster) startNode(ctx context.Context) error {
 	if insideNetns == "" {
 		return fmt.Errorf("a real node runs only inside RunInNetns's network namespace (%s)", nodeUnavailable)
 	}
@@ -35,17 +36,26 @@ func (c *Cluster) startNode(ctx, hctx context.Context) error {
 		return err
 	}
 	c.node = &node{cgroup: nodeCgroup}
-	start := time.Now()
-	if err := c.startContainerd(ctx); err != nil {
-		return err
+	var took []string
+	for _, step := range []struct {
+		name string
+		run  func(context.Context) error
+	}{
+		{"registry", c.startRegistry},
+		{"containerd", c.startContainerd},
+		{"kubelet Ready", c.startKubelet},
+		{"kube-proxy", c.startKubeProxy},
+		{"volumes", c.startVolumes},
+		{"cluster DNS", c.startClusterDNS},
+	} {
+		start := time.Now()
+		if err := step.run(ctx); err != nil {
+			return fmt.Errorf("real node, %s: %w", step.name, err)
+		}
+		took = append(took, fmt.Sprintf("%s %s", step.name, time.Since(start).Round(time.Millisecond)))
 	}
-	ctrd := time.Since(start)
-	if err := c.startKubelet(ctx); err != nil {
-		return err
-	}
-	fmt.Fprintf(logFor(c.opts.Log), "harness| real node: containerd up with the sandbox image in %s, then kubelet Ready in %s\n",
-		ctrd.Round(time.Millisecond), (time.Since(start) - ctrd).Round(time.Millisecond))
-	return c.startPodHelpers(hctx, RealNodeName, false)
+	fmt.Fprintf(logFor(c.opts.Log), "harness| real node up: %s\n", strings.Join(took, ", "))
+	return nil
 }
 
 // NodeCgroup is the real node's cgroup root, the same path below every
@@ -67,12 +77,22 @@ func nodeAlone() error {
 	return nil
 }
 
-// stopNode runs after the cluster's processes stopped. The kubelet leaves
-// pods running when it stops, and containerd's shims outlive containerd:
-// kill both, remove the pods' cgroups so the next node starts clean, and
-// unmount what the kubelet and containerd mounted under the cluster dir
-// (the kubelet's root dir on itself, volumes, rootfs overlays, pod network
-// namespaces), which would keep the dir from being removed.
+// killPods kills the real node's pods, which the kubelet leaves running
+// when it stops. The kubelet must be gone, or it would start them again.
+func (c *Cluster) killPods() error {
+	if c.node == nil {
+		return nil
+	}
+	pods := filepath.Join(c.node.cgroup, "kubepods")
+	return killAll(func() map[int]bool { return cgroupPids(pods) }, 15*time.Second)
+}
+
+// stopNode runs after the cluster's processes stopped. containerd's shims
+// outlive containerd: kill them (and any pod still there), remove the
+// pods' cgroups so the next node starts clean, and unmount what the kubelet
+// and containerd mounted under the cluster dir (the kubelet's root dir on
+// itself, volumes, rootfs overlays, pod network namespaces), which would
+// keep the dir from being removed.
 func (c *Cluster) stopNode() error {
 	if c.node == nil {
 		return nil

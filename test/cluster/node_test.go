@@ -51,13 +51,13 @@ func TestMountPoints(t *testing.T) {
 
 // The pod network must never give pods a way off the node: no default
 // route, no masquerading; the bridge keeps the node IP.
-func TestCNIConfigHasNoWayOut(t *testing.T) {
+func TestCNIConfigRoutesOnlyTheServiceRange(t *testing.T) {
 	b, err := cniConfig("istio-aux-node-1", "/tmp/ipam")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Contains(string(b), "routes") || strings.Contains(string(b), "isDefaultGateway") {
-		t.Errorf("CNI config has routes: %s", b)
+	if strings.Contains(string(b), "isDefaultGateway") || strings.Contains(string(b), "0.0.0.0/0") {
+		t.Errorf("CNI config has a default route: %s", b)
 	}
 	var conf struct {
 		Plugins []struct {
@@ -67,6 +67,7 @@ func TestCNIConfigHasNoWayOut(t *testing.T) {
 			IPMasq    bool   `json:"ipMasq"`
 			IPAM      struct {
 				Ranges [][]struct{ Subnet, Gateway string } `json:"ranges"`
+				Routes []struct{ Dst, GW string }           `json:"routes"`
 			} `json:"ipam"`
 		} `json:"plugins"`
 	}
@@ -77,6 +78,10 @@ func TestCNIConfigHasNoWayOut(t *testing.T) {
 	if p.Type != "bridge" || p.Bridge != bridgeName || !p.IsGateway || p.IPMasq ||
 		p.IPAM.Ranges[0][0].Subnet != PodSubnet || p.IPAM.Ranges[0][0].Gateway != NodeIP {
 		t.Errorf("CNI plugin = %+v", p)
+	}
+	// The one route: the Service range, through the node (kube-proxy).
+	if len(p.IPAM.Routes) != 1 || p.IPAM.Routes[0].Dst != ServiceCIDR {
+		t.Errorf("CNI routes = %+v, want only %s", p.IPAM.Routes, ServiceCIDR)
 	}
 }
 

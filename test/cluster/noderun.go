@@ -50,7 +50,8 @@ func netnsPathOf(name string) string { return filepath.Join(stateDirOf(name), "n
 // newRun creates the state directory first (so that a concurrent Cleanup
 // never takes a starting run for a dead one), then the cgroup and the
 // network namespace with loopback and the bridge up. The bridge carries the
-// node IP before the kubelet starts, as the kubelet needs it.
+// node IP before the kubelet starts, as the kubelet needs it, and the route
+// to the Service range.
 func newRun(pid int) (r *run, err error) {
 	r = &run{name: netnsPrefix + strconv.Itoa(pid)}
 	r.Pid = pid
@@ -84,6 +85,10 @@ func newRun(pid int) (r *run, err error) {
 		{"link", "add", bridgeName, "type", "bridge"},
 		{"addr", "add", NodeIP + "/16", "dev", bridgeName},
 		{"link", "set", bridgeName, "up"},
+		// The node reaches Service IPs as pods do, through kube-proxy's
+		// rules: it needs a route to their range (there is no default
+		// route to carry it).
+		{"route", "add", ServiceCIDR, "dev", bridgeName},
 		// The bridge plugin will need veth pairs: prove the kernel has them.
 		{"link", "add", "ia-probe0", "type", "veth", "peer", "name", "ia-probe1"},
 		{"link", "del", "ia-probe0"},

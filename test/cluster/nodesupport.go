@@ -42,13 +42,21 @@ func nodeSupport() string {
 	if len(missing) > 0 {
 		return fmt.Sprintf("%s missing (run hack/node-deps.sh)", strings.Join(missing, ", "))
 	}
-	for _, b := range []string{"etcd", "kube-apiserver", "kubectl", "kubelet"} {
+	for _, b := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "kubelet", "kube-proxy"} {
 		if _, err := os.Stat(filepath.Join(K8sBinDir(), b)); err != nil {
 			missing = append(missing, b)
 		}
 	}
 	if len(missing) > 0 {
 		return fmt.Sprintf("%s missing in %s (run hack/build-k8s.sh)", strings.Join(missing, ", "), K8sBinDir())
+	}
+	for bin, script := range map[string]string{
+		filepath.Join(ToolsBinDir(), "crane"): "hack/build-tools.sh",
+		CoreDNSBin():                          "hack/build-coredns.sh",
+	} {
+		if _, err := os.Stat(bin); err != nil {
+			return fmt.Sprintf("%s missing (run %s)", bin, script)
+		}
 	}
 	fss, err := os.ReadFile("/proc/filesystems")
 	if err != nil {

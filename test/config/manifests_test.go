@@ -20,13 +20,18 @@ import (
 )
 
 // dirs are the folders `ko apply -f` is documented for, in apply order.
-var dirs = []string{"config", "config/dispatch", "config/eventing"}
+var dirs = []string{"config/nats", "config", "config/dispatch", "config/eventing", "config/standalone"}
 
 // koPaths are the binaries the manifests may reference.
 var koPaths = map[string]bool{
 	"github.com/istio-aux/istio-aux/webhook/cmd/webhook":               true,
 	"github.com/istio-aux/istio-aux/bridge/cmd/bridge":                 true,
+	"github.com/istio-aux/istio-aux/bridge/cmd/allinone":               true,
 	"github.com/istio-aux/istio-aux/functions/proxyquit/cmd/proxyquit": true,
+	// config/nats: nats-server from the module istio-aux requires, and
+	// the init container that fills its token.
+	"github.com/nats-io/nats-server/v2":                   true,
+	"github.com/istio-aux/istio-aux/bridge/cmd/natstoken": true,
 }
 
 // doc is one YAML document of a manifest file.
@@ -105,12 +110,62 @@ func loadDocs(t testing.TB, dir string, resolve func(path string) string) []doc 
 	return docs
 }
 
+// allDocs is every document of dirs once: a file of config/standalone that
+// links to config/ is the same document.
 func allDocs(t testing.TB) []doc {
 	var docs []doc
+	seen := map[string]bool{}
 	for _, d := range dirs {
-		docs = append(docs, loadDocs(t, d, nil)...)
+		for _, doc := range loadDocs(t, d, nil) {
+			file, err := filepath.EvalSymlinks(filepath.Join(repoRoot(t), doc.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			key := file + "\x00" + doc.obj.GetKind() + "/" + doc.obj.GetName()
+			if !seen[key] {
+				seen[key] = true
+				docs = append(docs, doc)
+			}
+		}
 	}
 	return docs
+}
+
+// TestStandaloneSharesConfig: config/standalone is config/ without the
+// bridge, NATS and Knative shape, plus the all-in-one. What it shares with
+// config/ is linked, not copied, so the two installs cannot drift.
+func TestStandaloneSharesConfig(t *testing.T) {
+	root := repoRoot(t)
+	own := map[string]bool{"206-rbac-allinone.yaml": true, "500-allinone.yaml": true}
+	notShared := map[string]bool{"500-bridge.yaml": true, "600-proxyquit-ksvc.yaml": true, "610-proxyquit-networkpolicy.yaml": true}
+	standalone := filepath.Join(root, "config", "standalone")
+	entries, err := os.ReadDir(standalone)
+	if err != nil {
+		t.Fatal(err)
+	}
+	linked := map[string]bool{}
+	for _, e := range entries {
+		if own[e.Name()] {
+			if e.Type()&os.ModeSymlink != 0 {
+				t.Errorf("config/standalone/%s is a link; it is the all-in-one's own", e.Name())
+			}
+			continue
+		}
+		target, err := os.Readlink(filepath.Join(standalone, e.Name()))
+		if err != nil || target != "../"+e.Name() {
+			t.Errorf("config/standalone/%s: not a link to ../%s (%v)", e.Name(), e.Name(), err)
+		}
+		linked[e.Name()] = true
+	}
+	files, err := filepath.Glob(filepath.Join(root, "config", "*.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		if name := filepath.Base(f); !notShared[name] && !linked[name] {
+			t.Errorf("config/%s is not in config/standalone: the standalone install would lack it", name)
+		}
+	}
 }
 
 // find returns the document of that kind and name, or fails the test.
@@ -229,6 +284,8 @@ func TestRBACHasNoWildcardsOrWrites(t *testing.T) {
 		"istio-aux-proxyquit/events/patch":                       true,
 		// A TokenReview writes nothing; "create" is how one is asked.
 		"istio-aux-proxyquit/tokenreviews/create": true,
+		// The token of config/nats, into its one Secret (resourceNames).
+		"istio-aux-nats/secrets/update": true,
 	}
 	for _, d := range allDocs(t) {
 		if k := d.obj.GetKind(); k != "Role" && k != "ClusterRole" {

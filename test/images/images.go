@@ -1,8 +1,6 @@
 // Package images builds one-layer OCI images from local files (static Go
-// binaries and data) and imports them into containerd, so the real node in
-// test/cluster runs pods without any registry: pods name the imported
-// reference with imagePullPolicy IfNotPresent (or Never) and nothing is
-// ever pulled.
+// binaries and data) and pushes them to the real node's registry, from
+// which its containerd pulls them as any cluster pulls images.
 package images
 
 import (
@@ -33,12 +31,9 @@ type File struct {
 	Src  string
 }
 
-// Image is a one-layer OCI image built from files, imported into
-// containerd's k8s.io namespace (the one the CRI plugin serves).
+// Image is a one-layer OCI image built from files.
 type Image struct {
-	// Ref is the name pods use. Its first component must contain a dot or a
-	// colon ("istio-aux.test/app:dev"): otherwise the CRI plugin reads it as
-	// docker.io/library/... and would look for another name.
+	// Ref is the name pods use: Registry/<repository>:<tag>.
 	Ref        string
 	Files      []File
 	Entrypoint []string
@@ -48,8 +43,13 @@ type Image struct {
 	WorkingDir string
 }
 
+// Registry is the host part of every image the harness builds. The real
+// node's containerd maps it to the node's registry (a name with a dot, so
+// the CRI plugin does not read it as docker.io/library/...).
+const Registry = "istio-aux.test"
+
 // OCI media types of the layout written here (uncompressed layer: the
-// import is local, compression would only cost CPU).
+// registry is local, compression would only cost CPU).
 const (
 	mediaManifest = "application/vnd.oci.image.manifest.v1+json"
 	mediaConfig   = "application/vnd.oci.image.config.v1+json"
@@ -64,40 +64,69 @@ type descriptor struct {
 	Annotations map[string]string `json:"annotations,omitempty"`
 }
 
-// Import writes the image as an OCI image layout archive in a temporary
-// directory and imports it with `ctr -a <socket> -n k8s.io images import`,
-// which also unpacks it for the default (overlayfs) snapshotter.
-func (img Image) Import(ctx context.Context, ctrBin, socket string) error {
+// Push writes the image as an OCI image layout in a temporary directory
+// and pushes it with `crane push` to the registry at addr, under the
+// reference's repository and tag (Registry/app:dev goes to addr/app:dev),
+// where the real node's containerd finds it by the name Ref.
+func (img Image) Push(ctx context.Context, craneBin, addr string) error {
 	if img.Ref == "" || len(img.Files) == 0 {
 		return fmt.Errorf("image %q: a reference and at least one file are needed", img.Ref)
+	}
+	repo, ok := strings.CutPrefix(img.Ref, Registry+"/")
+	if !ok {
+		return fmt.Errorf("image %q: not named under %s/", img.Ref, Registry)
 	}
 	dir, err := os.MkdirTemp("", "istio-aux-image-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	archive := filepath.Join(dir, "image.tar")
-	if err := img.WriteArchive(archive); err != nil {
+	if err := img.WriteLayout(dir); err != nil {
 		return err
 	}
-	cmd := exec.CommandContext(ctx, ctrBin, "-a", socket, "-n", "k8s.io", "images", "import", archive)
+	cmd := exec.CommandContext(ctx, craneBin, "push", dir, addr+"/"+repo)
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("ctr images import %s: %w: %s", img.Ref, err, bytes.TrimSpace(out))
+		return fmt.Errorf("crane push %s: %w: %s", img.Ref, err, bytes.TrimSpace(out))
 	}
 	return nil
 }
 
-// WriteArchive writes the image as a tar of an OCI image layout (the form
-// `ctr images import` reads) to file.
-func (img Image) WriteArchive(file string) error {
-	layer, err := img.layer()
+// WriteLayout writes the image as an OCI image layout into dir.
+func (img Image) WriteLayout(dir string) error {
+	entries, err := img.entries()
 	if err != nil {
 		return err
+	}
+	for _, e := range entries {
+		file := filepath.Join(dir, filepath.FromSlash(e.name))
+		if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(file, e.data, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// entry is one file of an OCI image layout.
+type entry struct {
+	name string
+	data []byte
+}
+
+// entries are the files of the image's OCI image layout: the layout
+// marker, the index (naming the image Ref), the layer, the config and the
+// manifest.
+func (img Image) entries() ([]entry, error) {
+	layer, err := img.layer()
+	if err != nil {
+		return nil, err
 	}
 	layerDesc := blob(mediaLayer, layer)
 	cfg, err := json.Marshal(img.config(layerDesc.Digest))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	cfgDesc := blob(mediaConfig, cfg)
 	manifest, err := json.Marshal(map[string]any{
@@ -107,11 +136,10 @@ func (img Image) WriteArchive(file string) error {
 		"layers":        []descriptor{layerDesc},
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	manDesc := blob(mediaManifest, manifest)
 	manDesc.Annotations = map[string]string{
-		// containerd names the imported image after this annotation.
 		"io.containerd.image.name":          img.Ref,
 		"org.opencontainers.image.ref.name": tagOf(img.Ref),
 	}
@@ -120,34 +148,15 @@ func (img Image) WriteArchive(file string) error {
 		"manifests":     []descriptor{manDesc},
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	f, err := os.Create(file)
-	if err != nil {
-		return err
-	}
-	tw := tar.NewWriter(f)
-	entries := []struct {
-		name string
-		data []byte
-	}{
+	return []entry{
 		{"oci-layout", []byte(`{"imageLayoutVersion":"1.0.0"}`)},
 		{"index.json", index},
 		{blobPath(layerDesc), layer},
 		{blobPath(cfgDesc), cfg},
 		{blobPath(manDesc), manifest},
-	}
-	for _, e := range entries {
-		if err := writeEntry(tw, e.name, 0o644, e.data); err != nil {
-			f.Close()
-			return err
-		}
-	}
-	if err := tw.Close(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	}, nil
 }
 
 // config is the OCI image configuration; the layer is its only diff.

@@ -8,16 +8,18 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 )
 
-// The archive is a valid OCI layout: every blob is stored under its digest,
-// the index names the image for containerd, the config carries the runtime
-// settings, and the layer has the files with parent directories first.
-func TestWriteArchiveIsAnOCILayout(t *testing.T) {
+// The layout is a valid OCI layout (crane pushes it): every blob is stored
+// under its digest, the index names the image, the config carries the
+// runtime settings, and the layer has the files with parent directories
+// first.
+func TestWriteLayoutIsAnOCILayout(t *testing.T) {
 	src := filepath.Join(t.TempDir(), "bin")
 	if err := os.WriteFile(src, []byte("#!binary"), 0o600); err != nil {
 		t.Fatal(err)
@@ -30,11 +32,11 @@ func TestWriteArchiveIsAnOCILayout(t *testing.T) {
 		},
 		Entrypoint: []string{"/usr/local/bin/app"}, Cmd: []string{"run"}, Env: []string{"A=b"}, User: "65532",
 	}
-	archive := filepath.Join(t.TempDir(), "image.tar")
-	if err := img.WriteArchive(archive); err != nil {
+	layout := t.TempDir()
+	if err := img.WriteLayout(layout); err != nil {
 		t.Fatal(err)
 	}
-	files := readTar(t, archive)
+	files := readDir(t, layout)
 	var index struct {
 		Manifests []descriptor `json:"manifests"`
 	}
@@ -79,12 +81,12 @@ func TestWriteArchiveIsAnOCILayout(t *testing.T) {
 		t.Errorf("layer entries = %s, want %s", got, want)
 	}
 	// The same files give the same image.
-	again := filepath.Join(t.TempDir(), "again.tar")
-	if err := img.WriteArchive(again); err != nil {
+	again := t.TempDir()
+	if err := img.WriteLayout(again); err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(files["index.json"], readTar(t, again)["index.json"]) {
-		t.Error("two archives of one image differ")
+	if !bytes.Equal(files["index.json"], readDir(t, again)["index.json"]) {
+		t.Error("two layouts of one image differ")
 	}
 }
 
@@ -98,29 +100,26 @@ func TestTagOf(t *testing.T) {
 	}
 }
 
-func readTar(t *testing.T, file string) map[string][]byte {
+// readDir reads every file below dir, by its slash-separated path.
+func readDir(t *testing.T, dir string) map[string][]byte {
 	t.Helper()
-	f, err := os.Open(file)
+	out := map[string][]byte{}
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(dir, path)
+		out[filepath.ToSlash(rel)] = b
+		return err
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	out := map[string][]byte{}
-	tr := tar.NewReader(f)
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			return out
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := io.ReadAll(tr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out[h.Name] = b
-	}
+	return out
 }
 
 // blobOf returns a blob after checking that its digest and size are right.

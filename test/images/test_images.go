@@ -8,13 +8,13 @@ import (
 // References of the images built from this repository's test programs.
 const (
 	// PauseRef is the pod sandbox image (test/cmd/pause); containerd's
-	// sandbox_image names it, so it must be imported before any pod starts.
-	PauseRef = "istio-aux.test/pause:dev"
+	// sandbox_image names it, so it must be pushed before any pod starts.
+	PauseRef = Registry + "/pause:dev"
 	// AppRef is the test workload (test/cmd/app), at /app.
-	AppRef = "istio-aux.test/app:dev"
+	AppRef = Registry + "/app:dev"
 	// ProxyIshRef is the stand-in istio-proxy (test/cmd/istio-proxy-ish),
 	// installed as /usr/local/bin/pilot-agent.
-	ProxyIshRef = "istio-aux.test/istio-proxy-ish:dev"
+	ProxyIshRef = Registry + "/istio-proxy-ish:dev"
 )
 
 // pathEnv is the PATH of the test images: `kubectl exec ... pilot-agent`

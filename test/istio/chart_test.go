@@ -2,14 +2,14 @@ package istio
 
 import (
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"reflect"
-	"regexp"
 	"sort"
 	"testing"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/istio-aux/istio-aux/test/cluster"
 )
 
 func testChart(t *testing.T) *Chart {
@@ -201,16 +201,12 @@ func TestRealChart(t *testing.T) {
 // TestVersionMatchesTools keeps Version equal to what hack/tools/istio
 // pins (and hack/build-istio.sh therefore builds).
 func TestVersionMatchesTools(t *testing.T) {
-	gomod, err := os.ReadFile(filepath.Join("..", "..", "hack", "tools", "istio", "go.mod"))
+	v, err := cluster.ToolsVersion("istio", "istio.io/istio")
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := regexp.MustCompile(`(?m)^\s*(?:require\s+)?istio\.io/istio (\S+)`).FindSubmatch(gomod)
-	if m == nil {
-		t.Fatal("hack/tools/istio/go.mod: no `require istio.io/istio <version>` line")
-	}
-	if string(m[1]) != Version {
-		t.Errorf("hack/tools/istio requires %s, test/istio.Version is %s", m[1], Version)
+	if v != Version {
+		t.Errorf("hack/tools/istio requires %s, test/istio.Version is %s", v, Version)
 	}
 }
 

@@ -25,11 +25,12 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/istio-aux/istio-aux/test/cluster"
+	"github.com/istio-aux/istio-aux/test/images"
 )
 
-// ProxyImage is the proxy image injected pods get: a local tag the real
-// node imports (see ProxyImageFiles); it is never pulled.
-const ProxyImage = "istio-aux.test/proxyv2:dev"
+// ProxyImage is the proxy image injected pods get, built here
+// (ProxyImageContents) and pulled by the real node from its registry.
+const ProxyImage = images.Registry + "/proxyv2:dev"
 
 // Options configure Start.
 type Options struct {
@@ -95,7 +96,9 @@ func Start(ctx context.Context, c *cluster.Cluster, opts Options) (_ *Istiod, er
 		return nil, err
 	}
 
-	dir, err := os.MkdirTemp("", "istio-aux-istiod-")
+	// Under the cluster's work dir: removed with it, and swept with it after
+	// a crash.
+	dir, err := os.MkdirTemp(c.Dir(), "istiod-")
 	if err != nil {
 		return nil, err
 	}

@@ -66,7 +66,7 @@ func Start(ctx context.Context, o Options) (m *Mesh, err error) {
 		return m, err
 	}
 	if o.Node {
-		if err := ImportImages(ctx, m.Cluster); err != nil {
+		if err := PushImages(ctx, m.Cluster); err != nil {
 			return m, err
 		}
 	}
@@ -118,10 +118,10 @@ func (m *Mesh) Stop() error {
 	return errors.Join(errs...)
 }
 
-// ImportImages builds the real node's images and imports them: the
-// training app and the stand-in proxy (test/images), and the proxy image
-// with the real pilot-agent and the Envoy stand-in (test/istio).
-func ImportImages(ctx context.Context, c *cluster.Cluster) error {
+// PushImages builds the real node's images and pushes them to its
+// registry: the training app and the stand-in proxy (test/images), and the
+// proxy image with the real pilot-agent and the Envoy stand-in (test/istio).
+func PushImages(ctx context.Context, c *cluster.Cluster) error {
 	if err := istio.EnsureEnvoy(ctx); err != nil {
 		return err
 	}
@@ -136,7 +136,7 @@ func ImportImages(ctx context.Context, c *cluster.Cluster) error {
 			if err != nil {
 				return err
 			}
-			return c.ImportImage(ctx, img)
+			return c.PushImage(ctx, img)
 		})
 	}
 	if err := g.Wait(); err != nil {

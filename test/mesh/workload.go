@@ -4,6 +4,7 @@ import (
 	"context"
 	"strconv"
 	"strings"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -33,7 +34,7 @@ type App struct {
 // is, running app. Its attempts are counted on the pod's "attempts"
 // emptyDir (TrainingJob adds it), which outlives a container restart.
 func AppContainer(app App) corev1.Container {
-	c := corev1.Container{Name: "tensorflow", Image: images.AppRef, ImagePullPolicy: corev1.PullIfNotPresent,
+	c := corev1.Container{Name: "tensorflow", Image: images.AppRef,
 		Env:          []corev1.EnvVar{{Name: "APP_ATTEMPT_FILE", Value: "/attempts/count"}},
 		VolumeMounts: []corev1.VolumeMount{{Name: "attempts", MountPath: "/attempts"}}}
 	if app.RunFor != "" {
@@ -58,10 +59,10 @@ func codes(cs []int) string {
 
 // TrainingJob is a Job of n workers, each one pod with the app container
 // (AppContainer, or as given), as a training operator or a user writes it.
-// The only things in it that a real cluster would add by itself: the
+// The only things in it that a whole cluster would add by itself: the
 // service account Istio's injected token needs (ServiceAccount admission
-// fills it in; the harness's API server runs without it), and, for kwok,
-// the app's behaviour as annotations.
+// fills it in; the kwok harness's API server runs without it), and, for
+// kwok, the app's behaviour as annotations.
 func TrainingJob(name string, n int32, policy corev1.RestartPolicy, app App, container *corev1.Container) *batchv1.Job {
 	c := AppContainer(app)
 	if container != nil {
@@ -83,7 +84,6 @@ func TrainingJob(name string, n int32, policy corev1.RestartPolicy, app App, con
 				Spec: corev1.PodSpec{
 					RestartPolicy:                 policy,
 					ServiceAccountName:            istio.ServiceAccount,
-					DNSPolicy:                     corev1.DNSDefault,
 					TerminationGracePeriodSeconds: ptr.To(int64(5)),
 					Containers:                    []corev1.Container{c},
 					Volumes: []corev1.Volume{{Name: "attempts",
@@ -98,14 +98,28 @@ func TrainingJob(name string, n int32, policy corev1.RestartPolicy, app App, con
 var OptedIn = map[string]string{keys.LabelEnabled: "true"}
 
 // CreateNamespace creates a namespace with Istio's injection on and the
-// given labels (OptedIn, or nil).
+// given labels (OptedIn, or nil), and waits until it has its default
+// ServiceAccount: on a whole cluster, ServiceAccount admission refuses a
+// pod until then.
 func CreateNamespace(ctx context.Context, cs kubernetes.Interface, name string, labels map[string]string) error {
 	l := map[string]string{keys.LabelInjection: "enabled"}
 	for k, v := range labels {
 		l[k] = v
 	}
-	_, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: l}}, metav1.CreateOptions{})
-	return err
+	return CreatePlainNamespace(ctx, cs, name, l)
+}
+
+// CreatePlainNamespace creates a namespace with exactly these labels and
+// waits until it has its default ServiceAccount.
+func CreatePlainNamespace(ctx context.Context, cs kubernetes.Interface, name string, labels map[string]string) error {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	return cluster.Poll(ctx, 20*time.Millisecond, 30*time.Second, func(ctx context.Context) (bool, error) {
+		_, err := cs.CoreV1().ServiceAccounts(name).Get(ctx, "default", metav1.GetOptions{})
+		return err == nil, err
+	})
 }
 
 // JobHas reports whether the Job has the condition typ (Complete, Failed,

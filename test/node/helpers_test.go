@@ -26,15 +26,19 @@ import (
 
 // One real node serves every test of the package (each in a namespace of
 // its own): starting one takes seconds. It runs the whole mesh
-// (test/mesh): the Job controller, istiod as the injector and the images
-// its pods run; istio-aux starts on first use (meshCluster).
+// (test/mesh): a whole cluster, istiod as the injector and the images its
+// pods run; istio-aux is installed on first use (meshCluster), as users
+// install it.
 var shared struct {
 	once     sync.Once
 	m        *mesh.Mesh
 	err      error
+	log      io.Writer
 	closeLog func()
-	auxOnce  sync.Once
-	auxErr   error
+	// aux is istio-aux as installed now: from config/ unless a test (not
+	// parallel) switched to another folder.
+	auxMu sync.Mutex
+	aux   *istioaux.Installed
 }
 
 // nodeCluster returns the shared cluster, starting it on first use. It
@@ -44,12 +48,11 @@ func nodeCluster(t *testing.T) *cluster.Cluster {
 	t.Helper()
 	cluster.RequireNode(t)
 	shared.once.Do(func() {
-		var log io.Writer
-		log, shared.closeLog = cluster.ProcessLog("istio-aux-node.log", "NODE_VERBOSE")
+		shared.log, shared.closeLog = cluster.ProcessLog("istio-aux-node.log", "NODE_VERBOSE")
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
 		start := time.Now()
-		shared.m, shared.err = mesh.Start(ctx, mesh.Options{Node: true, Log: log})
+		shared.m, shared.err = mesh.Start(ctx, mesh.Options{Node: true, Log: shared.log})
 		fmt.Fprintf(os.Stderr, "real node, images and istiod up in %s\n", time.Since(start).Round(time.Millisecond))
 	})
 	if shared.err != nil {
@@ -58,20 +61,63 @@ func nodeCluster(t *testing.T) *cluster.Cluster {
 	return shared.m.Cluster
 }
 
-// meshCluster is nodeCluster with istio-aux running too (its webhook and
-// all-in-one bridge, in the node's network namespace).
-func meshCluster(t *testing.T) (*cluster.Cluster, *istioaux.IstioAux) {
+// meshCluster is nodeCluster with istio-aux installed from config/ (`ko
+// apply -f config/`: the webhook, the bridge, NATS and the function).
+func meshCluster(t *testing.T) (*cluster.Cluster, *istioaux.Installed) {
+	t.Helper()
+	return installedAs(t, istioaux.Config)
+}
+
+// installedAs is nodeCluster with istio-aux installed from dir (Config or
+// Standalone), moved there from another install as a user would move.
+// Tests that ask for another folder than config/ must not be parallel.
+func installedAs(t *testing.T, dir string) (*cluster.Cluster, *istioaux.Installed) {
 	t.Helper()
 	c := nodeCluster(t)
-	shared.auxOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-		defer cancel()
-		shared.auxErr = shared.m.StartIstioAux(ctx)
-	})
-	if shared.auxErr != nil {
-		t.Fatal(shared.auxErr)
+	shared.auxMu.Lock()
+	defer shared.auxMu.Unlock()
+	if shared.aux != nil && shared.aux.Dir() == dir {
+		return c, shared.aux
 	}
-	return c, shared.m.Aux
+	// A cold build of the images (ko, -trimpath) takes minutes on 2 cores;
+	// make e2e warms the build cache first (hack/ko-resolve.sh).
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	var aux *istioaux.Installed
+	var err error
+	if shared.aux != nil {
+		aux, err = shared.aux.Move(ctx, dir)
+	} else {
+		aux, err = istioaux.Install(ctx, c, dir, shared.log)
+	}
+	if err != nil {
+		logIstioAux(t, c)
+		t.Fatalf("installing istio-aux from %s: %v", dir, err)
+	}
+	shared.aux = aux
+	t.Cleanup(func() {
+		if t.Failed() {
+			logIstioAux(t, c)
+		}
+	})
+	return c, aux
+}
+
+// logIstioAux logs the last lines of every istio-aux container's log: what
+// explains a quit that did not come.
+func logIstioAux(t *testing.T, c *cluster.Cluster) {
+	t.Helper()
+	pods, err := c.Client().CoreV1().Pods(istioaux.SystemNamespace).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Logf("istio-aux's pods: %v", err)
+		return
+	}
+	for _, p := range pods.Items {
+		for _, ctr := range append(p.Spec.InitContainers, p.Spec.Containers...) {
+			out, _ := kubectl(t, c, "logs", "-n", istioaux.SystemNamespace, p.Name, "-c", ctr.Name, "--tail=40")
+			t.Logf("logs of %s/%s:\n%s", p.Name, ctr.Name, out)
+		}
+	}
 }
 
 func stopShared() {
@@ -89,8 +135,7 @@ func stopShared() {
 func namespace(t *testing.T, c *cluster.Cluster) string {
 	t.Helper()
 	name := strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-"))
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
-	if _, err := c.Client().CoreV1().Namespaces().Create(context.Background(), ns, metav1.CreateOptions{}); err != nil {
+	if err := mesh.CreatePlainNamespace(context.Background(), c.Client(), name, nil); err != nil {
 		t.Fatal(err)
 	}
 	return name
@@ -98,7 +143,7 @@ func namespace(t *testing.T, c *cluster.Cluster) string {
 
 // appContainer runs the test app with APP_* settings (test/cmd/app).
 func appContainer(env map[string]string) corev1.Container {
-	ctr := corev1.Container{Name: "app", Image: images.AppRef, ImagePullPolicy: corev1.PullNever}
+	ctr := corev1.Container{Name: "app", Image: images.AppRef}
 	for k, v := range env {
 		ctr.Env = append(ctr.Env, corev1.EnvVar{Name: k, Value: v})
 	}
@@ -109,22 +154,18 @@ func appContainer(env map[string]string) corev1.Container {
 // ready after readyAfter.
 func proxyContainer(readyAfter string) corev1.Container {
 	return corev1.Container{
-		Name: "istio-proxy", Image: images.ProxyIshRef, ImagePullPolicy: corev1.PullNever,
+		Name: "istio-proxy", Image: images.ProxyIshRef,
 		Env: []corev1.EnvVar{{Name: "PROXY_READY_AFTER", Value: readyAfter}},
 	}
 }
 
-// newPod is a pod for the real node: no cluster DNS, no service account
-// token (there is no token controller), a short grace period.
+// newPod is a pod for the real node, with a short grace period.
 func newPod(ns, name string, policy corev1.RestartPolicy, containers ...corev1.Container) *corev1.Pod {
 	grace := int64(5)
-	no := false
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Spec: corev1.PodSpec{
 			RestartPolicy:                 policy,
-			DNSPolicy:                     corev1.DNSDefault,
-			AutomountServiceAccountToken:  &no,
 			TerminationGracePeriodSeconds: &grace,
 			Containers:                    containers,
 		},

@@ -27,13 +27,14 @@ import (
 func TestNodeMissedWhileBridgeDown(t *testing.T) {
 	c, aux := meshCluster(t)
 	ns := meshNamespace(t, c, true)
-	if err := aux.StopBridge(); err != nil {
+	ctx := context.Background()
+	if err := aux.Scale(ctx, aux.Watcher(), 0); err != nil {
 		t.Fatal(err)
 	}
 	restarted := false
 	t.Cleanup(func() {
 		if !restarted {
-			_ = aux.StartBridge()
+			_ = aux.Scale(ctx, aux.Watcher(), 1)
 		}
 	})
 	app := worker(map[string]string{"APP_RUN_FOR": "1s"})
@@ -50,7 +51,7 @@ func TestNodeMissedWhileBridgeDown(t *testing.T) {
 		t.Fatalf("the app did not finish while the bridge was down: %v", err)
 	}
 	restarted = true
-	if err := aux.StartBridge(); err != nil {
+	if err := aux.Scale(ctx, aux.Watcher(), 1); err != nil {
 		t.Fatal(err)
 	}
 	waitJob(t, c, ns, "offline", batchv1.JobComplete, 2*time.Minute)
@@ -232,8 +233,8 @@ func TestNodeRestartRulesContainerNever(t *testing.T) {
 // quit is istio-aux's and the test says whether it works.
 func TestNodeQuitNative(t *testing.T) {
 	c, aux := meshCluster(t)
-	restartBridge(t, aux, "ISTIO_AUX_QUIT_NATIVE=true")
-	t.Cleanup(func() { restartBridge(t, aux) })
+	setConfig(t, aux, "quit-native", "true")
+	t.Cleanup(func() { setConfig(t, aux, "quit-native", "false") })
 	ns := meshNamespace(t, c, true)
 	j := meshJob("native", 1, corev1.RestartPolicyNever, worker(nil))
 	j.Spec.Template.Annotations = map[string]string{
@@ -249,14 +250,13 @@ func TestNodeQuitNative(t *testing.T) {
 	}
 }
 
-// restartBridge runs the shared bridge again with the environment given.
-func restartBridge(t *testing.T, aux *istioaux.IstioAux, env ...string) {
+// setConfig sets a key of config-istio-aux and restarts what reads it at
+// start.
+func setConfig(t *testing.T, aux *istioaux.Installed, key, value string) {
 	t.Helper()
-	if err := aux.StopBridge(); err != nil {
-		t.Logf("stopping the bridge: %v", err)
-	}
-	aux.BridgeEnv = env
-	if err := aux.StartBridge(); err != nil {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if err := aux.SetConfig(ctx, map[string]string{key: value}); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -45,7 +45,7 @@ func main() {
 		}
 		return dispatch.SinkFunc(fn.Handle), nil
 	}
-	if err := app.Run(knlogging.WithLogger(ctx, logger), cfg, rc, inProcess, nil); err != nil {
+	if err := app.Run(knlogging.WithLogger(ctx, logger), cfg, rc, inProcess); err != nil {
 		logger.Fatalw("istio-aux stopped", zap.Error(err))
 	}
 }

@@ -39,7 +39,7 @@ func main() {
 		logger.Fatalw("Invalid configuration", zap.Error(err))
 	}
 	logger.Infow("Starting", zap.String("role", string(cfg.Role)), zap.Bool("embeddedNATS", cfg.NATSURL == ""), zap.String("sink", cfg.Sink))
-	if err := app.Run(knlogging.WithLogger(ctx, logger), cfg, rc, app.HTTPSink(cfg), nil); err != nil {
+	if err := app.Run(knlogging.WithLogger(ctx, logger), cfg, rc, app.HTTPSink(cfg)); err != nil {
 		logger.Fatalw("Bridge failed", zap.Error(err))
 	}
 }

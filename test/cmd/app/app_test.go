@@ -1,9 +1,11 @@
 package main
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -55,5 +57,22 @@ func TestRunCountsAttemptsAndNeedsTheProxy(t *testing.T) {
 	cfg.datasetURL = "http://127.0.0.1:1/refused"
 	if got := run(cfg, ready.Client(), noSleep); got != 1 {
 		t.Errorf("without a proxy the app exited %d, want 1", got)
+	}
+}
+
+func TestProbeReachesAndReportsTheUnreachable(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/missing" {
+			http.NotFound(w, r)
+		}
+	}))
+	defer srv.Close()
+	ctx := context.Background()
+	if err := probe(ctx, srv.Client(), []string{srv.URL + "/", srv.Listener.Addr().String()}, time.Second); err != nil {
+		t.Fatalf("probe of a live server: %v", err)
+	}
+	err := probe(ctx, srv.Client(), []string{srv.URL + "/missing", "127.0.0.1:1"}, 300*time.Millisecond)
+	if err == nil || !strings.Contains(err.Error(), "/missing") || !strings.Contains(err.Error(), "127.0.0.1:1") {
+		t.Fatalf("probe err = %v, want both targets named", err)
 	}
 }

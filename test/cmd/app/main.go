@@ -2,8 +2,11 @@
 // like the reference demo's training worker: it first "downloads its
 // dataset" through the pod's network, then trains for a while and exits.
 //
-//	app            run as a worker (configured by the environment below)
-//	app exit N     exit with code N at once (for `kubectl exec` tests)
+//	app                  run as a worker (configured by the environment below)
+//	app exit N           exit with code N at once (for `kubectl exec` tests)
+//	app serve ADDR       answer HTTP 200 on ADDR (a Service's backend)
+//	app probe TARGET...  reach each http:// URL or host:port through the
+//	                     pod's DNS and network; exit 1 unless all answer
 //
 // Environment:
 //
@@ -26,6 +29,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"os"
@@ -34,13 +38,30 @@ import (
 )
 
 func main() {
-	if len(os.Args) == 3 && os.Args[1] == "exit" {
-		code, err := strconv.Atoi(os.Args[2])
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "app exit:", err)
-			os.Exit(2)
+	if len(os.Args) >= 2 {
+		switch os.Args[1] {
+		case "exit":
+			code, err := strconv.Atoi(os.Args[len(os.Args)-1])
+			if err != nil || len(os.Args) != 3 {
+				fmt.Fprintln(os.Stderr, "app exit N:", err)
+				os.Exit(2)
+			}
+			os.Exit(code)
+		case "serve":
+			if len(os.Args) != 3 {
+				fmt.Fprintln(os.Stderr, "app serve ADDR")
+				os.Exit(2)
+			}
+			fmt.Fprintln(os.Stderr, "app serve:", serve(os.Args[2]))
+			os.Exit(1)
+		case "probe":
+			client := &http.Client{Timeout: 5 * time.Second}
+			if err := probe(context.Background(), client, os.Args[2:], 30*time.Second); err != nil {
+				fmt.Println("app probe:", err)
+				os.Exit(1)
+			}
+			os.Exit(0)
 		}
-		os.Exit(code)
 	}
 	cfg, err := configFrom(os.Getenv)
 	if err != nil {

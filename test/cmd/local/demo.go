@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/istio-aux/istio-aux/test/cluster"
+	"github.com/istio-aux/istio-aux/test/istioaux"
 	"github.com/istio-aux/istio-aux/test/mesh"
 )
 
@@ -38,8 +39,12 @@ func demo() error {
 	} else {
 		step("on kwok's simulated node (real node unavailable: %s)", cluster.NodeUnavailable())
 	}
-	step("starting etcd, kube-apiserver, kube-controller-manager, the node, istiod and istio-aux (process logs: %s)", logPath)
-	m, err := mesh.Start(ctx, mesh.Options{Node: node, IstioAux: true, Log: logf})
+	if node {
+		step("starting a whole cluster (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kube-proxy, a registry, the kubelet, CoreDNS) and istiod (process logs: %s)", logPath)
+	} else {
+		step("starting etcd, kube-apiserver, kube-controller-manager, kwok's node, istiod and istio-aux as processes (process logs: %s)", logPath)
+	}
+	m, err := mesh.Start(ctx, mesh.Options{Node: node, IstioAux: !node, Log: logf})
 	if err != nil {
 		return err
 	}
@@ -50,10 +55,21 @@ func demo() error {
 		}
 	}()
 	c := m.Cluster
+	if node {
+		step("installing istio-aux as users do: ko apply -f config/ (images built by ko into the node's registry)")
+		if _, err := istioaux.Install(ctx, c, istioaux.Config, logf); err != nil {
+			return err
+		}
+		step("istio-aux installed: %s", c.PodsSummary(ctx, istioaux.SystemNamespace, ""))
+	}
 	if err := mesh.CreateNamespace(ctx, c.Client(), demoNamespace, mesh.OptedIn); err != nil {
 		return err
 	}
 	job := mesh.TrainingJob("mnist", 2, corev1.RestartPolicyOnFailure, mesh.App{RunFor: "3s"}, nil)
+	if node {
+		// As a user writes it: ServiceAccount admission fills it in.
+		job.Spec.Template.Spec.ServiceAccountName = ""
+	}
 	if _, err := c.Client().BatchV1().Jobs(demoNamespace).Create(ctx, job, metav1.CreateOptions{}); err != nil {
 		return err
 	}

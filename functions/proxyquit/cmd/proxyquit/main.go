@@ -9,6 +9,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"net"
 	"os"
 	"os/signal"
 	"syscall"
@@ -39,10 +40,12 @@ func main() {
 	if err != nil {
 		logger.Fatalw("Creating the function", zap.Error(err))
 	}
-	h, _ := fn.HTTPHandler(ctx, reg)
-	addr := ":" + cmp.Or(os.Getenv("PORT"), "8080")
-	logger.Infow("Serving", zap.String("addr", addr), zap.Strings("quitCommand", cfg.QuitCommand), zap.Bool("auth", !cfg.Auth.Disabled))
-	if err := proxyquit.Serve(ctx, addr, h, nil); err != nil {
+	l, err := net.Listen("tcp", ":"+cmp.Or(os.Getenv("PORT"), "8080"))
+	if err != nil {
+		logger.Fatalw("Listening", zap.Error(err))
+	}
+	logger.Infow("Serving", zap.Stringer("addr", l.Addr()), zap.Strings("quitCommand", cfg.QuitCommand), zap.Bool("auth", !cfg.Auth.Disabled))
+	if err := proxyquit.Serve(ctx, l, fn.HTTPHandler(ctx, reg)); err != nil {
 		logger.Fatalw("proxyquit stopped", zap.Error(err))
 	}
 }

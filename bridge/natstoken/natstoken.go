@@ -1,0 +1,119 @@
+// Package natstoken fills in the credential of istio-aux's own NATS
+// (config/nats): the Secret istio-aux-nats ships without data, and the NATS
+// pod's init container generates a random token into it on the first start.
+// nats-server reads the token from the Secret, the bridge and the
+// dispatchers from files their own init container copied from it (Copy);
+// nobody else has it, so nothing else can connect
+// (TestRow3AttackerIsRefused). Applying config/nats
+// again leaves the filled-in data alone: the shipped Secret names no keys.
+package natstoken
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/rest"
+
+	"github.com/istio-aux/istio-aux/bridge/transport"
+)
+
+// Secrets reads and writes Secrets of one namespace.
+type Secrets interface {
+	Get(ctx context.Context, name string) (*corev1.Secret, error)
+	Update(ctx context.Context, s *corev1.Secret) error
+}
+
+// tokenBytes is the token's entropy: 256 bits.
+const tokenBytes = 32
+
+// Ensure gives Secret name a token (key transport.SecretToken) unless it has
+// one, and reports whether it generated it. Another pod filling it at the
+// same time (a conflict) is fine: the token it wrote is kept.
+func Ensure(ctx context.Context, s Secrets, name string) (bool, error) {
+	for range 5 {
+		secret, err := s.Get(ctx, name)
+		if err != nil {
+			return false, fmt.Errorf("reading Secret %s (config/nats creates it, empty): %w", name, err)
+		}
+		if len(secret.Data[transport.SecretToken]) > 0 {
+			return false, nil
+		}
+		raw := make([]byte, tokenBytes)
+		if _, err := rand.Read(raw); err != nil {
+			return false, err
+		}
+		secret = secret.DeepCopy()
+		if secret.Data == nil {
+			secret.Data = map[string][]byte{}
+		}
+		secret.Data[transport.SecretToken] = []byte(base64.RawURLEncoding.EncodeToString(raw))
+		switch err := s.Update(ctx, secret); {
+		case err == nil:
+			return true, nil
+		case apierrors.IsConflict(err):
+			continue // read it again: someone else may have filled it
+		default:
+			return false, fmt.Errorf("writing the token into Secret %s: %w", name, err)
+		}
+	}
+	return false, fmt.Errorf("Secret %s kept changing under the token's write", name)
+}
+
+// RESTSecrets are the Secrets of namespace through a core/v1 REST client
+// (internal/kube's).
+func RESTSecrets(c rest.Interface, namespace string) Secrets {
+	return restSecrets{c: c, namespace: namespace}
+}
+
+type restSecrets struct {
+	c         rest.Interface
+	namespace string
+}
+
+func (r restSecrets) Get(ctx context.Context, name string) (*corev1.Secret, error) {
+	s := &corev1.Secret{}
+	return s, r.c.Get().Namespace(r.namespace).Resource("secrets").Name(name).Do(ctx).Into(s)
+}
+
+func (r restSecrets) Update(ctx context.Context, s *corev1.Secret) error {
+	return r.c.Put().Namespace(r.namespace).Resource("secrets").Name(s.Name).Body(s).Do(ctx).Error()
+}
+
+// Copy writes every key of Secret name into dir (one file per key, as a
+// Secret volume would, readable by the owner only), once the Secret is
+// usable: it waits, reading it every poll, while the Secret exists without
+// data (config/nats's, before its NATS pod filled in the token). A Secret
+// that does not exist means no credentials: nothing is written. It is what
+// the bridge's and the dispatchers' init container runs: a Secret volume
+// mounted before the token was filled in stays empty for minutes, as the
+// kubelet refreshes it only on a later sync of the pod.
+func Copy(ctx context.Context, s Secrets, name, dir string, poll time.Duration) (keys int, err error) {
+	for {
+		secret, err := s.Get(ctx, name)
+		switch {
+		case apierrors.IsNotFound(err):
+			return 0, nil
+		case err != nil:
+			return 0, fmt.Errorf("reading Secret %s: %w", name, err)
+		case len(secret.Data) > 0:
+			for key, value := range secret.Data {
+				if err := os.WriteFile(filepath.Join(dir, key), value, 0o400); err != nil {
+					return 0, err
+				}
+			}
+			return len(secret.Data), nil
+		}
+		select {
+		case <-ctx.Done():
+			return 0, fmt.Errorf("Secret %s still has no data (is config/nats's NATS pod running?): %w", name, ctx.Err())
+		case <-time.After(poll):
+		}
+	}
+}

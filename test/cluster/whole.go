@@ -1,0 +1,379 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/istio-aux/istio-aux/test/images"
+)
+
+// What a real node adds to the control plane to make a whole single-node
+// cluster, as kubeadm would give one: kube-proxy (iptables mode), a
+// registry the node pulls every image from, and CoreDNS serving
+// ClusterDomain at DNSServiceIP. All of it lives in the node's network
+// namespace.
+
+// RegistryAddr is the registry's address, on the node IP: containerd pulls
+// from it, and ko and crane push to it (plain HTTP: go-containerregistry
+// speaks HTTP to private addresses). Every image of the harness is named
+// under images.Registry, which containerd maps to it.
+const RegistryAddr = NodeIP + ":5000"
+
+// CoreDNSVersion is the github.com/coredns/coredns version that
+// hack/tools/coredns requires and hack/build-coredns.sh caches under;
+// TestCoreDNSVersionMatchesTools keeps them equal.
+const CoreDNSVersion = "v1.15.0"
+
+// ToolsBinDir holds ko and crane (hack/build-tools.sh).
+func ToolsBinDir() string { return filepath.Join(CacheDir(), "tools", "bin") }
+
+// CoreDNSBin is the cached CoreDNS build (hack/build-coredns.sh).
+func CoreDNSBin() string {
+	return filepath.Join(CacheDir(), "coredns-"+CoreDNSVersion, "bin", "coredns")
+}
+
+// startRegistry serves go-containerregistry's registry (crane registry
+// serve) on RegistryAddr, its blobs under the cluster dir.
+func (c *Cluster) startRegistry(ctx context.Context) error {
+	if err := os.Mkdir(c.path("registry"), 0o700); err != nil {
+		return err
+	}
+	p, err := c.start("registry", nil, filepath.Join(ToolsBinDir(), "crane"),
+		"registry", "serve", "--address", RegistryAddr, "--disk", c.path("registry"))
+	if err != nil {
+		return err
+	}
+	return waitUp(ctx, p, 30*time.Second, func(ctx context.Context) error {
+		return GetOK(ctx, "http://"+RegistryAddr+"/v2/")
+	})
+}
+
+// PushImage pushes img to the node's registry, from which the node pulls
+// it as pods name it (imagePullPolicy as users write it).
+func (c *Cluster) PushImage(ctx context.Context, img images.Image) error {
+	return img.Push(ctx, filepath.Join(ToolsBinDir(), "crane"), RegistryAddr)
+}
+
+// kubeProxyConfig is kube-proxy's configuration: iptables mode in the
+// node's network namespace. Conntrack's table size and timeouts are left
+// as the kernel has them (0): nf_conntrack_max is not per namespace and is
+// read-only inside one.
+const kubeProxyConfig = `apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+clientConnection:
+  kubeconfig: {{kubeconfig}}
+hostnameOverride: {{node}}
+mode: iptables
+clusterCIDR: {{podCIDR}}
+bindAddress: 0.0.0.0
+healthzBindAddress: 127.0.0.1:10256
+metricsBindAddress: 127.0.0.1:10249
+conntrack:
+  maxPerCore: 0
+  min: 0
+  tcpEstablishedTimeout: 0s
+  tcpCloseWaitTimeout: 0s
+`
+
+// startKubeProxy runs kube-proxy and waits until it has programmed the
+// kubernetes Service.
+func (c *Cluster) startKubeProxy(ctx context.Context) error {
+	cfg := strings.NewReplacer("{{kubeconfig}}", c.path("kube-proxy.kubeconfig"), "{{node}}", RealNodeName,
+		"{{podCIDR}}", PodSubnet).Replace(kubeProxyConfig)
+	if err := os.WriteFile(c.path("kube-proxy.yaml"), []byte(cfg), 0o600); err != nil {
+		return err
+	}
+	p, err := c.start("kube-proxy", nil, filepath.Join(c.binDir, "kube-proxy"), "--config="+c.path("kube-proxy.yaml"), "--v=1")
+	if err != nil {
+		return err
+	}
+	// Programmed once the kubernetes Service answers on its cluster IP
+	// (through the DNAT rule kube-proxy wrote) with the API server itself.
+	err = waitUp(ctx, p, 60*time.Second, func(ctx context.Context) error {
+		d := net.Dialer{Timeout: time.Second}
+		conn, err := d.DialContext(ctx, "tcp", net.JoinHostPort(KubernetesServiceIP, "443"))
+		if err != nil {
+			return fmt.Errorf("the kubernetes Service is not served yet: %w", err)
+		}
+		return conn.Close()
+	})
+	if err != nil {
+		c.logNetwork()
+	}
+	return err
+}
+
+// logNetwork writes the node's routes, addresses and NAT rules to the
+// cluster log: what explains a Service that cannot be reached.
+func (c *Cluster) logNetwork() {
+	for _, args := range [][]string{{"ip", "route"}, {"ip", "addr"}, {"iptables-save", "-t", "nat"}} {
+		out, err := exec.Command(args[0], args[1:]...).CombinedOutput()
+		fmt.Fprintf(logFor(c.opts.Log), "harness| %s (%v):\n%s\n", strings.Join(args, " "), err, out)
+	}
+}
+
+// coreDNSManifests is the cluster DNS as kubeadm installs it (one replica:
+// one node), with the plugins hack/tools/coredns links. No forward plugin:
+// there is nothing upstream to forward to.
+const coreDNSManifests = `apiVersion: v1
+kind: ServiceAccount
+metadata:
+  name: coredns
+  namespace: kube-system
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata:
+  name: system:coredns
+rules:
+  - apiGroups: [""]
+    resources: [endpoints, services, pods, namespaces]
+    verbs: [list, watch]
+  - apiGroups: [discovery.k8s.io]
+    resources: [endpointslices]
+    verbs: [list, watch]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata:
+  name: system:coredns
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: ClusterRole
+  name: system:coredns
+subjects:
+  - kind: ServiceAccount
+    name: coredns
+    namespace: kube-system
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: coredns
+  namespace: kube-system
+data:
+  Corefile: |
+    .:53 {
+        errors
+        health {
+            lameduck 2s
+        }
+        ready
+        kubernetes {{domain}} in-addr.arpa ip6.arpa {
+            pods insecure
+            ttl 30
+        }
+        prometheus :9153
+        cache 30
+        loop
+        reload
+        loadbalance
+    }
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: coredns
+  namespace: kube-system
+  labels:
+    k8s-app: kube-dns
+spec:
+  replicas: 1
+  selector:
+    matchLabels:
+      k8s-app: kube-dns
+  template:
+    metadata:
+      labels:
+        k8s-app: kube-dns
+    spec:
+      serviceAccountName: coredns
+      priorityClassName: system-cluster-critical
+      dnsPolicy: Default
+      tolerations:
+        - key: node-role.kubernetes.io/control-plane
+          effect: NoSchedule
+      containers:
+        - name: coredns
+          image: {{image}}
+          args: ["-conf", "/etc/coredns/Corefile"]
+          ports:
+            - {name: dns, containerPort: 53, protocol: UDP}
+            - {name: dns-tcp, containerPort: 53, protocol: TCP}
+            - {name: metrics, containerPort: 9153, protocol: TCP}
+          readinessProbe:
+            httpGet: {path: /ready, port: 8181}
+            periodSeconds: 2
+          livenessProbe:
+            httpGet: {path: /health, port: 8080}
+            initialDelaySeconds: 10
+          volumeMounts:
+            - {name: config, mountPath: /etc/coredns, readOnly: true}
+      volumes:
+        - name: config
+          configMap:
+            name: coredns
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: kube-dns
+  namespace: kube-system
+  labels:
+    k8s-app: kube-dns
+spec:
+  selector:
+    k8s-app: kube-dns
+  clusterIP: {{dnsIP}}
+  ports:
+    - {name: dns, port: 53, protocol: UDP}
+    - {name: dns-tcp, port: 53, protocol: TCP}
+    - {name: metrics, port: 9153, protocol: TCP}
+`
+
+// localVolumes is how many PersistentVolumes the node offers: a kubeadm
+// cluster has no storage provisioner either, and an administrator
+// provisions volumes for it by hand, as here: hostPath directories under the
+// cluster dir, without a class, so that claims without one bind to them.
+const localVolumes = 8
+
+// startVolumes creates the node's PersistentVolumes. Their directories are
+// writable by any user: hostPath volumes do not take a pod's fsGroup.
+func (c *Cluster) startVolumes(ctx context.Context) error {
+	for i := range localVolumes {
+		dir := c.path(fmt.Sprintf("volumes/local-%d", i))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+		if err := os.Chmod(dir, 0o777|os.ModeSticky); err != nil {
+			return err
+		}
+		pv := &corev1.PersistentVolume{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("local-%d", i)},
+			Spec: corev1.PersistentVolumeSpec{
+				Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("10Gi")},
+				AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+				PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
+				PersistentVolumeSource: corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{
+					Path: dir, Type: ptr.To(corev1.HostPathDirectory)}},
+			},
+		}
+		if _, err := c.client.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// startClusterDNS pushes the CoreDNS image, installs CoreDNS and waits
+// until it answers for the kubernetes Service through its own Service: the
+// scheduler, the registry, the kubelet and kube-proxy all had to work.
+func (c *Cluster) startClusterDNS(ctx context.Context) error {
+	img := images.Image{
+		Ref:        images.Registry + "/coredns:" + CoreDNSVersion,
+		Files:      []images.File{{Path: "/coredns", Mode: 0o755, Src: CoreDNSBin()}},
+		Entrypoint: []string{"/coredns"},
+	}
+	if err := c.PushImage(ctx, img); err != nil {
+		return err
+	}
+	manifests := strings.NewReplacer("{{domain}}", ClusterDomain, "{{image}}", img.Ref, "{{dnsIP}}", DNSServiceIP).Replace(coreDNSManifests)
+	if err := c.Apply(ctx, []byte(manifests)); err != nil {
+		return err
+	}
+	want := "kubernetes.default.svc." + ClusterDomain
+	r := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		return (&net.Dialer{Timeout: time.Second}).DialContext(ctx, network, net.JoinHostPort(DNSServiceIP, "53"))
+	}}
+	err := Poll(ctx, 200*time.Millisecond, 2*time.Minute, func(ctx context.Context) (bool, error) {
+		addrs, err := r.LookupHost(ctx, want)
+		if err != nil {
+			return false, err
+		}
+		return len(addrs) == 1 && addrs[0] == KubernetesServiceIP, fmt.Errorf("%s resolves to %v", want, addrs)
+	})
+	if err != nil {
+		return fmt.Errorf("cluster DNS: %w (coredns pods: %s)", err, c.PodsSummary(ctx, "kube-system", "k8s-app=kube-dns"))
+	}
+	return nil
+}
+
+// PodsSummary says where the selected pods of ns are and what they wait
+// for, for an error message.
+func (c *Cluster) PodsSummary(ctx context.Context, ns, selector string) string {
+	pods, err := c.client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		return err.Error()
+	}
+	var parts []string
+	for _, p := range pods.Items {
+		s := fmt.Sprintf("%s %s node=%q", p.Name, p.Status.Phase, p.Spec.NodeName)
+		for _, cond := range p.Status.Conditions {
+			if cond.Status != corev1.ConditionTrue && cond.Message != "" {
+				s += fmt.Sprintf(" %s: %s", cond.Type, cond.Message)
+			}
+		}
+		for _, st := range p.Status.ContainerStatuses {
+			if st.State.Waiting != nil {
+				s += fmt.Sprintf(" %s waiting: %s %s", st.Name, st.State.Waiting.Reason, st.State.Waiting.Message)
+			}
+		}
+		parts = append(parts, s)
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, "; ")
+}
+
+// Apply applies manifests (YAML, several documents) with kubectl apply
+// --server-side, as the cluster's admin.
+func (c *Cluster) Apply(ctx context.Context, manifests []byte) error {
+	return c.kubectlIn(ctx, manifests, "apply", "--server-side", "--field-manager=istio-aux-harness", "-f", "-")
+}
+
+// Delete deletes what manifests name and waits until it is gone.
+func (c *Cluster) Delete(ctx context.Context, manifests []byte) error {
+	return c.kubectlIn(ctx, manifests, "delete", "--ignore-not-found", "--wait", "-f", "-")
+}
+
+// kubectlIn runs kubectl with stdin; its output goes to the cluster log
+// and, on failure, into the error.
+func (c *Cluster) kubectlIn(ctx context.Context, stdin []byte, args ...string) error {
+	cmd := exec.CommandContext(ctx, filepath.Join(c.binDir, "kubectl"), append([]string{"--kubeconfig=" + c.kubeconfig}, args...)...)
+	cmd.Stdin = bytes.NewReader(stdin)
+	out, err := cmd.CombinedOutput()
+	fmt.Fprintf(logFor(c.opts.Log), "kubectl %s| %s\n", args[0], strings.TrimSpace(string(out)))
+	if err != nil {
+		return fmt.Errorf("kubectl %s: %w: %s", strings.Join(args, " "), err, out)
+	}
+	return nil
+}
+
+// ToolsVersion is the version of module that the tools module
+// hack/tools/<tool> requires: what the hack/build-*.sh scripts build and
+// cache under, which the harness's version constants must equal.
+func ToolsVersion(tool, module string) (string, error) {
+	gomod, err := os.ReadFile(filepath.Join(RepoRoot(), "hack", "tools", tool, "go.mod"))
+	if err != nil {
+		return "", err
+	}
+	m := regexp.MustCompile(`(?m)^\s*(?:require\s+)?` + regexp.QuoteMeta(module) + ` (\S+)`).FindSubmatch(gomod)
+	if m == nil {
+		return "", fmt.Errorf("hack/tools/%s/go.mod: no `require %s <version>` line", tool, module)
+	}
+	return string(m[1]), nil
+}

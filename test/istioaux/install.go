@@ -1,0 +1,461 @@
+package istioaux
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	goruntime "runtime"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
+
+	"github.com/istio-aux/istio-aux/test/cluster"
+	"github.com/istio-aux/istio-aux/test/images"
+)
+
+// The two ways users install istio-aux, as folders of this repository.
+const (
+	// Config is the full install: the webhook, the bridge, the function as
+	// a Knative Service, and (config/nats, applied with it) NATS.
+	Config = "config"
+	// Standalone is the install without Knative or a NATS server: the
+	// webhook and the all-in-one.
+	Standalone = "config/standalone"
+)
+
+// Installed is istio-aux installed in a whole cluster the way users install
+// it: `ko apply -f <folder>`, its images built by ko and pulled by the node
+// from its registry.
+type Installed struct {
+	c   *cluster.Cluster
+	log io.Writer
+	dir string
+	// docs are what was applied, for Move.
+	docs []*unstructured.Unstructured
+}
+
+// baseImage stands in for ko.yaml's base (distroless static:nonroot, which
+// cannot be pulled here): what it offers a static Go binary, a passwd entry
+// for user 65532, which the manifests' runAsNonRoot needs as a number.
+var baseImage = images.Image{
+	Ref: images.Registry + "/static:nonroot",
+	Files: []images.File{{Path: "/etc/passwd", Mode: 0o644,
+		Data: []byte("root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n")}},
+	User: "65532",
+}
+
+// Install runs `ko resolve -f dir` (dir is Config or Standalone, relative to
+// the repository) with the node's registry as KO_DOCKER_REPO, applies the
+// result, and waits until every workload of istio-aux is Available and
+// the webhook mutates pods. The manifests are applied as they are, but for
+// one overlay (knativeOverlay) where the cluster has no Knative Serving.
+func Install(ctx context.Context, c *cluster.Cluster, dir string, log io.Writer) (*Installed, error) {
+	if err := c.PushImage(ctx, baseImage); err != nil {
+		return nil, err
+	}
+	return (&Installed{c: c, log: log}).apply(ctx, dir)
+}
+
+// Move changes the install to dir as a user moves between the two shapes:
+// it deletes what only the current install has (the all-in-one; or the
+// bridge, NATS and the function), then applies dir. What both share stays:
+// the namespace, the webhook, the RBAC, and the exec policies with their
+// ConfigMap. Deleting those too and re-creating them at once would leave
+// the API server unable to find the policy's params, denying every quit
+// (kubernetes/kubernetes#133827, seen here on v1.36.3).
+func (in *Installed) Move(ctx context.Context, dir string) (*Installed, error) {
+	next := &Installed{c: in.c, log: in.log}
+	docs, err := next.resolve(ctx, dir)
+	if err != nil {
+		return nil, err
+	}
+	if gone := without(in.docs, docs); len(gone) > 0 {
+		manifests, err := yamlOf(gone)
+		if err != nil {
+			return nil, err
+		}
+		if err := in.c.Delete(ctx, manifests); err != nil {
+			return nil, err
+		}
+	}
+	return next.apply(ctx, dir)
+}
+
+// apply resolves dir, applies it and waits until it works.
+func (in *Installed) apply(ctx context.Context, dir string) (*Installed, error) {
+	start := time.Now()
+	docs, err := in.resolve(ctx, dir)
+	if err != nil {
+		return nil, err
+	}
+	in.dir, in.docs = dir, docs
+	manifests, err := yamlOf(docs)
+	if err != nil {
+		return nil, err
+	}
+	if err := in.c.Apply(ctx, manifests); err != nil {
+		return nil, err
+	}
+	if err := in.WaitAvailable(ctx, 3*time.Minute); err != nil {
+		return in, err
+	}
+	if err := WaitMutates(ctx, in.c.Client(), "default", HasHold, time.Minute); err != nil {
+		return in, fmt.Errorf("the installed webhook never mutated a pod: %w", err)
+	}
+	fmt.Fprintf(in.log, "harness| istio-aux installed from %s in %s\n", dir, time.Since(start).Round(time.Millisecond))
+	return in, nil
+}
+
+// resolve builds dir's images and returns its documents as they will be
+// applied.
+func (in *Installed) resolve(ctx context.Context, dir string) ([]*unstructured.Unstructured, error) {
+	start := time.Now()
+	resolved, err := koResolve(ctx, folders(dir)...)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(in.log, "harness| ko resolve -f %s in %s\n", dir, time.Since(start).Round(time.Millisecond))
+	return knativeOverlay(ctx, in.c, resolved)
+}
+
+// folders are what `ko apply -f` is given for a shape, as the README says:
+// config/ with istio-aux's own NATS, or config/standalone/.
+func folders(dir string) []string {
+	if dir == Config {
+		return []string{Config, Config + "/nats"}
+	}
+	return []string{dir}
+}
+
+// koResolve builds every ko:// image of the folders into the node's
+// registry and returns the manifests with their references resolved. ko
+// reads .ko.yaml at the repository root; the base image and the platform
+// are the only settings overridden. The build runs offline (GOPROXY=off):
+// the modules are in the module cache.
+func koResolve(ctx context.Context, folders ...string) ([]byte, error) {
+	args := []string{"resolve", "--platform=linux/" + goruntime.GOARCH, "--base-import-paths"}
+	for _, f := range folders {
+		args = append(args, "-f", f)
+	}
+	cmd := exec.CommandContext(ctx, filepath.Join(cluster.ToolsBinDir(), "ko"), args...)
+	cmd.Dir = cluster.RepoRoot()
+	cmd.Env = append(os.Environ(),
+		"KO_DOCKER_REPO="+cluster.RegistryAddr+"/istio-aux",
+		"KO_DEFAULTBASEIMAGE="+cluster.RegistryAddr+strings.TrimPrefix(baseImage.Ref, images.Registry),
+		"GOPROXY=off")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("ko resolve -f %s: %w: %s", strings.Join(folders, " -f "), err, lastLines(stderr.String(), 20))
+	}
+	return out, nil
+}
+
+// knativeOverlay decodes the resolved manifests, with the one difference
+// between what the harness applies and config/, only on a cluster without
+// Knative Serving: the function's Knative Service becomes the Deployment
+// and Service Knative would make of it (its pod template, the revision's
+// labels, PORT, and the cluster-local address
+// http://proxy-quit.istio-aux.svc.cluster.local the bridge's K_SINK names).
+// The README's stand-ins table says so.
+func knativeOverlay(ctx context.Context, c *cluster.Cluster, manifests []byte) ([]*unstructured.Unstructured, error) {
+	_, err := c.Client().Discovery().ServerResourcesForGroupVersion("serving.knative.dev/v1")
+	knative := err == nil
+	if err != nil && !apierrors.IsNotFound(err) {
+		return nil, err
+	}
+	var out []*unstructured.Unstructured
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(manifests), 4096)
+	for {
+		obj := &unstructured.Unstructured{}
+		if err := dec.Decode(&obj.Object); errors.Is(err, io.EOF) {
+			return out, nil
+		} else if err != nil {
+			return nil, err
+		}
+		if len(obj.Object) == 0 {
+			continue
+		}
+		if knative || obj.GetAPIVersion() != "serving.knative.dev/v1" || obj.GetKind() != "Service" {
+			out = append(out, obj)
+			continue
+		}
+		docs, err := asDeployment(obj)
+		if err != nil {
+			return nil, err
+		}
+		for _, d := range docs {
+			u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(d)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, &unstructured.Unstructured{Object: u})
+		}
+	}
+}
+
+// yamlOf writes documents as one YAML stream.
+func yamlOf(docs []*unstructured.Unstructured) ([]byte, error) {
+	var out bytes.Buffer
+	for _, d := range docs {
+		b, err := yaml.Marshal(d.Object)
+		if err != nil {
+			return nil, err
+		}
+		out.WriteString("---\n")
+		out.Write(b)
+	}
+	return out.Bytes(), nil
+}
+
+// without is the documents of docs that other does not have (by kind,
+// namespace and name).
+func without(docs, other []*unstructured.Unstructured) []*unstructured.Unstructured {
+	key := func(o *unstructured.Unstructured) string {
+		return o.GroupVersionKind().GroupKind().String() + "/" + o.GetNamespace() + "/" + o.GetName()
+	}
+	keep := map[string]bool{}
+	for _, o := range other {
+		keep[key(o)] = true
+	}
+	var out []*unstructured.Unstructured
+	for _, o := range docs {
+		if !keep[key(o)] {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// asDeployment turns a Knative Service into a Deployment running its
+// revision template and a Service in front of it on port 80, as Knative's
+// networking would route a cluster-local address.
+func asDeployment(ksvc *unstructured.Unstructured) ([]any, error) {
+	var tmpl struct {
+		Metadata metav1.ObjectMeta `json:"metadata"`
+		Spec     corev1.PodSpec    `json:"spec"`
+	}
+	raw, found, err := unstructured.NestedMap(ksvc.Object, "spec", "template")
+	if err != nil || !found {
+		return nil, fmt.Errorf("knative service %s: no spec.template (%v)", ksvc.GetName(), err)
+	}
+	b, err := yaml.Marshal(raw)
+	if err != nil {
+		return nil, err
+	}
+	// Fields of a revision spec that a pod spec lacks (containerConcurrency,
+	// timeoutSeconds) are Knative's, dropped here.
+	if err := yaml.Unmarshal(b, &tmpl); err != nil {
+		return nil, err
+	}
+	name, ns := ksvc.GetName(), ksvc.GetNamespace()
+	if len(tmpl.Spec.Containers) != 1 {
+		return nil, fmt.Errorf("knative service %s: %d containers, want 1", name, len(tmpl.Spec.Containers))
+	}
+	labels := map[string]string{"serving.knative.dev/service": name}
+	for k, v := range tmpl.Metadata.Labels {
+		labels[k] = v
+	}
+	// Knative's defaults: the one container's first port (8080 without
+	// one) is PORT, and probes without a port probe it.
+	ctr := &tmpl.Spec.Containers[0]
+	port := int32(8080)
+	if len(ctr.Ports) > 0 {
+		port = ctr.Ports[0].ContainerPort
+	}
+	ctr.Env = append(ctr.Env, corev1.EnvVar{Name: "PORT", Value: fmt.Sprint(port)})
+	for _, p := range []*corev1.Probe{ctr.ReadinessProbe, ctr.LivenessProbe} {
+		if p != nil && p.HTTPGet != nil && p.HTTPGet.Port.IntValue() == 0 {
+			p.HTTPGet.Port = intstr.FromInt32(port)
+		}
+	}
+	dep := &appsv1.Deployment{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: ksvc.GetLabels()},
+		Spec: appsv1.DeploymentSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"serving.knative.dev/service": name}},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: tmpl.Metadata.Annotations},
+				Spec:       tmpl.Spec,
+			},
+		},
+	}
+	svc := &corev1.Service{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: ksvc.GetLabels()},
+		Spec: corev1.ServiceSpec{
+			Selector: map[string]string{"serving.knative.dev/service": name},
+			Ports:    []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(port)}},
+		},
+	}
+	return []any{dep, svc}, nil
+}
+
+// WaitAvailable waits until every Deployment in istio-aux's namespace is
+// Available with all its replicas updated and ready, and every StatefulSet
+// (config/nats) has all its replicas ready at its current revision.
+func (in *Installed) WaitAvailable(ctx context.Context, timeout time.Duration) error {
+	cs := in.c.Client()
+	var pending []string
+	err := cluster.Poll(ctx, 200*time.Millisecond, timeout, func(ctx context.Context) (bool, error) {
+		deps, err := cs.AppsV1().Deployments(SystemNamespace).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		sets, err := cs.AppsV1().StatefulSets(SystemNamespace).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		pending = pending[:0]
+		for _, d := range deps.Items {
+			if !available(&d) {
+				pending = append(pending, d.Name)
+			}
+		}
+		for _, s := range sets.Items {
+			want := ptr.Deref(s.Spec.Replicas, 1)
+			if s.Status.ObservedGeneration < s.Generation || s.Status.ReadyReplicas != want ||
+				s.Status.UpdatedReplicas != want || s.Status.CurrentRevision != s.Status.UpdateRevision {
+				pending = append(pending, s.Name)
+			}
+		}
+		return len(deps.Items) > 0 && len(pending) == 0, nil
+	})
+	if err != nil {
+		return fmt.Errorf("istio-aux's workloads %v not Available: %w (pods: %s)", pending, err,
+			in.c.PodsSummary(ctx, SystemNamespace, ""))
+	}
+	return nil
+}
+
+// available reports a Deployment whose current generation is rolled out
+// and Available.
+func available(d *appsv1.Deployment) bool {
+	want := int32(1)
+	if d.Spec.Replicas != nil {
+		want = *d.Spec.Replicas
+	}
+	if d.Status.ObservedGeneration < d.Generation || d.Status.UpdatedReplicas != want || d.Status.AvailableReplicas != want {
+		return false
+	}
+	for _, c := range d.Status.Conditions {
+		if c.Type == appsv1.DeploymentAvailable {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Dir is the folder installed (Config or Standalone).
+func (in *Installed) Dir() string { return in.dir }
+
+// Watcher is the Deployment that watches pods and quits proxies: the bridge
+// of Config, the all-in-one of Standalone.
+func (in *Installed) Watcher() string {
+	if in.dir == Standalone {
+		return "istio-aux-allinone"
+	}
+	return "istio-aux-bridge"
+}
+
+// Scale sets a Deployment of istio-aux to replicas and waits until it has
+// exactly that many pods, all ready (0: none left at all).
+func (in *Installed) Scale(ctx context.Context, deployment string, replicas int32) error {
+	deps := in.c.Client().AppsV1().Deployments(SystemNamespace)
+	s, err := deps.GetScale(ctx, deployment, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	s.Spec.Replicas = replicas
+	if _, err := deps.UpdateScale(ctx, deployment, s, metav1.UpdateOptions{}); err != nil {
+		return err
+	}
+	return cluster.Poll(ctx, 200*time.Millisecond, 2*time.Minute, func(ctx context.Context) (bool, error) {
+		d, err := deps.Get(ctx, deployment, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		pods, err := in.c.Client().CoreV1().Pods(SystemNamespace).List(ctx, metav1.ListOptions{
+			LabelSelector: metav1.FormatLabelSelector(d.Spec.Selector)})
+		if err != nil {
+			return false, err
+		}
+		return len(pods.Items) == int(replicas) && (replicas == 0 || available(d)), nil
+	})
+}
+
+// SetConfig sets keys of config-istio-aux and restarts the Deployments that
+// read it at start (the watcher and, in Config, the function), waiting
+// until they are Available again. The webhook reads it live.
+func (in *Installed) SetConfig(ctx context.Context, data map[string]string) error {
+	cms := in.c.Client().CoreV1().ConfigMaps(SystemNamespace)
+	cm, err := cms.Get(ctx, "config-istio-aux", metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	for k, v := range data {
+		cm.Data[k] = v
+	}
+	if _, err := cms.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		return err
+	}
+	restart := []string{in.Watcher()}
+	if in.dir == Config {
+		restart = append(restart, "proxy-quit")
+	}
+	for _, name := range restart {
+		if err := in.c.Kubectl(ctx, "-n", SystemNamespace, "rollout", "restart", "deployment/"+name); err != nil {
+			return err
+		}
+	}
+	return in.WaitAvailable(ctx, 2*time.Minute)
+}
+
+// DeletePod deletes one pod of a Deployment or StatefulSet of istio-aux,
+// by name, as `kubectl delete pod` does (with its grace period), and
+// returns without waiting for a replacement.
+func (in *Installed) DeletePod(ctx context.Context, workload string) error {
+	cs := in.c.Client()
+	var selector *metav1.LabelSelector
+	if d, err := cs.AppsV1().Deployments(SystemNamespace).Get(ctx, workload, metav1.GetOptions{}); err == nil {
+		selector = d.Spec.Selector
+	} else if s, err := cs.AppsV1().StatefulSets(SystemNamespace).Get(ctx, workload, metav1.GetOptions{}); err == nil {
+		selector = s.Spec.Selector
+	} else {
+		return fmt.Errorf("no Deployment or StatefulSet %s: %w", workload, err)
+	}
+	pods, err := cs.CoreV1().Pods(SystemNamespace).List(ctx, metav1.ListOptions{LabelSelector: metav1.FormatLabelSelector(selector)})
+	if err != nil {
+		return err
+	}
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp == nil {
+			return cs.CoreV1().Pods(SystemNamespace).Delete(ctx, p.Name, metav1.DeleteOptions{})
+		}
+	}
+	return fmt.Errorf("%s has no pod to delete", workload)
+}

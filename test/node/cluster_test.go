@@ -1,0 +1,197 @@
+//go:build e2e
+
+package node
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	"github.com/istio-aux/istio-aux/pkg/keys"
+	"github.com/istio-aux/istio-aux/test/cluster"
+	"github.com/istio-aux/istio-aux/test/images"
+	"github.com/istio-aux/istio-aux/test/mesh"
+)
+
+// The whole cluster the real node makes (issue 21): a Service resolved by
+// cluster DNS and reached through kube-proxy, and the workloads users
+// write, as they write them, with istio-aux installed as users install it.
+
+// TestNodeClusterDNS: a pod resolves a Service of its namespace by its
+// short and full names through CoreDNS, and reaches it and the kubernetes
+// Service through kube-proxy's rules; the images come from the node's
+// registry as pods name them.
+func TestNodeClusterDNS(t *testing.T) {
+	c := nodeCluster(t)
+	t.Parallel()
+	ns := namespace(t, c)
+	ctx := context.Background()
+	web := newPod(ns, "web", corev1.RestartPolicyAlways, corev1.Container{
+		Name: "web", Image: images.AppRef, Args: []string{"serve", ":8080"},
+		ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/", Port: intstr.FromInt32(8080)}},
+			PeriodSeconds: 1},
+	})
+	web.Labels = map[string]string{"app": "web"}
+	create(t, c, web)
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
+		Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "web"},
+			Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(8080)}}},
+	}
+	if _, err := c.Client().CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitPod(t, c, ns, "web", 2*time.Minute, func(p *corev1.Pod) bool { return podReady(p) })
+	targets := []string{
+		"http://web/",
+		"http://web." + ns + ".svc." + cluster.ClusterDomain + "/",
+		"kubernetes.default.svc:443",
+		"kubernetes.default.svc." + cluster.ClusterDomain + ":443",
+	}
+	create(t, c, newPod(ns, "client", corev1.RestartPolicyNever, corev1.Container{
+		Name: "client", Image: images.AppRef, Args: append([]string{"probe"}, targets...)}))
+	p := waitPod(t, c, ns, "client", 2*time.Minute, func(p *corev1.Pod) bool {
+		return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
+	})
+	out, _ := kubectl(t, c, "logs", "-n", ns, "client")
+	if p.Status.Phase != corev1.PodSucceeded {
+		t.Fatalf("the client could not reach every target:\n%s", out)
+	}
+	for _, target := range targets {
+		if !strings.Contains(out, "probe "+target+": ok") {
+			t.Errorf("no success for %s in:\n%s", target, out)
+		}
+	}
+}
+
+// TestNodeJobWithoutServiceAccount: a user's Job with no serviceAccountName
+// gets its pod (ServiceAccount admission fills it in, Istio's token volume
+// validates) and completes with its proxy quit.
+func TestNodeJobWithoutServiceAccount(t *testing.T) {
+	c, _ := meshCluster(t)
+	t.Parallel()
+	ns := meshNamespace(t, c, true)
+	j := meshJob("no-sa", 1, corev1.RestartPolicyNever, worker(nil))
+	j.Spec.Template.Spec.ServiceAccountName = ""
+	createJob(t, c, ns, j)
+	waitJob(t, c, ns, "no-sa", batchv1.JobComplete, 3*time.Minute)
+	p := onlyPod(t, c, ns, "no-sa")
+	if p.Spec.ServiceAccountName != "default" {
+		t.Errorf("serviceAccountName %q: ServiceAccount admission did not fill it in", p.Spec.ServiceAccountName)
+	}
+	waitEvent(t, c, ns, p.Name, "ProxyQuit")
+}
+
+// TestNodeCronJob: a CronJob firing every minute makes a Job (the CronJob
+// controller runs) whose pod's proxy istio-aux quits; the Job completes and
+// the CronJob records the success.
+func TestNodeCronJob(t *testing.T) {
+	c, _ := meshCluster(t)
+	t.Parallel()
+	ns := meshNamespace(t, c, true)
+	ctx := context.Background()
+	j := meshJob("", 1, corev1.RestartPolicyOnFailure, worker(nil))
+	j.Spec.Template.Spec.ServiceAccountName = ""
+	cj := &batchv1.CronJob{
+		ObjectMeta: metav1.ObjectMeta{Name: "nightly", Namespace: ns},
+		Spec: batchv1.CronJobSpec{
+			Schedule:          "* * * * *",
+			ConcurrencyPolicy: batchv1.ForbidConcurrent,
+			JobTemplate:       batchv1.JobTemplateSpec{Spec: j.Spec},
+		},
+	}
+	if _, err := c.Client().BatchV1().CronJobs(ns).Create(ctx, cj, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// It fires at the next whole minute; the Job then takes seconds.
+	var last *batchv1.CronJob
+	if err := cluster.Poll(ctx, time.Second, 3*time.Minute, func(ctx context.Context) (bool, error) {
+		var err error
+		last, err = c.Client().BatchV1().CronJobs(ns).Get(ctx, "nightly", metav1.GetOptions{})
+		return err == nil && last.Status.LastSuccessfulTime != nil, err
+	}); err != nil {
+		t.Fatalf("the CronJob recorded no success: %v (status %+v)", err, last.Status)
+	}
+	jobs, err := c.Client().BatchV1().Jobs(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := 0
+	for _, job := range jobs.Items {
+		if !mesh.JobHas(&job, batchv1.JobComplete) {
+			continue
+		}
+		done++
+		for _, p := range jobPods(t, c, ns, job.Name) {
+			if n := countEvents(events(t, c, ns, p.Name), "ProxyQuit"); n != 1 {
+				t.Errorf("pod %s of %s: %d ProxyQuit Events, want 1", p.Name, job.Name, n)
+			}
+		}
+	}
+	if done == 0 {
+		t.Fatalf("no Job of the CronJob completed: %d Jobs", len(jobs.Items))
+	}
+}
+
+// TestNodeDeploymentLeftRunning: a Deployment in an opted-in namespace (a
+// long-running workload: restartPolicy Always) keeps its proxy: istio-aux
+// never quits it.
+func TestNodeDeploymentLeftRunning(t *testing.T) {
+	c, _ := meshCluster(t)
+	t.Parallel()
+	ns := meshNamespace(t, c, true)
+	ctx := context.Background()
+	labels := map[string]string{"app": "api"}
+	d := deployment(ns, "api", labels, corev1.Container{Name: "api", Image: images.AppRef, Args: []string{"serve", ":8080"}})
+	if _, err := c.Client().AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var pod corev1.Pod
+	if err := cluster.Poll(ctx, 200*time.Millisecond, 2*time.Minute, func(ctx context.Context) (bool, error) {
+		l, err := c.Client().CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=api"})
+		if err != nil || len(l.Items) != 1 {
+			return false, err
+		}
+		pod = l.Items[0]
+		return podReady(&pod), nil
+	}); err != nil {
+		t.Fatalf("the Deployment's pod is not Ready: %v", err)
+	}
+	stays(t, c, ns, pod.Name, 3*time.Second, "the app and its proxy running", func(p *corev1.Pod) bool {
+		return running(p, "api") && running(p, keys.ProxyContainer)
+	})
+	if hasEvent(events(t, c, ns, pod.Name), "ProxyQuit") {
+		t.Error("istio-aux quit a Deployment's proxy")
+	}
+}
+
+func deployment(ns, name string, labels map[string]string, ctr corev1.Container) *appsv1.Deployment {
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To(int32(1)),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       corev1.PodSpec{TerminationGracePeriodSeconds: ptr.To(int64(5)), Containers: []corev1.Container{ctr}},
+			},
+		},
+	}
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
