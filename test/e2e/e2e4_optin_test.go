@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -22,13 +21,8 @@ import (
 func Test7OptedInAfterItsPodsFinished(t *testing.T) {
 	withIstioAux(t)
 	ns := namespace(t, nil)
-	job := trainingJob("late", corev1.RestartPolicyNever, "1s", "0")
-	job.Spec.Completions, job.Spec.Parallelism = ptrInt32(1), ptrInt32(1)
-	createJob(t, ns, job)
-	eventually(t, 30*time.Second, "app done, proxy running", func(ctx context.Context) (bool, error) {
-		pods := jobPods(t, ns, "late")
-		return len(pods) == 1 && stuck(&pods[0]), nil
-	})
+	createOnePodJob(t, ns, "late", "1s")
+	waitStuck(t, ns, "late")
 	if q := quitsIn(t, ns); len(q) != 0 {
 		t.Fatalf("quit before the namespace was opted in: %v", q)
 	}
@@ -43,18 +37,13 @@ func Test7OptedInAfterItsPodsFinished(t *testing.T) {
 func Test8OptedOutStopsItsQuits(t *testing.T) {
 	withIstioAux(t)
 	ns := namespace(t, optedIn)
-	job := trainingJob("dropped", corev1.RestartPolicyNever, "6s", "0")
-	job.Spec.Completions, job.Spec.Parallelism = ptrInt32(1), ptrInt32(1)
-	createJob(t, ns, job)
+	createOnePodJob(t, ns, "dropped", "6s")
 	eventually(t, 30*time.Second, "app running", func(ctx context.Context) (bool, error) {
 		pods := jobPods(t, ns, "dropped")
 		return len(pods) == 1 && containerStatus(&pods[0], "tensorflow").State.Running != nil, nil
 	})
 	relabel(t, ns, nil)
-	eventually(t, 30*time.Second, "app done, proxy running", func(ctx context.Context) (bool, error) {
-		pods := jobPods(t, ns, "dropped")
-		return len(pods) == 1 && stuck(&pods[0]), nil
-	})
+	waitStuck(t, ns, "dropped")
 	consistently(t, 5*time.Second, "pod left alone", func(ctx context.Context) (bool, error) {
 		pods := jobPods(t, ns, "dropped")
 		return len(pods) == 1 && stuck(&pods[0]) && len(quitsIn(t, ns)) == 0, nil
