@@ -16,7 +16,6 @@ import (
 	"github.com/istio-aux/istio-aux/pkg/keys"
 	"github.com/istio-aux/istio-aux/test/cluster"
 	"github.com/istio-aux/istio-aux/test/istioaux"
-	"github.com/istio-aux/istio-aux/test/mesh"
 )
 
 // The opted-in work the bridge does throughout outside: pods, and status
@@ -92,7 +91,7 @@ func outside(t *testing.T, a *istioaux.IstioAux, cs kubernetes.Interface, p para
 		if i == 9 {
 			labels = map[string]string{keys.LabelEnabled: keys.LabelEnabledPods}
 		}
-		if err := mesh.CreateNamespace(ctx, cs, namespaces[i], labels); err != nil {
+		if err := benchNamespace(ctx, cs, namespaces[i], labels); err != nil {
 			t.Fatal(err)
 		}
 		onFailure := func(i int, pod *corev1.Pod) {

@@ -171,11 +171,26 @@ func terminateApp(ctx context.Context, cs kubernetes.Interface, ns, name string)
 	})
 }
 
-// createNamespace is mesh.CreateNamespace, opted in or not.
+// createNamespace is benchNamespace, opted in or not.
 func createNamespace(ctx context.Context, cs kubernetes.Interface, name string, optedIn bool) error {
 	var labels map[string]string
 	if optedIn {
 		labels = mesh.OptedIn
 	}
-	return mesh.CreateNamespace(ctx, cs, name, labels)
+	return benchNamespace(ctx, cs, name, labels)
+}
+
+// benchNamespace creates a namespace with Istio's injection on and the
+// given labels, on the control planes of TestBench. Unlike
+// mesh.CreateNamespace it does not wait for the namespace's default
+// ServiceAccount: those control planes run without ServiceAccount
+// admission (test/cluster), and two of them without the controller that
+// would create one.
+func benchNamespace(ctx context.Context, cs kubernetes.Interface, name string, labels map[string]string) error {
+	l := map[string]string{keys.LabelInjection: "enabled"}
+	for k, v := range labels {
+		l[k] = v
+	}
+	_, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: l}}, metav1.CreateOptions{})
+	return err
 }
