@@ -5,6 +5,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strings"
 	"time"
 
@@ -171,26 +172,36 @@ func terminateApp(ctx context.Context, cs kubernetes.Interface, ns, name string)
 	})
 }
 
-// createNamespace is benchNamespace, opted in or not.
+// createNamespace is mesh.CreateNamespace, opted in or not: it waits for
+// the namespace's default ServiceAccount, which the controller manager makes
+// (the reaction and scale control plane).
 func createNamespace(ctx context.Context, cs kubernetes.Interface, name string, optedIn bool) error {
 	var labels map[string]string
 	if optedIn {
 		labels = mesh.OptedIn
 	}
-	return benchNamespace(ctx, cs, name, labels)
+	return mesh.CreateNamespace(ctx, cs, name, labels)
 }
 
-// benchNamespace creates a namespace with Istio's injection on and the
-// given labels, on the control planes of TestBench. Unlike
-// mesh.CreateNamespace it does not wait for the namespace's default
-// ServiceAccount: those control planes run without ServiceAccount
-// admission (test/cluster), and two of them without the controller that
-// would create one.
-func benchNamespace(ctx context.Context, cs kubernetes.Interface, name string, labels map[string]string) error {
-	l := map[string]string{keys.LabelInjection: "enabled"}
-	for k, v := range labels {
-		l[k] = v
+// createParkedNamespace is createNamespace for the admission and memory
+// control plane, which runs no controller manager, so no namespace there
+// ever gets a default ServiceAccount: its pods, parked on a node that does
+// not exist, need none.
+func createParkedNamespace(ctx context.Context, cs kubernetes.Interface, name string, optedIn bool) error {
+	var labels map[string]string
+	if optedIn {
+		labels = mesh.OptedIn
 	}
+	return parkedNamespace(ctx, cs, name, labels)
+}
+
+// parkedNamespace creates a namespace with Istio's injection on and the
+// given labels, without waiting for a default ServiceAccount (see
+// createParkedNamespace): also for the watch-scope control plane, which
+// runs no controller manager either.
+func parkedNamespace(ctx context.Context, cs kubernetes.Interface, name string, labels map[string]string) error {
+	l := map[string]string{keys.LabelInjection: "enabled"}
+	maps.Copy(l, labels)
 	_, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: l}}, metav1.CreateOptions{})
 	return err
 }
