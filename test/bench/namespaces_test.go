@@ -39,7 +39,7 @@ func namespaceScale(t *testing.T, c *cluster.Cluster, a *istioaux.IstioAux, cs k
 	ctx := context.Background()
 	n := p.namespaces * podsPerNamespace
 	const one = "bench-ns-one"
-	if err := benchNamespace(ctx, cs, one, nil); err != nil {
+	if err := parkedNamespace(ctx, cs, one, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := createPods(ctx, cs, one, "p", 0, n, true, nil); err != nil {
@@ -52,7 +52,7 @@ func namespaceScale(t *testing.T, c *cluster.Cluster, a *istioaux.IstioAux, cs k
 		manyPods = append(manyPods, refs(many[i], "p", podsPerNamespace)...)
 	}
 	if err := parallel(len(many), 16, func(i int) error {
-		if err := benchNamespace(ctx, cs, many[i], nil); err != nil {
+		if err := parkedNamespace(ctx, cs, many[i], nil); err != nil {
 			return err
 		}
 		return createPods(ctx, cs, many[i], "p", 0, podsPerNamespace, true, nil)

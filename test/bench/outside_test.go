@@ -58,7 +58,7 @@ func (w window) plus(o window) window {
 func outside(t *testing.T, a *istioaux.IstioAux, cs kubernetes.Interface, p params, res *results) {
 	ctx := context.Background()
 	const in = "bench-inside"
-	if err := createNamespace(ctx, cs, in, true); err != nil {
+	if err := createParkedNamespace(ctx, cs, in, true); err != nil {
 		t.Fatal(err)
 	}
 	if err := createPods(ctx, cs, in, "in", 0, insidePods, true, nil); err != nil {
@@ -91,7 +91,7 @@ func outside(t *testing.T, a *istioaux.IstioAux, cs kubernetes.Interface, p para
 		if i == 9 {
 			labels = map[string]string{keys.LabelEnabled: keys.LabelEnabledPods}
 		}
-		if err := benchNamespace(ctx, cs, namespaces[i], labels); err != nil {
+		if err := parkedNamespace(ctx, cs, namespaces[i], labels); err != nil {
 			t.Fatal(err)
 		}
 		onFailure := func(i int, pod *corev1.Pod) {
