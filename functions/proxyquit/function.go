@@ -58,15 +58,25 @@ type Function struct {
 	now      func() time.Time
 }
 
-// Close writes the Kubernetes Events recorded so far, waiting for them
-// until ctx is done, and stops writing. Call it once the events under way
-// have been handled (the HTTP server shut down, the dispatcher drained).
-func (f *Function) Close(ctx context.Context) error {
+// Close writes the Kubernetes Events recorded so far, waiting for them at
+// most closeTimeout (a warning on ctx's logger says what was left), and
+// stops writing. Call it once the events under way have been handled (the
+// HTTP server shut down, the dispatcher drained), with the process's
+// context, done or not.
+func (f *Function) Close(ctx context.Context) {
 	if f.events == nil {
-		return nil
+		return
 	}
-	return f.events.flush(ctx)
+	closing, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
+	defer cancel()
+	if err := f.events.flush(closing); err != nil {
+		logging.FromContext(ctx).Warnw("Stopping", zap.Error(err))
+	}
 }
+
+// closeTimeout bounds Close: after the 20 s drain of the HTTP server or the
+// dispatcher, inside a pod's default 30 s of grace.
+const closeTimeout = 5 * time.Second
 
 // New assembles a Function from its dependencies. metrics may be nil (not
 // exported anywhere); the others are required.

@@ -9,10 +9,8 @@ package main
 import (
 	"context"
 	"errors"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"go.uber.org/zap"
 	"k8s.io/client-go/rest"
 	knlogging "knative.dev/pkg/logging"
 
@@ -46,17 +44,7 @@ func main() {
 	}
 	err := app.Run(knlogging.WithLogger(ctx, logger), cfg, rc, inProcess)
 	if fn != nil {
-		// The dispatcher has drained: write the Events of the quits it
-		// made before the process ends.
-		closing, cancel := context.WithTimeout(context.WithoutCancel(ctx), eventsTimeout)
-		if cerr := fn.Close(closing); cerr != nil {
-			logger.Warnw("Stopping", zap.Error(cerr))
-		}
-		cancel()
+		fn.Close(ctx) // the dispatcher has drained: write its quits' Events
 	}
 	startup.Exit(logger, "istio-aux stopped", err)
 }
-
-// eventsTimeout bounds the wait for the last Kubernetes Events, after the
-// dispatcher's drain, inside a pod's default 30 s of grace.
-const eventsTimeout = 5 * time.Second

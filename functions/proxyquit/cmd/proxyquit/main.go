@@ -7,11 +7,9 @@ package main
 
 import (
 	"cmp"
-	"context"
 	"errors"
 	"net"
 	"os"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -45,15 +43,6 @@ func main() {
 	}
 	logger.Infow("Serving", zap.Stringer("addr", l.Addr()), zap.Strings("quitCommand", cfg.QuitCommand), zap.Bool("auth", !cfg.Auth.Disabled))
 	err = proxyquit.Serve(ctx, l, fn.HTTPHandler(ctx, reg))
-	// The requests are answered: write their Events before the process ends.
-	closing, cancel := context.WithTimeout(context.WithoutCancel(ctx), eventsTimeout)
-	if cerr := fn.Close(closing); cerr != nil {
-		logger.Warnw("Stopping", zap.Error(cerr))
-	}
-	cancel()
+	fn.Close(ctx) // the requests are answered: write their Events
 	startup.Exit(logger, "proxyquit stopped", err)
 }
-
-// eventsTimeout bounds the wait for the last Kubernetes Events, after the
-// HTTP server's drain, inside a pod's default 30 s of grace.
-const eventsTimeout = 5 * time.Second
