@@ -17,6 +17,9 @@
 //	                   as the real download fails with "Network is
 //	                   unreachable" before Istio's proxy is)
 //	APP_RUN_FOR        how long one attempt trains, e.g. "2s" (default 1s)
+//	APP_RUN_UNTIL      train until this time (RFC 3339) instead: Jobs
+//	                   started apart end together, as a burst of
+//	                   completions
 //	APP_EXIT_CODES     exit code per attempt, e.g. "1,0": the first attempt
 //	                   exits 1, every later one 0 (default "0")
 //	APP_ATTEMPT_FILE   where attempts are counted. A container restart
@@ -79,7 +82,7 @@ func run(cfg config, client *http.Client, sleep func(time.Duration)) int {
 		return 2
 	}
 	code := cfg.exitCode(attempt)
-	fmt.Printf("app: attempt %d, will exit %d after %s\n", attempt, code, cfg.runFor)
+	fmt.Printf("app: attempt %d, will exit %d after %s\n", attempt, code, cfg.trainFor(time.Now()))
 	if cfg.needsNetwork {
 		if err := download(client, cfg.datasetURL); err != nil {
 			fmt.Println("app: downloading the dataset failed:", err)
@@ -88,8 +91,9 @@ func run(cfg config, client *http.Client, sleep func(time.Duration)) int {
 		fmt.Println("app: dataset downloaded")
 	}
 	const epochs = 3
+	train := cfg.trainFor(time.Now())
 	for i := 1; i <= epochs; i++ {
-		sleep(cfg.runFor / epochs)
+		sleep(train / epochs)
 		fmt.Printf("app: epoch %d/%d done\n", i, epochs)
 	}
 	fmt.Printf("app: exiting with %d\n", code)
