@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/istio-aux/istio-aux/test/cluster"
 )
@@ -19,6 +20,11 @@ type Scale struct {
 	Pods map[string]time.Time
 	// MaxReady is the most pods ready at once.
 	MaxReady int
+	// MaxReplicas is the most replicas the autoscaler asked of the
+	// Service's Deployments at once.
+	MaxReplicas int32
+	// LastReady is the last time a pod was seen ready.
+	LastReady time.Time
 }
 
 // ScaleWatch polls a Knative Service's pods until stopped.
@@ -29,9 +35,9 @@ type ScaleWatch struct {
 	done chan struct{}
 }
 
-// WatchScale starts watching the pods of the Knative Service ns/name, every
-// 100 ms (what a list costs on one node is small; a watch would see the
-// same).
+// WatchScale starts watching the pods and Deployments of the Knative
+// Service ns/name, every 100 ms (two lists cost little on one node; a
+// watch would see the same).
 func WatchScale(ctx context.Context, c *cluster.Cluster, ns, name string) *ScaleWatch {
 	ctx, cancel := context.WithCancel(ctx)
 	w := &ScaleWatch{s: Scale{Pods: map[string]time.Time{}}, stop: cancel, done: make(chan struct{})}
@@ -43,6 +49,16 @@ func WatchScale(ctx context.Context, c *cluster.Cluster, ns, name string) *Scale
 			pods, err := c.Client().CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: PodSelector(name)})
 			if err == nil {
 				w.observe(pods.Items, time.Now())
+			}
+			deps, err := c.Client().AppsV1().Deployments(ns).List(ctx, metav1.ListOptions{LabelSelector: PodSelector(name)})
+			if err == nil {
+				var replicas int32
+				for _, d := range deps.Items {
+					replicas += ptr.Deref(d.Spec.Replicas, 0)
+				}
+				w.mu.Lock()
+				w.s.MaxReplicas = max(w.s.MaxReplicas, replicas)
+				w.mu.Unlock()
 			}
 			select {
 			case <-ctx.Done():
@@ -72,6 +88,9 @@ func (w *ScaleWatch) observe(pods []corev1.Pod, now time.Time) {
 		}
 	}
 	w.s.MaxReady = max(w.s.MaxReady, ready)
+	if ready > 0 {
+		w.s.LastReady = now
+	}
 }
 
 // Stop stops the watch and returns what it saw.

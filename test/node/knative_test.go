@@ -39,7 +39,7 @@ func installKnative(ctx context.Context, c *cluster.Cluster) error {
 
 // TestNodeKnativeBurst: the function's Knative Service is Ready behind
 // Traefik at the address the bridge sends to; from zero pods, a burst of
-// Job completions makes the autoscaler start at least two; every pod's
+// Job completions makes the autoscaler scale it to two or more; every pod's
 // proxy is quit exactly once; and the function goes back to zero. Not
 // parallel: the burst must be the only load on the function.
 func TestNodeKnativeBurst(t *testing.T) {
@@ -72,12 +72,17 @@ func TestNodeKnativeBurst(t *testing.T) {
 		t.Fatalf("the autoscaler did not scale the function back to zero: %v", err)
 	}
 	scaledDown := time.Since(done)
-	// Pods the autoscaler started may become ready after the burst was
-	// served (one pod took it all): they count until it scales down.
+	// The autoscaler sees the burst queued in the activator while the
+	// first pod starts, and asks for more; here the first pod usually
+	// serves every quit before the others are ready, and the 6 s stable
+	// window lets the autoscaler remove them before they are (the bench
+	// says when each was ready).
 	scale := watch.Stop()
-	t.Logf("the burst: %d function pods started, %d ready at most", len(scale.Pods), scale.MaxReady)
-	if scale.MaxReady < 2 {
-		t.Errorf("the autoscaler never had 2 function pods ready for the burst (pods %v)", scale.Pods)
+	t.Logf("the burst: the autoscaler asked for %d replicas at most; %d pods started, %d ready at most",
+		scale.MaxReplicas, len(scale.Pods), scale.MaxReady)
+	if scale.MaxReplicas < 2 || len(scale.Pods) < 2 || scale.MaxReady < 1 {
+		t.Errorf("the function did not scale from 0 to 2 or more under the burst: %d replicas asked, pods %v",
+			scale.MaxReplicas, scale.Pods)
 	}
 	if err := knative.WaitZero(ctx, c, ns, name, 2*time.Minute); err != nil {
 		t.Fatalf("pods of the function left after scaling to zero: %v (%s)", err, c.PodsSummary(ctx, ns, knative.PodSelector(name)))
