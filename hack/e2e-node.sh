@@ -25,5 +25,7 @@ timed "istio-aux binaries + stubs" hack/build-ours.sh
 # The real node's whole cluster: CoreDNS, and ko and crane (its registry).
 timed "coredns" hack/build-coredns.sh >/dev/null
 timed "ko + crane" hack/build-tools.sh >/dev/null
+# The operators whose pods the TestOwner* tests run (test/operators).
+timed "training operator, trainer, jobset" hack/build-operators.sh
 # The tests mostly wait on the kubelet: run them all at once, not two by two.
 timed "real-node tests" go test -tags e2e -count=1 -timeout 20m -parallel 8 -v ./test/node/... "$@"
