@@ -38,7 +38,7 @@ type Operator struct {
 	Tool    string
 	Module  string
 	Version string
-	// Binary is the cached build, under <cache>/<Binary>-<Version>/bin.
+	// Binary is the cached build, under <cache>/<Name>-<Version>/bin.
 	Binary string
 	// User runs the image (upstream's manifests ask for runAsNonRoot).
 	User string
@@ -77,7 +77,7 @@ var (
 
 // Bin is the operator's cached build (hack/build-operators.sh).
 func (o Operator) Bin() string {
-	return filepath.Join(cluster.CacheDir(), o.Binary+"-"+o.Version, "bin", o.Binary)
+	return filepath.Join(cluster.CacheDir(), o.Name+"-"+o.Version, "bin", o.Binary)
 }
 
 // ImageRef is the operator's image as its Deployment names it.

@@ -4,6 +4,9 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -21,6 +24,20 @@ func TestVersionsMatchTools(t *testing.T) {
 		}
 		if v != o.Version {
 			t.Errorf("%s: hack/tools/%s requires %s %s, the harness says %s", o.Name, o.Tool, o.Module, v, o.Version)
+		}
+	}
+}
+
+// hack/build-operators.sh caches each binary where Operator.Bin looks.
+func TestBuildScriptCachesWhereTheHarnessLooks(t *testing.T) {
+	script, err := os.ReadFile(filepath.Join(cluster.RepoRoot(), "hack", "build-operators.sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range []Operator{TrainingOperator, JobSet, Trainer} {
+		call := fmt.Sprintf("build %s %s %s %s ", o.Tool, o.Module, o.Name, o.Binary)
+		if !strings.Contains(strings.ReplaceAll(string(script), "\\\n  ", ""), call) {
+			t.Errorf("hack/build-operators.sh has no %q: it would not build %s", call, o.Bin())
 		}
 	}
 }
