@@ -17,6 +17,7 @@ import (
 
 	"github.com/istio-aux/istio-aux/pkg/keys"
 	"github.com/istio-aux/istio-aux/test/cluster"
+	"github.com/istio-aux/istio-aux/test/mesh"
 )
 
 func envInt(name string, def int64) int64 {
@@ -62,10 +63,10 @@ func TestChaos(t *testing.T) {
 	loadBefore := loadavg()
 
 	optedIn := []string{
-		namespace(t, "chaos-a", map[string]string{keys.LabelEnabled: "true"}),
-		namespace(t, "chaos-b", map[string]string{keys.LegacyLabel: keys.LegacyLabelValue}),
+		mesh.Namespace(t, env.Client(), "chaos-a", true, map[string]string{keys.LabelEnabled: "true"}),
+		mesh.Namespace(t, env.Client(), "chaos-b", true, map[string]string{keys.LegacyLabel: keys.LegacyLabelValue}),
 	}
-	ctl := namespace(t, "chaos-control", nil)
+	ctl := mesh.Namespace(t, env.Client(), "chaos-control", true, nil)
 	jobs := plan(rand.New(rand.NewPCG(seed, 1)), n, optedIn, ctl)
 	s := startStack(t, true)
 	quitsBefore := quitCount(t)

@@ -28,6 +28,7 @@ import (
 	"github.com/istio-aux/istio-aux/test/cluster"
 	"github.com/istio-aux/istio-aux/test/istio"
 	"github.com/istio-aux/istio-aux/test/istioaux"
+	"github.com/istio-aux/istio-aux/test/mesh"
 )
 
 const (
@@ -52,7 +53,7 @@ func stuckPod(t *testing.T, ns, name string) *corev1.Pod {
 	if err := cluster.Poll(context.Background(), 200*time.Millisecond, time.Minute, func(ctx context.Context) (bool, error) {
 		var err error
 		live, err = env.Client().CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
-		return err == nil && stuck(live, app), err
+		return err == nil && mesh.Stuck(live, app), err
 	}); err != nil {
 		t.Fatalf("pod %s/%s never got stuck: %v", ns, name, err)
 	}
@@ -78,8 +79,8 @@ func event(t *testing.T, p *corev1.Pod, mutate func(*cloudevents.Event)) cloudev
 // the end does cause the quit, showing the checks could fail.
 func TestGarbage(t *testing.T) {
 	s := startStack(t, false)
-	in := namespace(t, "garbage-in", map[string]string{keys.LabelEnabled: "true"})
-	out := namespace(t, "garbage-out", nil)
+	in := mesh.Namespace(t, env.Client(), "garbage-in", true, map[string]string{keys.LabelEnabled: "true"})
+	out := mesh.Namespace(t, env.Client(), "garbage-out", true, nil)
 	target := stuckPod(t, in, "target")
 	other := stuckPod(t, out, "other")
 	quits := quitCount(t)

@@ -11,10 +11,7 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-
 	"github.com/istio-aux/istio-aux/test/cluster"
-	"github.com/istio-aux/istio-aux/test/mesh"
 )
 
 func waitTCP(ctx context.Context, addr string, timeout time.Duration) error {
@@ -28,23 +25,7 @@ func waitTCP(ctx context.Context, addr string, timeout time.Duration) error {
 	})
 }
 
-// namespace creates a namespace with Istio injection plus labels; it goes
-// with the cluster.
-func namespace(t *testing.T, name string, labels map[string]string) string {
-	t.Helper()
-	if err := mesh.CreateNamespace(context.Background(), env.Client(), name, labels); err != nil {
-		t.Fatal(err)
-	}
-	return name
-}
-
 var containerStatus = cluster.ContainerStatus
-
-// stuck: the app has terminated for good and istio-proxy still runs — what
-// a pod istio-aux leaves alone looks like.
-func stuck(p *corev1.Pod, app string) bool {
-	return containerStatus(p, app).State.Terminated != nil && containerStatus(p, "istio-proxy").State.Running != nil
-}
 
 // quitsByUID reads the stub pilot-agent's record, grouped by pod UID.
 func quitsByUID(t *testing.T) map[string][]cluster.Quit {

@@ -232,7 +232,7 @@ func verifyPod(f *findings, k kind, p *corev1.Pod, quits []cluster.Quit) {
 			f.touchedControl++
 			f.problem("%s: mutated by the webhook: %q", id, p.Annotations["proxy.istio.io/config"])
 		}
-		if !stuck(p, app) {
+		if !mesh.Stuck(p, app) {
 			f.problem("%s: want app done and istio-proxy running, got phase %s", id, p.Status.Phase)
 		}
 		return

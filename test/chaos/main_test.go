@@ -11,12 +11,9 @@
 package chaos
 
 import (
-	"context"
-	"fmt"
 	"io"
 	"os"
 	"testing"
-	"time"
 
 	"github.com/istio-aux/istio-aux/test/cluster"
 	"github.com/istio-aux/istio-aux/test/istioaux"
@@ -29,33 +26,11 @@ var (
 	logOut io.Writer          = io.Discard
 )
 
-func TestMain(m *testing.M) { os.Exit(run(m)) }
-
-func run(m *testing.M) int {
-	var closeLog func()
-	logOut, closeLog = cluster.ProcessLog("istio-aux-chaos.log", "CHAOS_VERBOSE")
-	defer closeLog()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	start := time.Now()
+func TestMain(m *testing.M) {
 	// istio-aux's configuration and its real webhook; the chaos tests run
 	// their own split pipeline, so the all-in-one bridge goes at once.
-	stack, err := mesh.Start(ctx, mesh.Options{IstioAux: true, Log: logOut})
-	if err == nil {
-		err = stack.Aux.StopBridge()
-	}
-	if stack != nil {
-		defer func() {
-			if err := stack.Stop(); err != nil {
-				fmt.Fprintln(os.Stderr, "stopping:", err)
-			}
-		}()
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "starting the control plane, kwok, istiod and istio-aux:", err)
-		return 1
-	}
-	env, aux = stack.Cluster, stack.Aux
-	fmt.Fprintf(os.Stderr, "cluster and webhook up in %s (kubeconfig %s)\n", time.Since(start).Round(time.Millisecond), env.Kubeconfig())
-	return m.Run()
+	os.Exit(mesh.Main(m, "istio-aux-chaos.log", "CHAOS_VERBOSE", mesh.Options{IstioAux: true}, func(s *mesh.Mesh, log io.Writer) error {
+		env, aux, logOut = s.Cluster, s.Aux, log
+		return s.Aux.StopBridge()
+	}))
 }

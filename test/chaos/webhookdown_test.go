@@ -15,6 +15,7 @@ import (
 	"github.com/istio-aux/istio-aux/pkg/keys"
 	"github.com/istio-aux/istio-aux/test/cluster"
 	"github.com/istio-aux/istio-aux/test/istio"
+	"github.com/istio-aux/istio-aux/test/mesh"
 )
 
 // TestWebhookDown stops the webhook for good (so it runs last): with
@@ -28,7 +29,7 @@ func TestWebhookDown(t *testing.T) {
 		t.Log(err)
 	}
 	startStack(t, true)
-	ns := namespace(t, "webhook-down", map[string]string{keys.LabelEnabled: "true"})
+	ns := mesh.Namespace(t, env.Client(), "webhook-down", true, map[string]string{keys.LabelEnabled: "true"})
 
 	// A pod create now calls a webhook that refuses connections.
 	pod := &corev1.Pod{

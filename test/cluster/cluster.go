@@ -1,11 +1,27 @@
 // Package cluster runs a real, local Kubernetes control plane for end-to-end
 // tests and the demo: etcd and kube-apiserver built from source (see
-// hack/build-k8s.sh), optionally the real kube-controller-manager (for the Job
-// controller), and either kwok (fake node and pod lifecycle, driven by the
-// Stages in test/kwok) or a real node: containerd, runc and the kubelet, in a
-// network namespace of the test binary's own (RunInNetns). Everything binds
-// 127.0.0.1 on free ports (the real node also its bridge address, NodeIP)
-// and lives in a temporary work directory removed by Stop.
+// hack/build-k8s.sh) and the real kube-controller-manager, with either kwok
+// (fake node and pod lifecycle, driven by the Stages in test/kwok; the
+// controllers those suites need) or a real node, a whole single-node cluster
+// (whole.go): the default admission plugins and controllers, kube-scheduler,
+// kube-proxy, CoreDNS, an image registry, and containerd, runc and the
+// kubelet, in a network namespace of the test binary's own (RunInNetns).
+// Everything binds 127.0.0.1 on free ports (the real node also its bridge
+// address, NodeIP) and lives in a temporary work directory removed by Stop.
+//
+// Why not kwokctl's binary runtime for the control plane (checked against
+// sigs.k8s.io/kwok v0.8.0): it starts every component detached (Setsid)
+// and tracks it by a pid file only, so a test binary that dies leaves the
+// control plane running until someone runs `kwokctl delete cluster`, where
+// this harness ties each process to the test and sweeps what a killed run
+// left; its one PKI uses the admin key as the service-account signing key,
+// and without --kube-admission it turns every admission plugin off, so the
+// whole cluster would still need its own token keys (the function checks
+// tokens against the published JWKS), CSR signing, the scheduler's and
+// kube-proxy's identities and its admission flags passed through
+// componentsPatches — most of what controlplane.go does. And it runs none
+// of the real node (kubelet, containerd, kube-proxy, CoreDNS, the network
+// namespace), which is where most of this package's code is.
 package cluster
 
 import (

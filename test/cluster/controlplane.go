@@ -15,6 +15,8 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/istio-aux/istio-aux/test/httpget"
 )
 
 func (c *Cluster) path(name string) string { return filepath.Join(c.dir, name) }
@@ -44,7 +46,7 @@ func (c *Cluster) startEtcd(ctx context.Context) (string, error) {
 		return "", err
 	}
 	err = waitUp(ctx, p, 30*time.Second, func(ctx context.Context) error {
-		return httpOK(ctx, http.DefaultClient, url+"/health")
+		return httpget.OK(ctx, http.DefaultClient, url+"/health")
 	})
 	return url, err
 }
@@ -248,23 +250,7 @@ func (c *Cluster) startScheduler() error {
 
 // GetOK GETs url (plain HTTP or any TLS the default client trusts) and
 // fails unless the answer is 200.
-func GetOK(ctx context.Context, url string) error { return httpOK(ctx, http.DefaultClient, url) }
-
-func httpOK(ctx context.Context, client *http.Client, url string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s: %s", url, resp.Status)
-	}
-	return nil
-}
+func GetOK(ctx context.Context, url string) error { return httpget.OK(ctx, http.DefaultClient, url) }
 
 func token() string {
 	b := make([]byte, 16)

@@ -224,6 +224,36 @@ func Poll(ctx context.Context, interval, timeout time.Duration, cond func(contex
 	}
 }
 
+// Consistently calls cond every interval for the whole period and returns
+// the first error or false it sees: how a test shows that something does
+// NOT happen within a bound. ErrStopped says cond stopped holding.
+func Consistently(ctx context.Context, interval, period time.Duration, cond func(context.Context) (bool, error)) error {
+	ctx, cancel := context.WithTimeout(ctx, period)
+	defer cancel()
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		ok, err := cond(ctx)
+		if ctx.Err() != nil {
+			return nil // the period is over: a cut-short call proves nothing
+		}
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return ErrStopped
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// ErrStopped is Consistently's answer when its condition stopped holding.
+var ErrStopped = errors.New("stopped holding")
+
 // WaitUp polls ready until it succeeds, failing fast if the process dies.
 func (p *Process) WaitUp(ctx context.Context, timeout time.Duration, ready func(context.Context) error) error {
 	return waitUp(ctx, p.p, timeout, ready)

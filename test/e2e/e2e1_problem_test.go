@@ -16,7 +16,7 @@ import (
 // pods stay Running (1/2) and the Job never completes.
 func Test1ProblemWithoutIstioAux(t *testing.T) {
 	ns := namespace(t, nil)
-	createJob(t, ns, trainingJob("mnist", corev1.RestartPolicyOnFailure, "1s", "0"))
+	createJob(t, ns, trainingJob("mnist", corev1.RestartPolicyOnFailure, mesh.App{RunFor: "1s"}))
 	eventually(t, 30*time.Second, "both workers stuck with only istio-proxy running", func(ctx context.Context) (bool, error) {
 		pods := jobPods(t, ns, "mnist")
 		n := 0

@@ -8,10 +8,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/istio-aux/istio-aux/pkg/keys"
-	"github.com/istio-aux/istio-aux/test/mesh"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/istio-aux/istio-aux/pkg/keys"
+	"github.com/istio-aux/istio-aux/test/mesh"
 )
 
 var optedIn = map[string]string{keys.LabelEnabled: "true"}
@@ -22,7 +24,7 @@ var optedIn = map[string]string{keys.LabelEnabled: "true"}
 func Test2JobCompletes(t *testing.T) {
 	withIstioAux(t)
 	ns := namespace(t, optedIn)
-	createJob(t, ns, trainingJob("mnist", corev1.RestartPolicyOnFailure, "1s", "0"))
+	createJob(t, ns, trainingJob("mnist", corev1.RestartPolicyOnFailure, mesh.App{RunFor: "1s"}))
 	waitJob(t, ns, "mnist", "Complete", 60*time.Second)
 	pods := jobPods(t, ns, "mnist")
 	if len(pods) != 2 {
@@ -59,8 +61,8 @@ func Test2JobCompletes(t *testing.T) {
 func Test3NeverFailingApp(t *testing.T) {
 	withIstioAux(t)
 	ns := namespace(t, optedIn)
-	job := trainingJob("failing", corev1.RestartPolicyNever, "1s", "1")
-	job.Spec.Completions, job.Spec.Parallelism = ptrInt32(1), ptrInt32(1)
+	job := trainingJob("failing", corev1.RestartPolicyNever, mesh.App{RunFor: "1s", ExitCodes: []int{1}})
+	job.Spec.Completions, job.Spec.Parallelism = ptr.To(int32(1)), ptr.To(int32(1))
 	createJob(t, ns, job)
 	waitJob(t, ns, "failing", "Failed", 60*time.Second)
 	j, err := getJob(context.Background(), ns, "failing")
@@ -86,9 +88,9 @@ func Test3NeverFailingApp(t *testing.T) {
 func Test4OnFailureRetry(t *testing.T) {
 	withIstioAux(t)
 	ns := namespace(t, optedIn)
-	job := trainingJob("retry", corev1.RestartPolicyOnFailure, "1s", "1,0")
-	job.Spec.Completions, job.Spec.Parallelism = ptrInt32(1), ptrInt32(1)
-	job.Spec.BackoffLimit = ptrInt32(3)
+	job := trainingJob("retry", corev1.RestartPolicyOnFailure, mesh.App{RunFor: "1s", ExitCodes: []int{1, 0}})
+	job.Spec.Completions, job.Spec.Parallelism = ptr.To(int32(1)), ptr.To(int32(1))
+	job.Spec.BackoffLimit = ptr.To(int32(3))
 	createJob(t, ns, job)
 	waitJob(t, ns, "retry", "Complete", 60*time.Second)
 	pods := jobPods(t, ns, "retry")
@@ -126,7 +128,7 @@ func Test5MissedWhileDown(t *testing.T) {
 		}
 	})
 	ns := namespace(t, optedIn)
-	createJob(t, ns, trainingJob("offline", corev1.RestartPolicyOnFailure, "1s", "0"))
+	createJob(t, ns, trainingJob("offline", corev1.RestartPolicyOnFailure, mesh.App{RunFor: "1s"}))
 	eventually(t, 30*time.Second, "both workers done while the bridge is down", func(ctx context.Context) (bool, error) {
 		pods := jobPods(t, ns, "offline")
 		return len(pods) == 2 && stuck(&pods[0]) && stuck(&pods[1]), nil
@@ -143,8 +145,8 @@ func Test5MissedWhileDown(t *testing.T) {
 func Test6NotOptedIn(t *testing.T) {
 	withIstioAux(t)
 	ns := namespace(t, nil)
-	job := trainingJob("untouched", corev1.RestartPolicyNever, "1s", "0")
-	job.Spec.Completions, job.Spec.Parallelism = ptrInt32(1), ptrInt32(1)
+	job := trainingJob("untouched", corev1.RestartPolicyNever, mesh.App{RunFor: "1s"})
+	job.Spec.Completions, job.Spec.Parallelism = ptr.To(int32(1)), ptr.To(int32(1))
 	createJob(t, ns, job)
 	eventually(t, 30*time.Second, "app done, proxy running", func(ctx context.Context) (bool, error) {
 		pods := jobPods(t, ns, "untouched")

@@ -5,7 +5,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -15,53 +14,26 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/istio-aux/istio-aux/test/cluster"
-	"github.com/istio-aux/istio-aux/test/istio"
 	"github.com/istio-aux/istio-aux/test/mesh"
 )
 
 // namespace creates a fresh namespace with Istio injection and the given
-// extra labels, deleted after the test.
+// extra labels, deleted after the test (the kwok suites share a cluster).
 func namespace(t *testing.T, labels map[string]string) string {
 	t.Helper()
-	name := fmt.Sprintf("%s-%d", strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-")), time.Now().UnixNano()%100000)
-	if len(name) > 63 {
-		name = name[len(name)-63:]
-	}
-	if err := mesh.CreateNamespace(context.Background(), env.Client(), name, labels); err != nil {
-		t.Fatal(err)
-	}
+	name := mesh.Namespace(t, env.Client(), mesh.NameFor(t, fmt.Sprintf("-%d", time.Now().UnixNano()%100000)), true, labels)
 	t.Cleanup(func() {
 		_ = env.Client().CoreV1().Namespaces().Delete(context.Background(), name, metav1.DeleteOptions{})
 	})
 	return name
 }
 
-// trainingJob is the reference demo's shape: a 2-worker job whose one app
-// container runs for runFor and exits with exitCodes per attempt.
-func trainingJob(name string, policy corev1.RestartPolicy, runFor, exitCodes string) *batchv1.Job {
-	return &batchv1.Job{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: batchv1.JobSpec{
-			Completions:  ptr.To(int32(2)),
-			Parallelism:  ptr.To(int32(2)),
-			BackoffLimit: ptr.To(int32(0)),
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{
-					cluster.AnnotationRunFor:    runFor,
-					cluster.AnnotationExitCodes: exitCodes,
-				}},
-				Spec: corev1.PodSpec{
-					// Set by the ServiceAccount admission plugin on a real
-					// cluster; istiod's injected token volume needs it.
-					ServiceAccountName: istio.ServiceAccount,
-					RestartPolicy:      policy,
-					Containers: []corev1.Container{{
-						Name: "tensorflow", Image: "kubeflow/tf-mnist", Command: []string{"python", "-u", "mnist.py"},
-					}},
-				},
-			},
-		},
-	}
+// trainingJob is the reference demo's 2 workers (mesh.TrainingJob) as the
+// kwok Stages run them, with no retries unless the test sets a limit.
+func trainingJob(name string, policy corev1.RestartPolicy, app mesh.App) *batchv1.Job {
+	j := mesh.TrainingJob(name, 2, policy, app, nil)
+	j.Spec.BackoffLimit = ptr.To(int32(0))
+	return j
 }
 
 func createJob(t *testing.T, ns string, job *batchv1.Job) *batchv1.Job {
@@ -94,18 +66,8 @@ func eventually(t *testing.T, timeout time.Duration, what string, cond func(ctx 
 // how a test shows that something does NOT happen within a bound.
 func consistently(t *testing.T, period time.Duration, what string, cond func(ctx context.Context) (bool, error)) {
 	t.Helper()
-	deadline := time.Now().Add(period)
-	for time.Now().Before(deadline) {
-		ok, err := cond(context.Background())
-		if err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-		if !ok {
-			t.Fatalf("%s: stopped holding", what)
-		}
-		select {
-		case <-time.After(250 * time.Millisecond):
-		}
+	if err := cluster.Consistently(context.Background(), 250*time.Millisecond, period, cond); err != nil {
+		t.Fatalf("%s: %v", what, err)
 	}
 }
 
@@ -113,11 +75,7 @@ var containerStatus = cluster.ContainerStatus
 
 // stuck is the reference's symptom: the app has terminated, istio-proxy
 // still runs, the pod stays Running at 1/2.
-func stuck(p *corev1.Pod) bool {
-	return p.Status.Phase == corev1.PodRunning &&
-		containerStatus(p, "tensorflow").State.Terminated != nil &&
-		containerStatus(p, "istio-proxy").State.Running != nil
-}
+func stuck(p *corev1.Pod) bool { return mesh.Stuck(p, "tensorflow") }
 
 func getJob(ctx context.Context, ns, name string) (*batchv1.Job, error) {
 	return env.Client().BatchV1().Jobs(ns).Get(ctx, name, metav1.GetOptions{})
@@ -137,7 +95,5 @@ func quitsIn(t *testing.T, ns string) []cluster.Quit {
 	}
 	return out
 }
-
-func ptrInt32(v int32) *int32 { return &v }
 
 func batchCondition(s string) batchv1.JobConditionType { return batchv1.JobConditionType(s) }

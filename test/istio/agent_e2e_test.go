@@ -114,10 +114,10 @@ func (a *agentUnderTest) exits(code int, within time.Duration) time.Duration {
 	return time.Since(start)
 }
 
-// TestAgentQuit: the quit istio-aux sends, `pilot-agent request POST
-// quitquitquit` (Envoy's admin on 15000), makes Envoy exit 0 and then the
-// agent, so the container terminates with 0.
-func TestAgentQuit(t *testing.T) {
+// readyAgent starts pilot-agent with a workload certificate of its own
+// and waits until its proxy is ready.
+func readyAgent(t *testing.T) *agentUnderTest {
+	t.Helper()
 	ca, err := cluster.NewCA("workload-ca")
 	if err != nil {
 		t.Fatal(err)
@@ -128,6 +128,14 @@ func TestAgentQuit(t *testing.T) {
 	}
 	a := startAgent(t, certs, "XDS_ROOT_CA="+WorkloadCertsDir+"/root-cert.pem")
 	a.waitReady()
+	return a
+}
+
+// TestAgentQuit: the quit istio-aux sends, `pilot-agent request POST
+// quitquitquit` (Envoy's admin on 15000), makes Envoy exit 0 and then the
+// agent, so the container terminates with 0.
+func TestAgentQuit(t *testing.T) {
+	a := readyAgent(t)
 	code, took, out := a.run(70*time.Second, "request", "POST", "quitquitquit")
 	// It prints Envoy's answer (after a line from its memory-limit
 	// library).
@@ -154,16 +162,7 @@ func TestAgentQuit(t *testing.T) {
 // agent drain Envoy's listeners for terminationDrainDuration, then stop
 // Envoy and exit 0.
 func TestAgentSIGTERM(t *testing.T) {
-	ca, err := cluster.NewCA("workload-ca")
-	if err != nil {
-		t.Fatal(err)
-	}
-	certs, err := WorkloadCerts(ca, "default", ServiceAccount)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := startAgent(t, certs, "XDS_ROOT_CA="+WorkloadCertsDir+"/root-cert.pem")
-	a.waitReady()
+	a := readyAgent(t)
 	if err := a.agent.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -181,16 +180,7 @@ func TestAgentSIGTERM(t *testing.T) {
 // agent to drain (`pilot-agent request --debug-port=15020 POST drain`);
 // the kubelet's SIGTERM after the apps are gone then ends it at once.
 func TestAgentNativeSidecarStop(t *testing.T) {
-	ca, err := cluster.NewCA("workload-ca")
-	if err != nil {
-		t.Fatal(err)
-	}
-	certs, err := WorkloadCerts(ca, "default", ServiceAccount)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := startAgent(t, certs, "XDS_ROOT_CA="+WorkloadCertsDir+"/root-cert.pem")
-	a.waitReady()
+	a := readyAgent(t)
 	code, took, out := a.run(70*time.Second, "request", "--debug-port=15020", "POST", "drain")
 	if code != 0 {
 		t.Fatalf("preStop drain: exit %d: %s", code, out)

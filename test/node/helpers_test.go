@@ -131,14 +131,11 @@ func stopShared() {
 	}
 }
 
-// namespace creates a namespace for the test, named after it.
+// namespace creates a namespace for the test, named after it, without
+// Istio's injection.
 func namespace(t *testing.T, c *cluster.Cluster) string {
 	t.Helper()
-	name := strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-"))
-	if err := mesh.CreatePlainNamespace(context.Background(), c.Client(), name, nil); err != nil {
-		t.Fatal(err)
-	}
-	return name
+	return mesh.Namespace(t, c.Client(), mesh.NameFor(t, ""), false, nil)
 }
 
 // appContainer runs the test app with APP_* settings (test/cmd/app).
@@ -182,37 +179,43 @@ func create(t *testing.T, c *cluster.Cluster, pod *corev1.Pod) {
 // waitPod polls the pod until cond holds, failing the test after timeout.
 func waitPod(t *testing.T, c *cluster.Cluster, ns, name string, timeout time.Duration, cond func(*corev1.Pod) bool) *corev1.Pod {
 	t.Helper()
-	var last *corev1.Pod
-	err := cluster.Poll(context.Background(), 50*time.Millisecond, timeout, func(ctx context.Context) (bool, error) {
-		p, err := c.Client().CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		last = p
-		return cond(p), nil
-	})
-	if err != nil {
-		if last != nil {
-			t.Fatalf("pod %s/%s: %v; last status: phase %s, init %s, containers %s", ns, name, err,
-				last.Status.Phase, describe(last.Status.InitContainerStatuses), describe(last.Status.ContainerStatuses))
-		}
-		t.Fatalf("pod %s/%s: %v", ns, name, err)
+	check, last := podCheck(c, ns, name, cond)
+	if err := cluster.Poll(context.Background(), 50*time.Millisecond, timeout, check); err != nil {
+		t.Fatalf("pod %s/%s: %v%s", ns, name, err, lastStatus(*last))
 	}
-	return last
+	return *last
 }
 
 // stays checks that cond holds at every poll for the whole duration: the
 // pod must not move on by itself (a check, not a wait for something).
 func stays(t *testing.T, c *cluster.Cluster, ns, name string, d time.Duration, what string, cond func(*corev1.Pod) bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
-		p := waitPod(t, c, ns, name, time.Second, func(*corev1.Pod) bool { return true })
-		if !cond(p) {
-			t.Fatalf("pod %s/%s: %s no longer holds: phase %s, containers %s", ns, name, what, p.Status.Phase, describe(p.Status.ContainerStatuses))
-		}
-		time.Sleep(100 * time.Millisecond) // the polling interval of this check
+	check, last := podCheck(c, ns, name, cond)
+	if err := cluster.Consistently(context.Background(), 100*time.Millisecond, d, check); err != nil {
+		t.Fatalf("pod %s/%s: %s: %v%s", ns, name, what, err, lastStatus(*last))
 	}
+}
+
+// podCheck is a poll condition: cond on the live pod, which it keeps in
+// *last for the failure message.
+func podCheck(c *cluster.Cluster, ns, name string, cond func(*corev1.Pod) bool) (func(context.Context) (bool, error), **corev1.Pod) {
+	last := new(*corev1.Pod)
+	return func(ctx context.Context) (bool, error) {
+		p, err := c.Client().CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		*last = p
+		return cond(p), nil
+	}, last
+}
+
+func lastStatus(p *corev1.Pod) string {
+	if p == nil {
+		return ""
+	}
+	return fmt.Sprintf("; last status: phase %s, init %s, containers %s",
+		p.Status.Phase, describe(p.Status.InitContainerStatuses), describe(p.Status.ContainerStatuses))
 }
 
 var status = cluster.ContainerStatus

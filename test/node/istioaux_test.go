@@ -34,8 +34,7 @@ func TestNodeMnistWithoutIstioAux(t *testing.T) {
 	ns := meshNamespace(t, c, false)
 	createJob(t, c, ns, meshJob("mnist", 2, corev1.RestartPolicyOnFailure, worker(map[string]string{"APP_RUN_FOR": "1s"})))
 	stuck := func(p *corev1.Pod) bool {
-		app := terminated(p, "tensorflow")
-		return p.Status.Phase == corev1.PodRunning && app != nil && app.ExitCode == 0 && running(p, keys.ProxyContainer)
+		return mesh.Stuck(p, "tensorflow") && terminated(p, "tensorflow").ExitCode == 0
 	}
 	var pods []corev1.Pod
 	if err := cluster.Poll(context.Background(), 200*time.Millisecond, 2*time.Minute, func(context.Context) (bool, error) {

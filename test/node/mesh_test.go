@@ -21,15 +21,11 @@ import (
 // and, if optedIn, istio-aux's label.
 func meshNamespace(t *testing.T, c *cluster.Cluster, optedIn bool) string {
 	t.Helper()
-	name := strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-"))
 	var labels map[string]string
 	if optedIn {
 		labels = mesh.OptedIn
 	}
-	if err := mesh.CreateNamespace(context.Background(), c.Client(), name, labels); err != nil {
-		t.Fatal(err)
-	}
-	return name
+	return mesh.Namespace(t, c.Client(), mesh.NameFor(t, ""), true, labels)
 }
 
 // worker is the training container (mesh.AppContainer) with APP_*

@@ -36,6 +36,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"time"
+
+	"github.com/istio-aux/istio-aux/test/httpget"
 )
 
 func main() {
@@ -86,7 +88,7 @@ func run(cfg config, client *http.Client, sleep func(time.Duration)) int {
 	code := cfg.exitCode(attempt)
 	fmt.Printf("app: attempt %d, will exit %d after %s\n", attempt, code, cfg.runFor)
 	if cfg.needsNetwork {
-		if err := download(client, cfg.datasetURL); err != nil {
+		if err := httpget.OK(context.Background(), client, cfg.datasetURL); err != nil {
 			fmt.Println("app: downloading the dataset failed:", err)
 			return 1
 		}
@@ -109,16 +111,4 @@ func run(cfg config, client *http.Client, sleep func(time.Duration)) int {
 	}
 	fmt.Printf("app: exiting with %d\n", code)
 	return code
-}
-
-func download(client *http.Client, url string) error {
-	resp, err := client.Get(url)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: %s", url, resp.Status)
-	}
-	return nil
 }

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/istio-aux/istio-aux/test/httpget"
 )
 
 // serve answers 200 "ok" to every HTTP request on addr until killed: a
@@ -53,19 +55,7 @@ func probe(ctx context.Context, client *http.Client, targets []string, within ti
 
 func reach(ctx context.Context, client *http.Client, target string) error {
 	if strings.HasPrefix(target, "http://") {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
-		if err != nil {
-			return err
-		}
-		resp, err := client.Do(req)
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("GET %s: %s", target, resp.Status)
-		}
-		return nil
+		return httpget.OK(ctx, client, target)
 	}
 	host, port, err := net.SplitHostPort(target)
 	if err != nil {
