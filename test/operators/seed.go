@@ -13,6 +13,7 @@ import (
 	"github.com/istio-aux/istio-aux/pkg/keys"
 	"github.com/istio-aux/istio-aux/test/cluster"
 	"github.com/istio-aux/istio-aux/test/images"
+	"github.com/istio-aux/istio-aux/test/mesh"
 )
 
 // The seed's story (datastrophic/istio-aux's README): a TFJob `mnist`
@@ -52,17 +53,8 @@ var SeedOptIn = keys.LegacyLabel + "=" + keys.LegacyLabelValue
 // training container exited 0, its proxy still running, so the pod stays
 // Running and NotReady (1/2).
 func Stuck(p *corev1.Pod) bool {
-	var app, proxy *corev1.ContainerStatus
-	for i, s := range p.Status.ContainerStatuses {
-		switch s.Name {
-		case "tensorflow":
-			app = &p.Status.ContainerStatuses[i]
-		case keys.ProxyContainer:
-			proxy = &p.Status.ContainerStatuses[i]
-		}
-	}
-	return p.Status.Phase == corev1.PodRunning && app != nil && proxy != nil &&
-		app.State.Terminated != nil && app.State.Terminated.ExitCode == 0 && proxy.State.Running != nil
+	app := cluster.ContainerStatus(p, "tensorflow").State.Terminated
+	return mesh.Stuck(p, "tensorflow") && app.ExitCode == 0
 }
 
 // Completed reports a pod `kubectl get pods` shows as Completed.
