@@ -226,26 +226,28 @@ func Poll(ctx context.Context, interval, timeout time.Duration, cond func(contex
 
 // Consistently calls cond every interval for the whole period and returns
 // the first error or false it sees: how a test shows that something does
-// NOT happen within a bound. ErrStopped says cond stopped holding.
+// NOT happen within a bound. ErrStopped says cond stopped holding. cond
+// gets ctx itself, not a context ending with the period: a call near the
+// end must not fail for want of time (client-go's rate limiter refuses a
+// wait that would pass a deadline).
 func Consistently(ctx context.Context, interval, period time.Duration, cond func(context.Context) (bool, error)) error {
-	ctx, cancel := context.WithTimeout(ctx, period)
-	defer cancel()
+	end := time.Now().Add(period)
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
 		ok, err := cond(ctx)
-		if ctx.Err() != nil {
-			return nil // the period is over: a cut-short call proves nothing
-		}
 		if err != nil {
 			return err
 		}
 		if !ok {
 			return ErrStopped
 		}
+		if !time.Now().Before(end) {
+			return nil
+		}
 		select {
 		case <-ctx.Done():
-			return nil
+			return ctx.Err()
 		case <-t.C:
 		}
 	}
