@@ -87,12 +87,11 @@ func TestOwnerTFJobSeedStory(t *testing.T) {
 		}
 		checkJoined(t, c, ns, p.Name, "tensorflow")
 	}
-	// And they stay so. Each read gets its own deadline: the client's rate
-	// limiter, shared by every parallel test, may hold one back a while.
-	if err := cluster.Consistently(ctx, 500*time.Millisecond, 3*time.Second, func(context.Context) (bool, error) {
-		rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		return operators.PodsAre(rctx, c, ns, operators.SeedWorkers, operators.Stuck)
+	// And they stay so. The reads have no deadline of their own: the
+	// client's rate limiter, shared by every parallel test, may hold one
+	// back a while.
+	if err := cluster.Consistently(ctx, 500*time.Millisecond, 3*time.Second, func(ctx context.Context) (bool, error) {
+		return operators.PodsAre(ctx, c, ns, operators.SeedWorkers, operators.Stuck)
 	}); err != nil {
 		t.Fatalf("the workers did not stay Running at 1/2 with only istio-proxy running: %v (%s)", err, c.PodsSummary(ctx, ns, ""))
 	}
