@@ -30,25 +30,13 @@ const certValidity = 365 * 24 * time.Hour
 // volume: up to a minute and more later (its sync period).
 func (w WebhookCert) SecretData() (map[string][]byte, error) {
 	now := time.Now().Add(-time.Hour)
-	caKey, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		return nil, err
-	}
 	caTmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: w.CAName}, DNSNames: []string{w.CAName},
 		NotBefore: now, NotAfter: now.Add(certValidity),
 		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment | x509.KeyUsageCertSign,
 		BasicConstraintsValid: true, IsCA: true,
 	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		return nil, err
-	}
-	ca, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		return nil, err
-	}
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	ca, caKey, err := sign(caTmpl, nil, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -58,16 +46,35 @@ func (w WebhookCert) SecretData() (map[string][]byte, error) {
 		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, BasicConstraintsValid: true,
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	cert, key, err := sign(tmpl, ca, caKey)
 	if err != nil {
 		return nil, err
 	}
 	return map[string][]byte{
-		"ca.crt":  pemOf("CERTIFICATE", caDER),
+		"ca.crt":  pemOf("CERTIFICATE", ca.Raw),
 		"ca.key":  pemOf("RSA PRIVATE KEY", x509.MarshalPKCS1PrivateKey(caKey)),
-		"tls.crt": pemOf("CERTIFICATE", der),
+		"tls.crt": pemOf("CERTIFICATE", cert.Raw),
 		"tls.key": pemOf("RSA PRIVATE KEY", x509.MarshalPKCS1PrivateKey(key)),
 	}, nil
+}
+
+// sign makes a new RSA key (the rotator reads only PKCS#1 RSA) and a
+// certificate for it from tmpl, signed by parent's key, or self-signed
+// when parent is nil.
+func sign(tmpl, parent *x509.Certificate, parentKey *rsa.PrivateKey) (*x509.Certificate, *rsa.PrivateKey, error) {
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		return nil, nil, err
+	}
+	if parent == nil {
+		parent, parentKey = tmpl, key
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, parentKey)
+	if err != nil {
+		return nil, nil, err
+	}
+	cert, err := x509.ParseCertificate(der)
+	return cert, key, err
 }
 
 func pemOf(typ string, der []byte) []byte {
