@@ -1,5 +1,5 @@
 # istio-aux: a thin front door. Every target is a script in hack/.
-.PHONY: test e2e e2e-node bench chaos run record verify-config build clean
+.PHONY: test e2e e2e-node bench chaos fuzz run record verify-config build clean
 
 test:          ## fast tests: no cluster (embedded NATS is fine)
 	hack/test.sh
@@ -11,6 +11,8 @@ chaos:         ## faults: processes killed, NATS stopped, webhook down, garbage 
 	hack/chaos.sh
 bench:         ## benchmarks, printed as one table
 	hack/bench.sh
+fuzz:          ## every Go fuzzer, FUZZTIME each (default 5m); not in CI
+	hack/fuzz.sh
 run:           ## the local demo (or the bridge alone against $KUBECONFIG)
 	hack/run.sh
 record:        ## re-record the CloudEvents in test/testdata from real runs

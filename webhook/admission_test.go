@@ -1,13 +1,10 @@
 package webhook
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"maps"
-	"net/http"
-	"net/http/httptest"
 	"testing"
 
 	"github.com/istio-aux/istio-aux/pkg/keys"
@@ -16,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgotesting "k8s.io/client-go/testing"
 	fakekube "knative.dev/pkg/client/injection/kube/client/fake"
-	knwebhook "knative.dev/pkg/webhook"
 	. "knative.dev/pkg/webhook/testing"
 )
 
@@ -96,8 +92,9 @@ func TestAdmit(t *testing.T) {
 			req:     pods(func(r *admissionv1.AdmissionRequest) { r.SubResource = "ephemeralcontainers" }),
 			outcome: Warned, warning: "only handles pods",
 		},
+		// A body that is not JSON is no AdmissionReview (TestReviewRefuses).
 		"garbage object": {
-			req:     pods(func(r *admissionv1.AdmissionRequest) { r.Object.Raw = []byte(`{"metadata":`) }),
+			req:     pods(func(r *admissionv1.AdmissionRequest) { r.Object.Raw = []byte(`"garbage"`) }),
 			outcome: Warned, warning: "not a JSON object",
 		},
 		// The webhook decodes only the fields it reads; the API server has
@@ -135,7 +132,7 @@ func TestAdmit(t *testing.T) {
 				}
 			}
 			req := tc.req(t)
-			resp := f.r.Admit(f.ctx, req)
+			resp := admit(t, f.ctx, f.r, req)
 			ExpectAllowed(t, resp)
 			if tc.warning != "" {
 				ExpectWarnsWith(t, resp, tc.warning)
@@ -160,11 +157,11 @@ func TestAdmit(t *testing.T) {
 	}
 }
 
-// Admit behind knative's own HTTP handler: the AdmissionReview the API
+// Admit behind the webhook's HTTP handler: the AdmissionReview the API
 // server sends in, the review it reads back.
-func TestAdmitThroughKnativeHandler(t *testing.T) {
+func TestAdmitThroughHandler(t *testing.T) {
 	f := newFixture(t, nil, namespace("ml", map[string]string{keys.LabelEnabled: "true"}))
-	wh := knativeHandler(t, f.ctx, f.r)
+	wh := f.handler()
 	for name, tc := range map[string]struct {
 		op      admissionv1.Operation
 		patched bool
@@ -193,52 +190,12 @@ func TestAdmitThroughKnativeHandler(t *testing.T) {
 	}
 }
 
-// knativeHandler is knative.dev/pkg's webhook around the admission
-// controller r, with its informers synced. No SecretName: ServeHTTP is the
-// plain handler, TLS is Run's business.
-func knativeHandler(tb testing.TB, ctx context.Context, r any) *knwebhook.Webhook {
-	tb.Helper()
-	wh, err := knwebhook.New(knwebhook.WithOptions(ctx, knwebhook.Options{}), []any{r})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	wh.InformersHaveSynced()
-	return wh
-}
-
-// reviewBody is the AdmissionReview the API server sends for req.
-func reviewBody(tb testing.TB, req *admissionv1.AdmissionRequest) []byte {
-	tb.Helper()
-	body, err := json.Marshal(admissionv1.AdmissionReview{
-		TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
-		Request:  req,
-	})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return body
-}
-
-// serveReview posts body to h as the API server does and returns the
-// answer; a status other than 200 fails. No tb.Helper: BenchmarkHandler
-// calls it in its loop, and Helper's bookkeeping would be timed with it.
-func serveReview(tb testing.TB, h http.Handler, body []byte) *httptest.ResponseRecorder {
-	hr := httptest.NewRequest(http.MethodPost, Path, bytes.NewReader(body))
-	hr.Header.Set("Content-Type", "application/json")
-	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, hr)
-	if rec.Code != http.StatusOK {
-		tb.Fatalf("webhook answered %d: %s", rec.Code, rec.Body)
-	}
-	return rec
-}
-
 func TestAdmitNamespaceUnreadable(t *testing.T) {
 	f := newFixture(t, nil)
 	fakekube.Get(f.ctx).PrependReactor("get", "namespaces", func(clientgotesting.Action) (bool, runtime.Object, error) {
 		return true, nil, errors.New("etcd is on fire")
 	})
-	resp := f.r.Admit(f.ctx, podRequest(t, "ml", nil, nil))
+	resp := admit(t, f.ctx, f.r, podRequest(t, "ml", nil, nil))
 	ExpectAllowed(t, resp)
 	ExpectWarnsWith(t, resp, "etcd is on fire")
 	if resp.Patch != nil {
@@ -250,7 +207,7 @@ func TestAdmitFollowsMode(t *testing.T) {
 	f := newFixture(t, nil, namespace("ml", map[string]string{keys.LabelEnabled: "true"}))
 	f.r.config.Store(&Config{Mode: ModeNative})
 	req := podRequest(t, "ml", nil, nil)
-	resp := f.r.Admit(f.ctx, req)
+	resp := admit(t, f.ctx, f.r, req)
 	got := annotationsAfter(t, req.Object.Raw, resp.Patch)
 	if want := map[string]string{keys.AnnotationNativeSidecar: "true"}; !maps.Equal(got, want) {
 		t.Errorf("annotations = %v, want %v", got, want)
@@ -289,7 +246,7 @@ func TestAdmitRequestEnded(t *testing.T) {
 			ctx, cancel := context.WithCancel(f.ctx)
 			defer cancel()
 			ctx, f.r.namespaces = setup(ctx, cancel)
-			resp := f.r.Admit(ctx, podRequest(t, "ml", nil, nil))
+			resp := admit(t, ctx, f.r, podRequest(t, "ml", nil, nil))
 			ExpectAllowed(t, resp)
 			ExpectWarnsWith(t, resp, "the admission request ended before istio-aux answered: context canceled")
 			if resp.Patch != nil {

@@ -3,7 +3,9 @@ package webhook
 import (
 	"context"
 
-	"go.opentelemetry.io/otel"
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,10 +23,11 @@ import (
 	"knative.dev/pkg/webhook"
 )
 
-// NewController is an injection.ControllerConstructor: the pod admission
-// controller served on Path, and the reconciler of the
-// MutatingWebhookConfiguration ConfigurationName. The mode comes from
-// ConfigMap ConfigMapName through cmw and changes without a restart.
+// NewController is an injection.ControllerConstructor: the reconciler of the
+// MutatingWebhookConfiguration ConfigurationName, and the admission it
+// answers on Path, which a Server found in ctx (WithServer) serves. The mode
+// comes from ConfigMap ConfigMapName through cmw and changes without a
+// restart.
 func NewController(ctx context.Context, cmw configmap.Watcher) *controller.Impl {
 	logger := logging.FromContext(ctx)
 	client := kubeclient.Get(ctx)
@@ -54,14 +57,13 @@ func NewController(ctx context.Context, cmw configmap.Watcher) *controller.Impl 
 			},
 		},
 		key:                       key,
-		path:                      Path,
 		secretName:                secretName,
 		disableNamespaceOwnership: disableOwnership,
 		client:                    client,
 		mwhLister:                 mwhInformer.Lister(),
 		secretLister:              secretInformer.Lister(),
 		namespaces:                cachedNamespaces{lister: nsInformer.Lister(), client: client},
-		metrics:                   newMetrics(otel.GetMeterProvider()),
+		metrics:                   newMetrics(prometheus.DefaultRegisterer),
 	}
 	r.config.Store(DefaultConfig())
 	watchConfig(logger, cmw, r)
@@ -77,6 +79,20 @@ func NewController(ctx context.Context, cmw configmap.Watcher) *controller.Impl 
 		FilterFunc: controller.FilterWithNameAndNamespace(system.Namespace(), secretName),
 		Handler:    controller.HandleAll(impl.Enqueue),
 	})
+	if s := serverFrom(ctx); s != nil {
+		// Admit reads namespaces and the mode; the server needs its
+		// certificate: answer once the informers have synced (until then
+		// requests wait, as with knative's webhook).
+		synced := make(chan struct{})
+		go func() {
+			if cache.WaitForCacheSync(ctx.Done(), nsInformer.Informer().HasSynced, secretInformer.Informer().HasSynced) {
+				close(synced)
+			}
+		}()
+		mux := http.NewServeMux()
+		mux.Handle(Path, newHandler(r.Review, synced, r.metrics))
+		s.start(ctx, mux, secretInformer.Lister())
+	}
 	return impl
 }
 

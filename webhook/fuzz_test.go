@@ -9,11 +9,13 @@ import (
 	"testing"
 
 	"github.com/istio-aux/istio-aux/pkg/keys"
+	"github.com/istio-aux/istio-aux/webhook/proxyconfig"
 	"go.uber.org/zap"
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"knative.dev/pkg/logging"
+	kjson "sigs.k8s.io/json"
 	sigsyaml "sigs.k8s.io/yaml"
 )
 
@@ -71,8 +73,8 @@ func FuzzAdmit(f *testing.F) {
 
 		// 2. The random config on a pod that is otherwise whatever the
 		// random object decodes to (or a fresh pod).
-		pod, _, err := decodePod(raw)
-		if err != nil {
+		var pod *corev1.Pod
+		if kjson.UnmarshalCaseSensitivePreserveInts(raw, &pod) != nil || pod == nil {
 			pod = &corev1.Pod{}
 		}
 		if pod.Annotations == nil {
@@ -87,13 +89,19 @@ func FuzzAdmit(f *testing.F) {
 		if !patched || mode != ModeHold {
 			return
 		}
-		// What the pod really carries: JSON turns invalid UTF-8 into U+FFFD.
-		sent, _, err := decodePod(podRaw)
-		if err != nil {
-			t.Fatal(err)
-		}
-		checkMerged(t, sent.Annotations[keys.AnnotationProxyConfig], after[keys.AnnotationProxyConfig])
+		checkMerged(t, sentConfig(t, podRaw), after[keys.AnnotationProxyConfig])
 	})
+}
+
+// sentConfig is the proxy config a pod's JSON really carries (JSON turns
+// invalid UTF-8 into U+FFFD).
+func sentConfig(t *testing.T, raw []byte) string {
+	t.Helper()
+	var pod corev1.Pod
+	if err := kjson.UnmarshalCaseSensitivePreserveInts(raw, &pod); err != nil {
+		t.Fatal(err)
+	}
+	return pod.Annotations[keys.AnnotationProxyConfig]
 }
 
 // checkMerged checks a proxy config that Admit merged the hold into: it is
@@ -113,7 +121,7 @@ func checkMerged(t *testing.T, config, merged string) {
 			suffix++
 		}
 		inserted := prefix+suffix >= len(config) || prefix >= len(strings.TrimRight(config, "\n"))
-		if !inserted || !strings.Contains(merged[prefix:len(merged)-suffix], KeyHold) {
+		if !inserted || !strings.Contains(merged[prefix:len(merged)-suffix], proxyconfig.KeyHold) {
 			t.Fatalf("merged config is not the user's text plus one insertion:\nbefore %q\nafter  %q", config, merged)
 		}
 	}
@@ -121,10 +129,10 @@ func checkMerged(t *testing.T, config, merged string) {
 	if got == nil {
 		t.Fatalf("Istio cannot read the merged config %q (from %q)", merged, config)
 	}
-	if string(got[KeyHold]) != "true" {
-		t.Fatalf("merged config lacks %s: true: %q", KeyHold, merged)
+	if string(got[proxyconfig.KeyHold]) != "true" {
+		t.Fatalf("merged config lacks %s: true: %q", proxyconfig.KeyHold, merged)
 	}
-	delete(got, KeyHold)
+	delete(got, proxyconfig.KeyHold)
 	want := map[string]json.RawMessage{}
 	if strings.TrimSpace(config) != "" {
 		if want = istioReads(t, config); want == nil {
@@ -154,14 +162,25 @@ func istioReads(t *testing.T, config string) map[string]json.RawMessage {
 	return fields
 }
 
-// checkAdmit runs Admit on raw and checks the response; it returns the
-// annotations after the patch and whether there was one.
+// checkAdmit answers an AdmissionReview of raw and checks the response; it
+// returns the annotations after the patch and whether there was one. A
+// review that is not JSON (raw is not) must be refused, not answered.
 func checkAdmit(ctx context.Context, t *testing.T, r *reconciler, raw []byte) (map[string]string, bool) {
 	t.Helper()
 	req := podRequest(t, "ml", nil, nil)
 	req.Object = runtime.RawExtension{Raw: raw}
-	resp := r.Admit(ctx, req)
-	if resp == nil || !resp.Allowed {
+	out, err := r.Review(ctx, reviewBody(t, req))
+	if !json.Valid(raw) {
+		if err == nil {
+			t.Fatalf("answered a review whose object is not JSON: %s", out)
+		}
+		return nil, false
+	}
+	if err != nil {
+		t.Fatalf("refused a review: %v", err)
+	}
+	resp := answer(t, out)
+	if !resp.Allowed {
 		t.Fatalf("not allowed: %+v", resp)
 	}
 	if resp.Patch == nil {
@@ -170,7 +189,7 @@ func checkAdmit(ctx context.Context, t *testing.T, r *reconciler, raw []byte) (m
 	if resp.PatchType == nil || *resp.PatchType != admissionv1.PatchTypeJSONPatch {
 		t.Fatalf("patch type %v", resp.PatchType)
 	}
-	if _, _, err := decodePod(raw); err != nil {
+	if _, err := decodePod(raw); err != nil {
 		t.Fatalf("patched an undecodable object: %v", err)
 	}
 	before := rawAnnotations(t, raw)

@@ -10,8 +10,8 @@ import (
 	"github.com/istio-aux/istio-aux/pkg/keys"
 )
 
-// BenchmarkHandler is one admission through knative.dev/pkg's HTTP handler
-// (review decoding, Admit, response encoding; no TLS), logging at warn as
+// BenchmarkHandler is one admission through the webhook's HTTP handler
+// (the review budget, reading the body, Review; no TLS), logging at warn as
 // config/ ships it: the webhook's CPU per request that is not the network.
 func BenchmarkHandler(b *testing.B) {
 	f := newFixture(b, nil, namespace("ml", map[string]string{keys.LabelEnabled: "true"}))
@@ -22,8 +22,8 @@ func BenchmarkHandler(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	ctx := logging.WithLogger(f.ctx, l.Sugar())
-	wh := knativeHandler(b, ctx, f.r)
+	f.ctx = logging.WithLogger(f.ctx, l.Sugar())
+	wh := f.handler()
 	body := reviewBody(b, benchRequest(b, "ml", nil))
 	b.ReportAllocs()
 	b.SetBytes(int64(len(body)))

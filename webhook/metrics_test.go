@@ -5,29 +5,35 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/otlptranslator"
+	otelruntime "go.opentelemetry.io/contrib/instrumentation/runtime"
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 )
 
-// With config-observability's metrics-protocol: prometheus, knative exports
-// OpenTelemetry through this exporter; this is the name operators scrape.
+// The names operators scrape: istio_aux_webhook_admissions_total, as when
+// the counter was OpenTelemetry's served by knative's exporter, and the
+// admission duration.
 func TestMetricsPrometheusName(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	exp, err := otelprom.New(otelprom.WithRegisterer(reg), otelprom.WithoutScopeInfo())
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := newMetrics(sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp)))
-	m.record(context.Background(), Mutated, ReasonHold)
-	m.record(context.Background(), Mutated, ReasonHold)
-	m.record(context.Background(), Warned, ReasonBadProxyConfig)
+	m := newMetrics(reg)
+	m.record(Mutated, ReasonHold)
+	m.record(Mutated, ReasonHold)
+	m.record(Warned, ReasonBadProxyConfig)
+	m.duration.Observe(0.001)
 
 	families, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := map[string]float64{}
+	names := []string{}
+	durations := uint64(0)
 	for _, f := range families {
+		names = append(names, f.GetName())
+		if f.GetName() == MetricAdmissionDuration {
+			durations = f.GetMetric()[0].GetHistogram().GetSampleCount()
+		}
 		if f.GetName() != "istio_aux_webhook_admissions_total" {
 			continue
 		}
@@ -39,11 +45,46 @@ func TestMetricsPrometheusName(t *testing.T) {
 			}
 		}
 	}
-	if got["mutated"] != 2 || got["warned"] != 1 {
-		names := []string{}
-		for _, f := range families {
-			names = append(names, f.GetName())
+	if got["mutated"] != 2 || got["warned"] != 1 || durations != 1 {
+		t.Errorf("istio_aux_webhook_admissions_total by outcome = %v, %d durations; families %v", got, durations, names)
+	}
+	// A second registration on the same registry (NewController in every
+	// test) counts in the first one's collectors.
+	if again := newMetrics(reg); again.admissions != m.admissions || again.duration != m.duration {
+		t.Error("a second newMetrics on one registry made new collectors")
+	}
+}
+
+// The webhook's metrics are served at :9090/metrics by the server knative's
+// sharedmain starts (config-observability's metrics-protocol: prometheus),
+// which serves client_golang's default registry: there they sit beside
+// knative's own OpenTelemetry metrics (the Go runtime's, its work queues',
+// client-go's), which its exporter registers on the same registry. Set up as
+// sharedmain does, the registry gathers both without a clash.
+func TestMetricsServedBesideKnatives(t *testing.T) {
+	exp, err := otelprom.New(otelprom.WithTranslationStrategy(otlptranslator.UnderscoreEscapingWithSuffixes))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp))
+	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+	if err := otelruntime.Start(otelruntime.WithMeterProvider(mp)); err != nil {
+		t.Fatal(err)
+	}
+	m := newMetrics(prometheus.DefaultRegisterer)
+	m.record(Mutated, ReasonHold)
+	m.duration.Observe(0.001)
+	families, err := prometheus.DefaultGatherer.Gather()
+	if err != nil {
+		t.Fatalf("gathering the default registry: %v", err)
+	}
+	names := map[string]bool{}
+	for _, f := range families {
+		names[f.GetName()] = true
+	}
+	for _, want := range []string{MetricAdmissions, MetricAdmissionDuration, "go_goroutines", "process_cpu_seconds_total", "go_memory_used_bytes"} {
+		if !names[want] {
+			t.Errorf("%s not served; the registry has %v", want, names)
 		}
-		t.Errorf("istio_aux_webhook_admissions_total by outcome = %v; families %v", got, names)
 	}
 }

@@ -4,10 +4,9 @@ import (
 	"errors"
 	"strings"
 
-	corev1 "k8s.io/api/core/v1"
-
 	"github.com/istio-aux/istio-aux/pkg/decision"
 	"github.com/istio-aux/istio-aux/pkg/keys"
+	"github.com/istio-aux/istio-aux/webhook/proxyconfig"
 )
 
 // Outcome is what one admission did; it is also the metric label, so the set
@@ -23,6 +22,10 @@ const (
 	// input, unexpected kind); the object is let through unchanged and the
 	// client sees an admission warning.
 	Warned Outcome = "warned"
+	// Invalid: the request was not an AdmissionReview the webhook could
+	// answer (it answers with an HTTP error; the API server then applies
+	// failurePolicy Ignore). Mutate never returns it.
+	Invalid Outcome = "invalid"
 )
 
 // Stable reasons, for logs and tests.
@@ -30,14 +33,19 @@ const (
 	ReasonNotOptedIn    = "not opted in"
 	ReasonNoInjection   = "Istio will not inject this pod"
 	ReasonNativeSidecar = "pod already has a native istio-proxy sidecar"
-	// ReasonUserHold covers both spellings, KeyHold and KeyHoldProto.
-	ReasonUserHold   = "user already set " + KeyHold
+	// ReasonUserHold covers both spellings, proxyconfig.KeyHold and
+	// KeyHoldProto.
+	ReasonUserHold   = "user already set " + proxyconfig.KeyHold
 	ReasonUserNative = "user already set " + keys.AnnotationNativeSidecar
 	ReasonHold       = "hold application until proxy starts"
 	ReasonNative     = "native sidecar requested"
 	// ReasonBadProxyConfig: a config Istio rejects, or one istio-aux cannot
 	// rewrite faithfully (anchors, repeated keys, several documents).
 	ReasonBadProxyConfig = "malformed " + keys.AnnotationProxyConfig
+	// ReasonNotAReview and ReasonTooLarge go with Invalid: a body that is
+	// not an AdmissionReview, or longer than MaxReviewBytes.
+	ReasonNotAReview = "not an AdmissionReview"
+	ReasonTooLarge   = "review too large"
 	// ReasonProxyConfigLimit: a config over istio-aux's size limits.
 	ReasonProxyConfigLimit = keys.AnnotationProxyConfig + " over istio-aux's limits"
 )
@@ -54,55 +62,57 @@ type Mutation struct {
 
 // Mutate decides what to do with a pod at CREATE, given its namespace's
 // labels and the configured mode. It is pure and never modifies pod.
-func Mutate(pod *corev1.Pod, namespaceLabels map[string]string, mode Mode) Mutation {
-	if !decision.OptedIn(namespaceLabels, pod.Labels, pod.Annotations) {
+func Mutate(pod *Pod, namespaceLabels map[string]string, mode Mode) Mutation {
+	if labels, annotations := pod.optIn(); !decision.OptedIn(namespaceLabels, labels, annotations) {
 		return Mutation{Outcome: Skipped, Reason: ReasonNotOptedIn}
 	}
 	if !istioWillInject(pod) {
 		return Mutation{Outcome: Skipped, Reason: ReasonNoInjection}
 	}
-	for _, c := range pod.Spec.InitContainers {
-		if decision.IsNativeProxy(c.Name, c.RestartPolicy) {
-			return Mutation{Outcome: Skipped, Reason: ReasonNativeSidecar}
-		}
+	if pod.nativeProxy() {
+		return Mutation{Outcome: Skipped, Reason: ReasonNativeSidecar}
 	}
+	a := pod.annotations()
 	if mode == ModeNative {
-		if _, ok := pod.Annotations[keys.AnnotationNativeSidecar]; ok {
+		if a.Native.set {
 			return Mutation{Outcome: Skipped, Reason: ReasonUserNative}
 		}
 		return Mutation{Outcome: Mutated, Reason: ReasonNative, Key: keys.AnnotationNativeSidecar, Value: "true"}
 	}
-	merged, changed, err := mergeHold(pod.Annotations[keys.AnnotationProxyConfig])
+	if a.ProxyConfig.tooLong {
+		return unchanged(proxyconfig.TooLong())
+	}
+	merged, changed, err := proxyconfig.MergeHold(a.ProxyConfig.text)
 	switch {
 	case err != nil:
-		reason := ReasonBadProxyConfig
-		if le := (*limitError)(nil); errors.As(err, &le) {
-			reason = ReasonProxyConfigLimit
-		}
-		return Mutation{
-			Outcome: Warned, Reason: reason,
-			Warning: "istio-aux left the pod unchanged: " + err.Error(),
-		}
+		return unchanged(err)
 	case !changed:
 		return Mutation{Outcome: Skipped, Reason: ReasonUserHold}
 	}
 	return Mutation{Outcome: Mutated, Reason: ReasonHold, Key: keys.AnnotationProxyConfig, Value: merged}
 }
 
+// unchanged is the mutation for a proxy config istio-aux does not rewrite
+// (err from proxyconfig says why).
+func unchanged(err error) Mutation {
+	reason := ReasonBadProxyConfig
+	if le := (*proxyconfig.LimitError)(nil); errors.As(err, &le) {
+		reason = ReasonProxyConfigLimit
+	}
+	return Mutation{Outcome: Warned, Reason: reason, Warning: "istio-aux left the pod unchanged: " + err.Error()}
+}
+
 // istioWillInject reads the pod the way Istio's injector (injectRequired)
 // does: never on hostNetwork; for sidecar.istio.io/inject the label wins over
 // the annotation, y/yes/true/on (any case) or no value at all leave the
-// decision to Istio's policy, anything else turns injection off. Annotating a pod Istio will not inject would be harmless but
-// noisy, and counts it as mutated when nothing will change.
-func istioWillInject(pod *corev1.Pod) bool {
+// decision to Istio's policy, anything else turns injection off. Annotating
+// a pod Istio will not inject would be harmless but noisy, and counts it as
+// mutated when nothing will change.
+func istioWillInject(pod *Pod) bool {
 	if pod.Spec.HostNetwork {
 		return false
 	}
-	v, ok := pod.Labels[keys.KeyInject]
-	if !ok {
-		v = pod.Annotations[keys.KeyInject]
-	}
-	switch strings.ToLower(v) {
+	switch strings.ToLower(pod.inject()) {
 	case "", "y", "yes", "true", "on":
 		return true
 	}

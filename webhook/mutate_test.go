@@ -8,6 +8,7 @@ import (
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
 	"github.com/istio-aux/istio-aux/pkg/keys"
+	"github.com/istio-aux/istio-aux/webhook/proxyconfig"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kjson "sigs.k8s.io/json"
@@ -32,7 +33,7 @@ func testPod(labels, annotations map[string]string) *corev1.Pod {
 // to that JSON and returns the annotations of the patched object.
 func applyMutation(t testing.TB, raw []byte, nsLabels map[string]string, mode Mode) (Mutation, map[string]string) {
 	t.Helper()
-	pod, s, err := decodePod(raw)
+	pod, err := decodePod(raw)
 	if err != nil {
 		t.Fatalf("decodePod: %v", err)
 	}
@@ -40,7 +41,7 @@ func applyMutation(t testing.TB, raw []byte, nsLabels map[string]string, mode Mo
 	if m.Outcome != Mutated {
 		return m, rawAnnotations(t, raw)
 	}
-	patch, err := annotationPatch(s, m.Key, m.Value)
+	patch, err := annotationPatch(pod.shape(), m.Key, m.Value)
 	if err != nil {
 		t.Fatalf("annotationPatch: %v", err)
 	}
@@ -113,14 +114,14 @@ func TestMutate(t *testing.T) {
 			want: map[string]string{hold: "holdApplicationUntilProxyStarts: true"},
 		},
 		"over the size limit: unchanged with a warning": {
-			ns: enabledNS, annotations: map[string]string{hold: "a: " + strings.Repeat("x", MaxProxyConfigBytes)},
+			ns: enabledNS, annotations: map[string]string{hold: "a: " + strings.Repeat("x", proxyconfig.MaxBytes)},
 			outcome: Warned, reason: ReasonProxyConfigLimit,
-			want: map[string]string{hold: "a: " + strings.Repeat("x", MaxProxyConfigBytes)},
+			want: map[string]string{hold: "a: " + strings.Repeat("x", proxyconfig.MaxBytes)},
 		},
 		"over the structure limit: unchanged with a warning": {
-			ns: enabledNS, annotations: map[string]string{hold: "a: [" + strings.Repeat("1,", MaxProxyConfigMarks) + "1]"},
+			ns: enabledNS, annotations: map[string]string{hold: "a: [" + strings.Repeat("1,", proxyconfig.MaxMarks) + "1]"},
 			outcome: Warned, reason: ReasonProxyConfigLimit,
-			want: map[string]string{hold: "a: [" + strings.Repeat("1,", MaxProxyConfigMarks) + "1]"},
+			want: map[string]string{hold: "a: [" + strings.Repeat("1,", proxyconfig.MaxMarks) + "1]"},
 		},
 		"opted out by annotation in an enabled namespace": {
 			ns: enabledNS, annotations: map[string]string{keys.AnnotationEnabled: "false"},
@@ -245,8 +246,8 @@ func TestAnnotationPatchShapes(t *testing.T) {
 			if m.Outcome != Mutated || !strings.Contains(got[keys.AnnotationProxyConfig], "holdApplicationUntilProxyStarts: true") {
 				t.Fatalf("outcome %s, annotations %#v", m.Outcome, got)
 			}
-			_, s, _ := decodePod([]byte(tc.raw))
-			patch, _ := annotationPatch(s, m.Key, m.Value)
+			pod, _ := decodePod([]byte(tc.raw))
+			patch, _ := annotationPatch(pod.shape(), m.Key, m.Value)
 			var ops []map[string]any
 			if err := json.Unmarshal(patch, &ops); err != nil || len(ops) != 1 || ops[0]["path"] != tc.want {
 				t.Errorf("patch %s, want one operation on %s", patch, tc.want)
@@ -256,29 +257,37 @@ func TestAnnotationPatchShapes(t *testing.T) {
 }
 
 func TestDecodePodRejects(t *testing.T) {
-	for _, raw := range []string{``, `null`, `[]`, `"pod"`, `{"metadata":"x"}`, `{"metadata":{"annotations":{"a":1}}}`, `{} {}`, `{"spec":`} {
-		if _, _, err := decodePod([]byte(raw)); err == nil {
+	for _, raw := range []string{``, `null`, `[]`, `"pod"`, `{"metadata":"x"}`, `{"metadata":{"annotations":{"proxy.istio.io/config":1}}}`, `{} {}`, `{"spec":`} {
+		if _, err := decodePod([]byte(raw)); err == nil {
 			t.Errorf("decodePod(%q) = nil error", raw)
 		}
 	}
 }
 
-// decodePod unquotes only the annotations Mutate reads, and the proxy
-// config only as far as mergeHold's size limit.
+// decodePod reads only the labels and annotations Mutate reads (what it
+// does not read, it does not check either: the API server decoded the pod
+// before it called), and the proxy config only when it can be within
+// proxyconfig's size limit.
 func TestDecodePodAnnotations(t *testing.T) {
-	raw := `{"metadata":{"annotations":{"team":"\u0026ml","sidecar.istio.io/inject":"tr\u0075e",` +
-		`"istio-aux.dev/enabled":null,"proxy.istio.io/config":"` + strings.Repeat(`\u0026`, 3*MaxProxyConfigBytes) + `"}}}`
-	pod, s, err := decodePod([]byte(raw))
-	if err != nil || !s.annotations {
-		t.Fatalf("decodePod: %v, %+v", err, s)
+	raw := `{"metadata":{"labels":{"team":1,"istio-aux.dev/enabled":"true"},"annotations":{"team":{"not":"read"},"sidecar.istio.io/inject":"tr\u0075e",` +
+		`"istio-aux.dev/enabled":null,"proxy.istio.io/config":"` + strings.Repeat(`\u0026`, 3*proxyconfig.MaxBytes) + `"}}}`
+	pod, err := decodePod([]byte(raw))
+	if err != nil || pod.shape() != (shape{metadata: true, annotations: true}) {
+		t.Fatalf("decodePod: %v, %+v", err, pod)
 	}
-	config := pod.Annotations[keys.AnnotationProxyConfig]
-	if len(config) <= MaxProxyConfigBytes || len(config) > MaxProxyConfigBytes+4 || strings.Trim(config, "&") != "" {
-		t.Errorf("proxy config of %d bytes, want %d < n ≤ %d of &", len(config), MaxProxyConfigBytes, MaxProxyConfigBytes+4)
+	a := pod.Metadata.Annotations
+	if c := a.ProxyConfig; !c.tooLong || c.text != "" {
+		t.Errorf("proxy config of %d bytes unquoted (tooLong %v), want none: over the limit", len(c.text), c.tooLong)
 	}
-	delete(pod.Annotations, keys.AnnotationProxyConfig)
-	if want := map[string]string{keys.KeyInject: "true", keys.AnnotationEnabled: ""}; !maps.Equal(pod.Annotations, want) {
-		t.Errorf("annotations = %q, want %q", pod.Annotations, want)
+	if a.Inject != (value{"true", true}) || a.Enabled != (value{"", true}) || a.Native.set {
+		t.Errorf("annotations = %+v, want inject true, enabled null (set, empty), no nativeSidecar", *a)
+	}
+	labels, annotations := pod.optIn()
+	if want := map[string]string{keys.LabelEnabled: "true"}; !maps.Equal(labels, want) || !maps.Equal(annotations, map[string]string{keys.AnnotationEnabled: ""}) {
+		t.Errorf("opt-in labels %v, annotations %v", labels, annotations)
+	}
+	if m := Mutate(pod, nil, ModeHold); m.Reason != ReasonProxyConfigLimit || !strings.Contains(m.Warning, "longer than the 8192 bytes") {
+		t.Errorf("Mutate = %+v, want the size limit's warning", m)
 	}
 }
 

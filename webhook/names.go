@@ -4,10 +4,13 @@
 // native). It never rejects a pod: anything it does not understand is let
 // through unchanged with an admission warning.
 //
-// The package has three parts: a pure mutation (Mutate, mergeHold), the
-// AdmissionController that decodes requests and applies it (Admit), and a
+// It reads like knative.dev/pkg's webhook/configmaps: a pure mutation
+// (Mutate, with the proxy config's YAML in package proxyconfig), the
+// admission that decodes a review and applies it (Review, Admit), and a
 // leader-aware reconciler that keeps the MutatingWebhookConfiguration's
-// caBundle, rules and defaults current.
+// caBundle, rules and defaults current (NewController). Its own HTTPS Server
+// answers the API server, bounded in what it holds at once; knative's
+// sharedmain runs the rest.
 package webhook
 
 import "time"
@@ -33,14 +36,3 @@ const (
 	// pod creation.
 	DefaultTimeout = 5 * time.Second
 )
-
-// KeyHold is the ProxyConfig field (in the YAML of keys.AnnotationProxyConfig)
-// that makes the injector start istio-proxy first and hold the apps until it
-// is ready.
-const KeyHold = "holdApplicationUntilProxyStarts"
-
-// KeyHoldProto is the proto spelling of KeyHold. Istio reads ProxyConfig
-// with protobuf's JSON rules, which accept both; when both are present the
-// camelCase one wins, so adding KeyHold would override a user's choice made
-// in this spelling.
-const KeyHoldProto = "hold_application_until_proxy_starts"

@@ -18,17 +18,16 @@ import (
 	"knative.dev/pkg/logging"
 	pkgreconciler "knative.dev/pkg/reconciler"
 	"knative.dev/pkg/system"
-	"knative.dev/pkg/webhook"
 	certresources "knative.dev/pkg/webhook/certificates/resources"
 )
 
 // reconciler is both the admission controller (Admit, in admission.go) and
-// the leader-aware reconciler of the MutatingWebhookConfiguration.
+// the leader-aware reconciler of the MutatingWebhookConfiguration, as
+// knative.dev/pkg's webhook/configmaps is; its requests come through Server.
 type reconciler struct {
 	pkgreconciler.LeaderAwareFuncs
 
 	key        types.NamespacedName
-	path       string
 	secretName string
 	// disableNamespaceOwnership: see webhook.Options.
 	disableNamespaceOwnership bool
@@ -43,9 +42,8 @@ type reconciler struct {
 }
 
 var (
-	_ controller.Reconciler       = (*reconciler)(nil)
-	_ pkgreconciler.LeaderAware   = (*reconciler)(nil)
-	_ webhook.AdmissionController = (*reconciler)(nil)
+	_ controller.Reconciler     = (*reconciler)(nil)
+	_ pkgreconciler.LeaderAware = (*reconciler)(nil)
 )
 
 // Reconcile implements controller.Reconciler: whatever the key, it brings the
@@ -90,7 +88,7 @@ func (r *reconciler) reconcileMutatingWebhook(ctx context.Context, caCert []byte
 		if wh.ClientConfig.Service == nil && wh.ClientConfig.URL == nil {
 			return errors.New("webhook " + wh.Name + " has neither a service nor a URL")
 		}
-		setDefaults(wh, r.path)
+		setDefaults(wh, Path)
 		wh.ClientConfig.CABundle = caCert
 	}
 	if equality.Semantic.DeepEqual(current, want) {

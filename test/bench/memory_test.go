@@ -28,7 +28,7 @@ import (
 func memory(t *testing.T, c *cluster.Cluster, a *istioaux.IstioAux, cs kubernetes.Interface, p params, res *results, log io.Writer) {
 	ctx := context.Background()
 	const ns = "bench-memory"
-	if err := createNamespace(ctx, cs, ns, true); err != nil {
+	if err := createParkedNamespace(ctx, cs, ns, true); err != nil {
 		t.Fatal(err)
 	}
 	full := buildTool(t, "./test/bench/cmd/fullinformer", "fullinformer")

@@ -5,6 +5,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -172,11 +173,26 @@ func terminateApp(ctx context.Context, cs kubernetes.Interface, ns, name string)
 	})
 }
 
-// createNamespace is mesh.CreateNamespace, opted in or not.
+// createNamespace is mesh.CreateNamespace, opted in or not: it waits for
+// the namespace's default ServiceAccount, which the controller manager makes
+// (the reaction and scale control plane).
 func createNamespace(ctx context.Context, cs kubernetes.Interface, name string, optedIn bool) error {
 	var labels map[string]string
 	if optedIn {
 		labels = mesh.OptedIn
 	}
 	return mesh.CreateNamespace(ctx, cs, name, labels)
+}
+
+// createParkedNamespace is createNamespace for the admission and memory
+// control plane, which runs no controller manager, so no namespace there
+// ever gets a default ServiceAccount: its pods, parked on a node that does
+// not exist, need none.
+func createParkedNamespace(ctx context.Context, cs kubernetes.Interface, name string, optedIn bool) error {
+	labels := map[string]string{keys.LabelInjection: "enabled"}
+	if optedIn {
+		maps.Copy(labels, mesh.OptedIn)
+	}
+	_, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}, metav1.CreateOptions{})
+	return err
 }

@@ -9,12 +9,8 @@ package main
 import (
 	"context"
 	"errors"
-	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"go.uber.org/zap"
 	"k8s.io/client-go/rest"
 	knlogging "knative.dev/pkg/logging"
 
@@ -22,18 +18,18 @@ import (
 	"github.com/istio-aux/istio-aux/bridge/dispatch"
 	"github.com/istio-aux/istio-aux/functions/proxyquit"
 	"github.com/istio-aux/istio-aux/internal/logging"
+	"github.com/istio-aux/istio-aux/internal/startup"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	ctx := startup.Context(0)
 	cfg, cfgErr := app.ConfigFromEnv()
 	fcfg, fnErr := proxyquit.ConfigFromEnv()
 	fcfg.Decision = cfg.Decision // read once, shared
 	rc, rcErr := app.RESTConfig(cfg)
 	logger := logging.New(ctx, rc, app.Component)
 	if err := errors.Join(cfgErr, fnErr, rcErr); err != nil {
-		logger.Fatalw("Invalid configuration", zap.Error(err))
+		startup.Exit(logger, "Invalid configuration", err)
 	}
 	inProcess := func(ctx context.Context, rc *rest.Config, reg prometheus.Registerer) (dispatch.Sink, error) {
 		if cfg.Sink != "" {
@@ -45,7 +41,5 @@ func main() {
 		}
 		return dispatch.SinkFunc(fn.Handle), nil
 	}
-	if err := app.Run(knlogging.WithLogger(ctx, logger), cfg, rc, inProcess); err != nil {
-		logger.Fatalw("istio-aux stopped", zap.Error(err))
-	}
+	startup.Exit(logger, "istio-aux stopped", app.Run(knlogging.WithLogger(ctx, logger), cfg, rc, inProcess))
 }

@@ -11,35 +11,24 @@
 package main
 
 import (
-	"context"
 	"errors"
-	"os"
-	"os/signal"
-	"runtime/debug"
-	"syscall"
 
 	"go.uber.org/zap"
 	knlogging "knative.dev/pkg/logging"
 
 	"github.com/istio-aux/istio-aux/bridge/app"
 	"github.com/istio-aux/istio-aux/internal/logging"
+	"github.com/istio-aux/istio-aux/internal/startup"
 )
 
 func main() {
-	if _, set := os.LookupEnv("GOGC"); !set {
-		debug.SetGCPercent(50)
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	ctx := startup.Context(50)
 	cfg, cfgErr := app.ConfigFromEnv()
 	rc, rcErr := app.RESTConfig(cfg)
 	logger := logging.New(ctx, rc, app.Component)
-	defer func() { _ = logger.Sync() }()
 	if err := errors.Join(cfgErr, rcErr); err != nil {
-		logger.Fatalw("Invalid configuration", zap.Error(err))
+		startup.Exit(logger, "Invalid configuration", err)
 	}
 	logger.Infow("Starting", zap.String("role", string(cfg.Role)), zap.Bool("embeddedNATS", cfg.NATSURL == ""), zap.String("sink", cfg.Sink))
-	if err := app.Run(knlogging.WithLogger(ctx, logger), cfg, rc, app.HTTPSink(cfg)); err != nil {
-		logger.Fatalw("Bridge failed", zap.Error(err))
-	}
+	startup.Exit(logger, "Bridge failed", app.Run(knlogging.WithLogger(ctx, logger), cfg, rc, app.HTTPSink(cfg)))
 }

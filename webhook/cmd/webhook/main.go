@@ -1,8 +1,9 @@
-// Command webhook serves istio-aux's pod admission webhook (knative.dev/pkg
-// sharedmain): the mutation, the reconciler of its
-// MutatingWebhookConfiguration, and knative's certificates controller that
-// fills the serving Secret. Env: SYSTEM_NAMESPACE, WEBHOOK_NAME, WEBHOOK_PORT,
-// WEBHOOK_SECRET_NAME, KUBECONFIG, ISTIO_AUX_DISABLE_HEALTH_PROBES.
+// Command webhook serves istio-aux's pod admission webhook: knative.dev/pkg's
+// sharedmain runs the reconciler of its MutatingWebhookConfiguration and
+// knative's certificates controller that fills the serving Secret, and the
+// webhook's own Server answers the API server. Env: SYSTEM_NAMESPACE,
+// WEBHOOK_NAME, WEBHOOK_PORT, WEBHOOK_SECRET_NAME, KUBECONFIG,
+// ISTIO_AUX_DISABLE_HEALTH_PROBES.
 package main
 
 import (
@@ -10,15 +11,16 @@ import (
 	"strconv"
 
 	"knative.dev/pkg/injection/sharedmain"
-	"knative.dev/pkg/signals"
+	"knative.dev/pkg/logging"
 	knwebhook "knative.dev/pkg/webhook"
 	"knative.dev/pkg/webhook/certificates"
 
+	"github.com/istio-aux/istio-aux/internal/startup"
 	"github.com/istio-aux/istio-aux/webhook"
 )
 
 func main() {
-	ctx := knwebhook.WithOptions(signals.NewContext(), knwebhook.Options{
+	ctx := knwebhook.WithOptions(startup.Context(0), knwebhook.Options{
 		ServiceName: knwebhook.NameFromEnv(),
 		Port:        knwebhook.PortFromEnv(webhook.Port),
 		SecretName:  knwebhook.SecretNameFromEnv(webhook.SecretName),
@@ -27,8 +29,15 @@ func main() {
 	if off, _ := strconv.ParseBool(os.Getenv("ISTIO_AUX_DISABLE_HEALTH_PROBES")); off {
 		ctx = sharedmain.WithHealthProbesDisabled(ctx)
 	}
-	sharedmain.WebhookMainWithContext(ctx, "istio-aux-webhook",
+	srv := webhook.NewServer()
+	// sharedmain builds its logger and flushes it itself; it returns once
+	// the context has ended and its controllers have stopped, and the
+	// server then finishes draining.
+	sharedmain.MainWithContext(webhook.WithServer(ctx, srv), "istio-aux-webhook",
 		certificates.NewController,
 		webhook.NewController,
 	)
+	// sharedmain's logger stays inside it: the last line, if any, goes
+	// through knative's fallback logger.
+	startup.Exit(logging.FromContext(ctx), "istio-aux-webhook stopped", srv.Wait())
 }

@@ -7,12 +7,9 @@ package main
 
 import (
 	"cmp"
-	"context"
 	"errors"
 	"net"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -22,30 +19,28 @@ import (
 
 	"github.com/istio-aux/istio-aux/functions/proxyquit"
 	"github.com/istio-aux/istio-aux/internal/logging"
+	"github.com/istio-aux/istio-aux/internal/startup"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	ctx := startup.Context(0)
 	cfg, cfgErr := proxyquit.ConfigFromEnv()
 	rc, rcErr := clientcmd.BuildConfigFromFlags("", os.Getenv("KUBECONFIG")) // empty: in-cluster
 	logger := logging.New(ctx, rc, proxyquit.Component)
 	if err := errors.Join(cfgErr, rcErr); err != nil {
-		logger.Fatalw("Invalid configuration", zap.Error(err))
+		startup.Exit(logger, "Invalid configuration", err)
 	}
 	ctx = knlogging.WithLogger(ctx, logger)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	fn, err := proxyquit.NewFromConfig(ctx, rc, cfg, reg)
 	if err != nil {
-		logger.Fatalw("Creating the function", zap.Error(err))
+		startup.Exit(logger, "Creating the function", err)
 	}
 	l, err := net.Listen("tcp", ":"+cmp.Or(os.Getenv("PORT"), "8080"))
 	if err != nil {
-		logger.Fatalw("Listening", zap.Error(err))
+		startup.Exit(logger, "Listening", err)
 	}
 	logger.Infow("Serving", zap.Stringer("addr", l.Addr()), zap.Strings("quitCommand", cfg.QuitCommand), zap.Bool("auth", !cfg.Auth.Disabled))
-	if err := proxyquit.Serve(ctx, l, fn.HTTPHandler(ctx, reg)); err != nil {
-		logger.Fatalw("proxyquit stopped", zap.Error(err))
-	}
+	startup.Exit(logger, "proxyquit stopped", proxyquit.Serve(ctx, l, fn.HTTPHandler(ctx, reg)))
 }

@@ -1,4 +1,4 @@
-package webhook
+package proxyconfig
 
 import (
 	"strings"
@@ -6,12 +6,9 @@ import (
 	yaml "go.yaml.in/yaml/v3"
 )
 
-// How mergeHold writes: it inserts the hold into the user's text, then reads
-// the result back and compares it with what the user wrote, node by node.
-
 // insertHold adds the hold to the text of config, whose top-level mapping is
 // root: a last line at root's indentation for a block mapping, a last entry
-// for a flow mapping. The caller checks the result.
+// for a flow mapping. The caller checks how Istio reads the result.
 func insertHold(config string, root *yaml.Node) (string, bool) {
 	if root.Style&yaml.FlowStyle == 0 {
 		line := strings.Repeat(" ", root.Column-1) + KeyHold + ": true\n"
@@ -108,61 +105,6 @@ func closingBrace(config string) int {
 		return -1
 	}
 	return -1
-}
-
-// sameWithHold reports whether back, a document read back after
-// insertHold, is doc with the hold added last or first to its top-level
-// mapping.
-func sameWithHold(back, doc *yaml.Node) bool {
-	if back.Kind != yaml.DocumentNode || len(back.Content) != 1 || back.Content[0].Kind != yaml.MappingNode {
-		return false
-	}
-	got, want := back.Content[0].Content, doc.Content[0].Content
-	if len(got) != len(want)+2 {
-		return false
-	}
-	if isHold(got[len(want)], got[len(want)+1]) {
-		got = got[:len(want)]
-	} else if isHold(got[0], got[1]) {
-		got = got[2:]
-	} else {
-		return false
-	}
-	for i := range want {
-		if !sameNode(got[i], want[i]) {
-			return false
-		}
-	}
-	return true
-}
-
-// isHold reports whether k: v is the hold as insertHold writes it.
-func isHold(k, v *yaml.Node) bool {
-	return k.Kind == yaml.ScalarNode && k.Value == KeyHold && k.Style&yaml.TaggedStyle == 0 &&
-		v.Kind == yaml.ScalarNode && v.Value == "true" && isPlain(v) && v.Style&yaml.TaggedStyle == 0
-}
-
-// sameNode reports whether two trees read the same to any YAML reader, 1.1
-// (Istio's) or 1.2: the same kinds and shapes, and scalars with the same
-// text, the same explicit tag if any, and both plain or both not (a plain
-// scalar's type depends on its text and the YAML version, a quoted or block
-// one is a string). Comments and layout may differ.
-func sameNode(a, b *yaml.Node) bool {
-	if a.Kind != b.Kind || len(a.Content) != len(b.Content) || a.Anchor != b.Anchor {
-		return false
-	}
-	if a.Kind == yaml.ScalarNode {
-		tagged := a.Style&yaml.TaggedStyle != 0
-		if a.Value != b.Value || isPlain(a) != isPlain(b) || tagged != (b.Style&yaml.TaggedStyle != 0) || (tagged && a.Tag != b.Tag) {
-			return false
-		}
-	}
-	for i := range a.Content {
-		if !sameNode(a.Content[i], b.Content[i]) {
-			return false
-		}
-	}
-	return true
 }
 
 func isPlain(n *yaml.Node) bool {

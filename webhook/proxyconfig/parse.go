@@ -1,4 +1,4 @@
-package webhook
+package proxyconfig
 
 import (
 	"errors"
@@ -9,51 +9,6 @@ import (
 	"github.com/istio-aux/istio-aux/pkg/keys"
 	yaml "go.yaml.in/yaml/v3"
 )
-
-// mergeHold merges "holdApplicationUntilProxyStarts: true" into a ProxyConfig
-// YAML document. It reads the document as a yaml.Node tree only, so nothing
-// is ever expanded and its work is linear in the document, which
-// checkLimits bounds first; it writes by inserting one line (or one flow
-// entry) into the user's text, so every other byte, comments and layout
-// included, stays as the user wrote it. changed is false when the user
-// already set the hold, in either spelling Istio reads (any value: an
-// explicit false is a decision, not an omission). An error means the pod
-// must be left alone: the document is over a limit (*limitError), or it is
-// something Istio rejects or istio-aux cannot rewrite faithfully; the
-// message names the problem for the user.
-func mergeHold(config string) (merged string, changed bool, err error) {
-	if strings.TrimSpace(config) == "" {
-		return KeyHold + ": true", true, nil
-	}
-	if err := checkLimits(config); err != nil {
-		return "", false, err
-	}
-	doc, err := parseConfig(config)
-	switch {
-	case err != nil:
-		return "", false, err
-	case doc == nil:
-		// Only comments: keep them and add the key below.
-		return strings.TrimRight(config, "\n") + "\n" + KeyHold + ": true\n", true, nil
-	}
-	root := doc.Content[0]
-	if err := checkTree(root); err != nil {
-		return "", false, err
-	}
-	set, err := userHold(root)
-	if err != nil || set {
-		return "", false, err
-	}
-	merged, ok := insertHold(config, root)
-	// Never hand Istio a document that does not read back as the user's
-	// nodes plus ours: better a warning than a silently changed setting.
-	var back yaml.Node
-	if !ok || yaml.Unmarshal([]byte(merged), &back) != nil || !sameWithHold(&back, doc) {
-		return "", false, fmt.Errorf("%s could not be rewritten without changing it; istio-aux left it as it is: add %s: true yourself",
-			keys.AnnotationProxyConfig, KeyHold)
-	}
-	return merged, true, nil
-}
 
 // parseConfig parses config into a node tree: nil for a document of comments
 // only, an error unless it is exactly one YAML document holding a mapping.
@@ -174,8 +129,10 @@ func describeKind(n *yaml.Node) string {
 }
 
 // clip shortens user text quoted in a warning.
-func clip(s string) string {
-	const max = 40
+func clip(s string) string { return clipTo(s, 40) }
+
+// clipTo shortens s to at most max bytes and an ellipsis.
+func clipTo(s string, max int) string {
 	if len(s) <= max {
 		return s
 	}

@@ -1,4 +1,4 @@
-package webhook
+package proxyconfig
 
 import (
 	"errors"
@@ -12,7 +12,7 @@ func TestMergeHoldWarnings(t *testing.T) {
 		config string
 		want   string // the whole message, or a part of it when part is set
 		part   bool
-		limit  bool // a *limitError
+		limit  bool // a *LimitError
 	}{
 		"hold as the string true": {
 			config: `holdApplicationUntilProxyStarts: "true"`,
@@ -88,11 +88,11 @@ func TestMergeHoldWarnings(t *testing.T) {
 			want:   "proxy.istio.io/config could not be rewritten without changing it; istio-aux left it as it is: add holdApplicationUntilProxyStarts: true yourself",
 		},
 		"too many bytes": {
-			config: "a: " + strings.Repeat("x", MaxProxyConfigBytes-2),
+			config: "a: " + strings.Repeat("x", MaxBytes-2),
 			want:   "proxy.istio.io/config is longer than the 8192 bytes (8 KiB) istio-aux reads", limit: true,
 		},
 		"too much structure": {
-			config: strings.Repeat("a\n", MaxProxyConfigMarks+1),
+			config: strings.Repeat("a\n", MaxMarks+1),
 			want:   "proxy.istio.io/config has 257 line breaks and YAML indicators (, : [ ] { } - ?), over the 256 istio-aux reads", limit: true,
 		},
 		"long names are clipped": {
@@ -102,14 +102,14 @@ func TestMergeHoldWarnings(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			merged, changed, err := mergeHold(tc.config)
+			merged, changed, err := MergeHold(tc.config)
 			if err == nil {
 				t.Fatalf("no error; changed=%v merged=%q", changed, merged)
 			}
 			if got := err.Error(); (tc.part && !strings.Contains(got, tc.want)) || (!tc.part && got != tc.want) {
 				t.Errorf("error\n%s\nwant\n%s", got, tc.want)
 			}
-			var le *limitError
+			var le *LimitError
 			if errors.As(err, &le) != tc.limit {
 				t.Errorf("limit error = %v, want %v", !tc.limit, tc.limit)
 			}
@@ -138,9 +138,9 @@ func TestMergeHoldUserSet(t *testing.T) {
 		// Istio reads the camelCase key and never looks at the other.
 		"hold_application_until_proxy_starts: \"x\"\nholdApplicationUntilProxyStarts: false",
 	} {
-		merged, changed, err := mergeHold(config)
+		merged, changed, err := MergeHold(config)
 		if err != nil || changed || merged != "" {
-			t.Errorf("mergeHold(%q) = %q, %v, %v; want it left as set", config, merged, changed, err)
+			t.Errorf("MergeHold(%q) = %q, %v, %v; want it left as set", config, merged, changed, err)
 		}
 	}
 }
@@ -159,8 +159,43 @@ func TestCountMarks(t *testing.T) {
 		"-":                        1,
 		"a: \"x, y\" # z: w":       3, // counted in quotes and comments too
 	} {
-		if got := countMarks(in); got != want {
-			t.Errorf("countMarks(%q) = %d, want %d", in, got, want)
+		if got := CountMarks(in); got != want {
+			t.Errorf("CountMarks(%q) = %d, want %d", in, got, want)
+		}
+	}
+}
+
+// Where the node tree and Istio's reading disagree, or Istio rejects the
+// config, the pod is left alone (issue 24, rows 5 and 6: the webhook used to
+// add the hold after a hold Istio read, and mutate configs Istio rejects).
+// Messages claim that Istio rejects a config only when it does.
+func TestMergeHoldAgreesWithIstio(t *testing.T) {
+	const tagged = "does not read as that key"
+	for config, want := range map[string]string{
+		"!!binary aG9sZEFwcGxpY2F0aW9uVW50aWxQcm94eVN0YXJ0cw==: false":                 tagged,
+		"{!!binary aG9sZEFwcGxpY2F0aW9uVW50aWxQcm94eVN0YXJ0cw==: false}":               tagged,
+		"? !!binary aG9sZEFwcGxpY2F0aW9uVW50aWxQcm94eVN0YXJ0cw==\n: false":             tagged,
+		"concurrency: 2\n!!binary aG9sZF9hcHBsaWNhdGlvbl91bnRpbF9wcm94eV9zdGFydHM=: x": "Istio rejects it",
+		"concurrency: .nan":          "json: unsupported value: NaN); Istio rejects it",
+		"tracing: {sampling: -.Inf}": "json: unsupported value: -Inf); Istio rejects it",
+		"unknownField: .inf":         "json: unsupported value: +Inf); Istio rejects it",
+		"concurrency: x":             "is not a ProxyConfig Istio reads",
+		"\t":                         "Istio rejects it",
+		// yaml.v3 reads a null key, Istio's YAML reader an empty one.
+		"? !": "has a null mapping key (line 1); istio-aux does not read it",
+	} {
+		merged, changed, err := MergeHold(config)
+		if err == nil || changed || !strings.Contains(err.Error(), want) {
+			t.Errorf("MergeHold(%q) = %q, %v, %v; want an error saying %q", config, merged, changed, err, want)
+		}
+	}
+	// Tags Istio reads as the webhook does are no problem.
+	for config, want := range map[string]string{
+		"x: !!binary aGVsbG8=": "x: !!binary aGVsbG8=\nholdApplicationUntilProxyStarts: true\n",
+		"concurrency: !!str 2": "concurrency: !!str 2\nholdApplicationUntilProxyStarts: true\n",
+	} {
+		if merged, changed, err := MergeHold(config); err != nil || !changed || merged != want {
+			t.Errorf("MergeHold(%q) = %q, %v, %v; want %q", config, merged, changed, err, want)
 		}
 	}
 }

@@ -1,0 +1,36 @@
+// Package startup is what every istio-aux command does first and last, so
+// that the webhook, the bridge and the proxy-quit function start and stop
+// alike: the garbage collector's target, the context a command runs in, and
+// a logger flushed (or a fatal error logged) on the way out.
+package startup
+
+import (
+	"context"
+	"os"
+	"runtime/debug"
+
+	"go.uber.org/zap"
+	"knative.dev/pkg/signals"
+)
+
+// Context returns the context a command runs in, cancelled on SIGTERM or
+// SIGINT; a second signal exits at once (knative.dev/pkg's signals, which
+// the webhook's sharedmain has always used). Before that it sets the garbage
+// collector's target to gcPercent, unless the GOGC environment variable
+// says otherwise; 0 keeps Go's default (100). Call it once, first thing in
+// main.
+func Context(gcPercent int) context.Context {
+	if _, set := os.LookupEnv("GOGC"); !set && gcPercent > 0 {
+		debug.SetGCPercent(gcPercent)
+	}
+	return signals.NewContext()
+}
+
+// Exit ends a command: with an error it logs msg and err and exits with
+// status 1 (zap flushes fatal lines); without one it flushes the logger.
+func Exit(logger *zap.SugaredLogger, msg string, err error) {
+	if err != nil {
+		logger.Fatalw(msg, zap.Error(err))
+	}
+	_ = logger.Sync()
+}
