@@ -34,6 +34,13 @@ import (
 // maxPending bounds unacknowledged publishes per bridge.
 const maxPending = 256
 
+// The watcher's client rate limit, unless the client configuration sets
+// one (newWatcher).
+const (
+	watchQPS   = 100
+	watchBurst = 200
+)
+
 // NewSink builds the dispatcher's sink once the process has its Kubernetes
 // client configuration (nil when the role needs none) and its metrics
 // registry.
@@ -189,7 +196,14 @@ func newWatcher(cfg Config, rc *rest.Config, nc *nats.Conn, js jetstream.JetStre
 	// Pods and namespaces come as protobuf (internal/kube): every pod
 	// update is decoded in full before the transform slims it, and protobuf
 	// decodes in a fraction of JSON's CPU and garbage.
-	client, err := kube.NewForConfig(rc)
+	wc := rest.CopyConfig(rc)
+	if wc.QPS == 0 {
+		// One watch per opted-in namespace, each a request at start and
+		// again every 5 to 10 minutes (the watch timeout): client-go's
+		// default 5 QPS would take minutes to start a thousand of them.
+		wc.QPS, wc.Burst = watchQPS, watchBurst
+	}
+	client, err := kube.NewForConfig(wc)
 	if err != nil {
 		return nil, nil, fmt.Errorf("kubernetes client: %w", err)
 	}
@@ -199,8 +213,7 @@ func newWatcher(cfg Config, rc *rest.Config, nc *nats.Conn, js jetstream.JetStre
 	}
 	m := metrics.NewBridge(reg)
 	pub := publish.New(nc, js, m, cfg.Stream, maxPending)
-	lists := watch.Lists{Pods: client.PodListWatch(watch.PodFieldSelector), Namespaces: client.NamespaceListWatch()}
-	w := watch.New(lists, pub, m, watch.Options{Source: source, Resync: cfg.Resync, Decision: cfg.Decision})
+	w := watch.New(watch.KubeLists(client), pub, m, watch.Options{Source: source, Resync: cfg.Resync, Decision: cfg.Decision})
 	return w, pub, nil
 }
 

@@ -41,6 +41,11 @@ type Options struct {
 	// Heartbeat is how often the server tells a waiting pull it is alive;
 	// two missed ones mean the consumer is lost (default 5s).
 	Heartbeat time.Duration
+	// Drain is how long deliveries under way may go on once Run's context
+	// is done (default 20s, inside a pod's default 30 s of grace). A quit
+	// cut short could have reached the proxy with nobody left to record
+	// it; one that outlasts Drain is cut, and handed back to JetStream.
+	Drain time.Duration
 }
 
 // Dispatcher delivers events from the stream to a Sink.
@@ -76,6 +81,9 @@ func New(js jetstream.JetStream, sink Sink, m *metrics.Dispatch, o Options) *Dis
 	if o.Heartbeat <= 0 {
 		o.Heartbeat = 5 * time.Second
 	}
+	if o.Drain <= 0 {
+		o.Drain = 20 * time.Second
+	}
 	return &Dispatcher{js: js, sink: sink, m: m, o: o}
 }
 
@@ -89,8 +97,8 @@ const (
 	maxRestoreDelay = 4 * time.Second
 )
 
-// Run consumes until ctx is done, then waits for deliveries under way and
-// hands the events still waiting back to JetStream. Consumed events wait in
+// Run consumes until ctx is done, then waits for deliveries under way (up
+// to Options.Drain) and hands the events still waiting back to JetStream. Consumed events wait in
 // a queue per namespace (queue) for one of the Workers. When the durable
 // consumer (or its stream) disappears — deleted by hand, NATS reinstalled
 // without its volume — it is re-created, with a warning, and Running
@@ -107,8 +115,11 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		}
 		d.m.Waiting.Set(0)
 	}()
-	wg.Go(func() { d.keepAlive(ctx, q) })
-	wg.Go(func() { d.work(ctx, q) })
+	// The keep-alive outlives ctx until the deliveries under way have
+	// drained: one redelivered meanwhile would be quit twice.
+	kctx, drained := context.WithCancel(context.WithoutCancel(ctx))
+	wg.Go(func() { d.keepAlive(kctx, q) })
+	wg.Go(func() { defer drained(); d.work(ctx, q) })
 	handler := func(msg jetstream.Msg) {
 		ns, _, _ := transport.ParseSubject(msg.Subject())
 		q.push(msg, ns)
@@ -159,9 +170,24 @@ func (d *Dispatcher) work(ctx context.Context, q *queue) {
 		d.m.Waiting.Set(float64(waiting))
 		wg.Go(func() {
 			defer func() { q.done(it); <-sem }()
-			d.handle(ctx, it.msg)
+			dctx, cancel := draining(ctx, d.o.Drain)
+			defer cancel()
+			d.handle(dctx, it.msg)
 		})
 	}
+}
+
+// draining is a context for one delivery: it carries ctx's values, and is
+// cancelled grace after ctx is done rather than with it, so a delivery under
+// way when the replica is told to stop can finish (the exec, its Event, the
+// ack) instead of being cut between the quit and its record.
+func draining(ctx context.Context, grace time.Duration) (context.Context, context.CancelFunc) {
+	dctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(ctx, func() {
+		t := time.AfterFunc(grace, cancel)
+		context.AfterFunc(dctx, func() { t.Stop() })
+	})
+	return dctx, func() { stop(); cancel() }
 }
 
 // keepAlive tells JetStream, every AckWait/3, that every message held here

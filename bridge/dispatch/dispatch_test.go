@@ -75,6 +75,7 @@ type env struct {
 	dm      *metrics.Dispatch
 	ctx     context.Context
 	stats   func() uint64
+	stop    func() // cancels Run's context and waits for Run to return
 }
 
 func start(t *testing.T, sink dispatch.Sink) *env {
@@ -117,7 +118,8 @@ func startIn(t *testing.T, parent context.Context, sink dispatch.Sink, o dispatc
 	e.d = dispatch.New(js, sink, e.dm, o)
 	done := make(chan struct{})
 	go func() { defer close(done); _ = e.d.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	e.stop = func() { cancel(); <-done }
+	t.Cleanup(e.stop)
 	return e
 }
 
@@ -304,6 +306,54 @@ func TestSlowDeliveryIsNotRedelivered(t *testing.T) {
 	}
 	if n := testutil.ToFloat64(e.dm.Redeliveries); n != 0 {
 		t.Errorf("%v redeliveries, want 0", n)
+	}
+}
+
+// TestDeliveryUnderWayFinishesOnShutdown: a replica told to stop while a
+// delivery is under way lets it finish, with a context that is still live,
+// and acks it, instead of cutting it between the quit and its record (the
+// quit done, its Event lost, the redelivery finding nothing left to do).
+func TestDeliveryUnderWayFinishesOnShutdown(t *testing.T) {
+	called, release := make(chan struct{}), make(chan struct{})
+	var cut atomic.Bool
+	var once sync.Once
+	sink := dispatch.SinkFunc(func(ctx context.Context, _ cloudevents.Event) cloudevents.Result {
+		once.Do(func() { close(called) })
+		<-release
+		cut.Store(ctx.Err() != nil)
+		return nil
+	})
+	e := start(t, sink)
+	e.publish(t, pod("busy", "1"))
+	select {
+	case <-called:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the event never reached the sink")
+	}
+	stopped := make(chan struct{})
+	go func() { e.stop(); close(stopped) }()
+	// Run's context is cancelled (stop returns only after Run does); the
+	// delivery is released only then.
+	testenv.Eventually(t, 10*time.Second, "Run's context to be cancelled", func() bool { return e.ctx.Err() != nil })
+	close(release)
+	select {
+	case <-stopped:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return after the delivery under way finished")
+	}
+	if cut.Load() {
+		t.Error("the delivery under way had its context cancelled by the shutdown")
+	}
+	st, err := e.js.Stream(context.Background(), transport.DefaultName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Msgs != 0 {
+		t.Errorf("%d messages left in the stream: the delivery that finished during the shutdown was not acked", info.State.Msgs)
 	}
 }
 

@@ -8,6 +8,12 @@ import "github.com/prometheus/client_golang/prometheus"
 type Bridge struct {
 	// WatchEvents by kind (pod, namespace) and op (add, update, delete, resync).
 	WatchEvents *prometheus.CounterVec
+	// PodsDecoded counts pod objects the watches received and packed into
+	// the cache: what watching costs. Pods outside the opt-in never count.
+	PodsDecoded prometheus.Counter
+	// WatchedNamespaces is the number of namespaces whose pods are
+	// watched, by scope (all, labelled).
+	WatchedNamespaces *prometheus.GaugeVec
 	// Filtered counts evaluated pod states by filter reason (publish, unchanged, ...).
 	Filtered *prometheus.CounterVec
 	// Published counts events JetStream acknowledged as stored.
@@ -32,6 +38,10 @@ func NewBridge(reg prometheus.Registerer) *Bridge {
 	m := &Bridge{
 		WatchEvents: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "istio_aux_bridge_watch_events_total", Help: "Informer notifications by kind and op."}, []string{"kind", "op"}),
+		PodsDecoded: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "istio_aux_bridge_pods_decoded_total", Help: "Pod objects received from the API server and packed into the cache."}),
+		WatchedNamespaces: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "istio_aux_bridge_watched_namespaces", Help: "Namespaces whose pods are watched, by scope."}, []string{"scope"}),
 		Filtered: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "istio_aux_bridge_filtered_total", Help: "Pod states evaluated by the change filter, by result."}, []string{"reason"}),
 		Published: prometheus.NewCounter(prometheus.CounterOpts{
@@ -50,7 +60,7 @@ func NewBridge(reg prometheus.Registerer) *Bridge {
 			Name: "istio_aux_bridge_final_skipped_total", Help: "Pod states not published again: their quit failed for good and the pod has not changed."}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.WatchEvents, m.Filtered, m.Published, m.Deduplicated, m.PublishErrors, m.Retries, m.InFlight, m.StreamRestores,
+		reg.MustRegister(m.WatchEvents, m.PodsDecoded, m.WatchedNamespaces, m.Filtered, m.Published, m.Deduplicated, m.PublishErrors, m.Retries, m.InFlight, m.StreamRestores,
 			m.FinalSkipped)
 	}
 	return m

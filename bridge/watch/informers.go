@@ -4,6 +4,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/istio-aux/istio-aux/internal/kube"
 )
 
 // PodFieldSelector lets the API server drop pods istio-aux never acts on:
@@ -35,4 +37,15 @@ func slimNamespace(n *corev1.Namespace) *corev1.Namespace {
 	}
 	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
 		Name: n.Name, UID: n.UID, ResourceVersion: n.ResourceVersion, Labels: labels}}
+}
+
+// KubeLists are the lists the bridge runs on: internal/kube's (protobuf,
+// core/v1 only), pods namespace by namespace with PodFieldSelector.
+func KubeLists(c *kube.Client) Lists {
+	return Lists{
+		Namespaces: c.NamespaceListWatch(),
+		Pods: func(namespace, labelSelector string) cache.ListerWatcher {
+			return c.PodListWatch(namespace, PodFieldSelector, labelSelector)
+		},
+	}
 }

@@ -2,10 +2,10 @@ package watch
 
 import (
 	"context"
-	"fmt"
 
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/cache"
 	"knative.dev/pkg/logging"
 
 	"github.com/istio-aux/istio-aux/pkg/podevent"
@@ -66,13 +66,11 @@ func (w *Watcher) retry(ctx context.Context, key string, err error) {
 // sync reads one pod, evaluates it and publishes its event if the filter
 // says so.
 func (w *Watcher) sync(ctx context.Context, key string) error {
-	in, exists, err := w.read(key)
-	if err != nil || !exists {
-		if !exists {
-			w.published.forget(key)
-			w.forget(key)
-		}
-		return err
+	in, exists := w.read(key)
+	if !exists {
+		w.published.forget(key)
+		w.forget(key)
+		return nil
 	}
 	v := Evaluate(w.o.Decision, w.o.PublishWaits, in)
 	w.m.Filtered.WithLabelValues(v.Reason).Inc()
@@ -88,25 +86,27 @@ func (w *Watcher) sync(ctx context.Context, key string) error {
 
 // read is the pod's cached state, unpacked (the cache itself is never handed
 // out, so it cannot be modified), with its namespace's labels and what was
-// last published for it.
-func (w *Watcher) read(key string) (Input, bool, error) {
-	obj, exists, err := w.pods.GetIndexer().GetByKey(key)
+// last published for it; false when the pod is gone, or its namespace is
+// not (or no longer) watched.
+func (w *Watcher) read(key string) (Input, bool) {
+	ns, _, err := cache.SplitMetaNamespaceKey(key)
 	if err != nil {
-		return Input{}, true, fmt.Errorf("reading %s from the cache: %w", key, err)
+		return Input{}, false
 	}
+	store := w.pods.store(ns)
+	if store == nil {
+		return Input{}, false
+	}
+	packed, exists := store.get(key)
 	if !exists {
-		return Input{}, false, nil
-	}
-	packed, ok := obj.(*slim.Packed)
-	if !ok {
-		return Input{}, true, fmt.Errorf("cache holds a %T for %s, not a *slim.Packed", obj, key)
+		return Input{}, false
 	}
 	in := Input{Pod: packed.Unpack()}
 	if nsObj, ok, _ := w.nss.GetIndexer().GetByKey(in.Pod.Namespace); ok {
 		in.NamespaceLabels = nsObj.(*corev1.Namespace).Labels
 	}
 	in.Last, in.HasLast = w.published.get(key)
-	return in, true, nil
+	return in, true
 }
 
 // publish hands one pod state to the publisher. The fingerprint is

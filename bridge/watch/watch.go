@@ -1,6 +1,7 @@
-// Package watch is the bridge's producer side: informers over slim pods and
-// namespaces, a rate-limited work queue keyed by pod, and workers that run
-// the change filter and publish an event for each state worth acting on.
+// Package watch is the bridge's producer side: a namespace informer, one
+// watch of slim pods per namespace in scope (ScopeOf), a rate-limited work
+// queue keyed by pod, and workers that run the change filter and publish an
+// event for each state worth acting on.
 package watch
 
 import (
@@ -30,11 +31,15 @@ type Publisher interface {
 	Publish(ctx context.Context, e *event.Event, dedupID string, done func(error)) error
 }
 
-// Lists are where a Watcher lists and watches. Pods should apply
-// PodFieldSelector where the server can (the filter checks anyway).
-// Production passes internal/kube's; tests, a fake clientset's.
+// Lists are where a Watcher lists and watches: every namespace, and the
+// pods of one namespace at a time. Production passes KubeLists; tests, a
+// fake clientset's.
 type Lists struct {
-	Pods, Namespaces cache.ListerWatcher
+	Namespaces cache.ListerWatcher
+	// Pods lists and watches the pods of namespace that match labelSelector
+	// ("": all). It should apply PodFieldSelector where the server can (the
+	// filter checks anyway).
+	Pods func(namespace, labelSelector string) cache.ListerWatcher
 }
 
 // Options configure a Watcher.
@@ -57,13 +62,17 @@ type Options struct {
 	RateLimiter workqueue.TypedRateLimiter[string]
 }
 
-// Watcher watches pods and publishes their events.
+// Watcher watches the namespaces, the pods of those opted in, and
+// publishes the pods' events.
 type Watcher struct {
-	o         Options
-	pub       Publisher
-	m         *metrics.Bridge
-	pods      cache.SharedIndexInformer
-	nss       cache.SharedIndexInformer
+	o     Options
+	pub   Publisher
+	m     *metrics.Bridge
+	lists Lists
+	nss   cache.SharedIndexInformer
+	// nsSynced: the namespace handler has seen the initial list.
+	nsSynced  cache.InformerSynced
+	pods      *podWatches
 	queue     workqueue.TypedRateLimitingInterface[string]
 	published *published
 	synced    atomic.Bool
@@ -71,7 +80,8 @@ type Watcher struct {
 	failing sync.Map
 }
 
-// New builds the informers and registers the handlers; Run starts them.
+// New builds the namespace informer and registers its handler; Run starts
+// it and, from it, one pod watch per namespace in scope (ScopeOf).
 func New(lists Lists, pub Publisher, m *metrics.Bridge, o Options) *Watcher {
 	if o.Workers <= 0 {
 		o.Workers = 2
@@ -79,54 +89,71 @@ func New(lists Lists, pub Publisher, m *metrics.Bridge, o Options) *Watcher {
 	if o.RateLimiter == nil {
 		o.RateLimiter = workqueue.NewTypedItemExponentialFailureRateLimiter[string](10*time.Millisecond, 30*time.Second)
 	}
-	pods := cache.NewSharedIndexInformerWithOptions(lists.Pods, &corev1.Pod{}, cache.SharedIndexInformerOptions{
-		ResyncPeriod: o.Resync,
-		Indexers:     cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
-	})
 	nss := cache.NewSharedIndexInformerWithOptions(lists.Namespaces, &corev1.Namespace{}, cache.SharedIndexInformerOptions{})
-	// Only fails on a started informer; these are new.
-	_ = pods.SetTransform(slim.PackTransform)
+	// Only fails on a started informer; this one is new.
 	_ = nss.SetTransform(SlimNamespace)
 	w := &Watcher{
-		o: o, pub: pub, m: m,
-		pods: pods,
-		nss:  nss,
+		o: o, pub: pub, m: m, lists: lists,
+		nss: nss,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(o.RateLimiter,
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "istio-aux-pods"}),
 		published: newPublished(),
 	}
-	// Registration only fails on a stopped informer; these are new.
-	_, _ = w.pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    w.onPodAdd,
-		UpdateFunc: w.onPodUpdate,
-		DeleteFunc: w.onPodDelete,
+	w.pods = newPodWatches(w)
+	// Registration only fails on a stopped informer; this one is new.
+	reg, _ := w.nss.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { w.onNamespace("add", obj) },
+		UpdateFunc: w.onNamespaceUpdate,
+		DeleteFunc: func(obj any) { w.onNamespace("delete", obj) },
 	})
-	_, _ = w.nss.AddEventHandler(cache.ResourceEventHandlerFuncs{UpdateFunc: w.onNamespaceUpdate})
+	w.nsSynced = reg.HasSynced
 	return w
 }
 
-// Synced reports whether both caches have their initial lists (readiness).
+// Synced reports whether the namespaces and the pods of every namespace in
+// scope at start have been listed (readiness). Namespaces opted in later
+// do not make it false again.
 func (w *Watcher) Synced() bool { return w.synced.Load() }
 
-// Run starts the informers, waits for their caches and runs the workers
+// CachedPods is the number of pods the watches hold.
+func (w *Watcher) CachedPods() int { return w.pods.cached() }
+
+// Run starts the namespace informer, starts the pod watches of the
+// namespaces in scope, waits for all of them to list, and runs the workers
 // until ctx is done.
 func (w *Watcher) Run(ctx context.Context) error {
 	logger := logging.FromContext(ctx)
 	defer w.queue.ShutDown()
+	// Deferred in reverse: cancel the informer, the namespace queue and
+	// every pod watch, wait for the goroutines, then for each pod watch to
+	// end.
+	defer w.pods.stopAll()
 	var informers sync.WaitGroup
 	defer informers.Wait()
 	ictx, stop := context.WithCancel(ctx)
 	defer stop()
-	informers.Go(func() { w.pods.RunWithContext(ictx) })
 	informers.Go(func() { w.nss.RunWithContext(ictx) })
-	if !cache.WaitForCacheSync(ctx.Done(), w.pods.HasSynced, w.nss.HasSynced) {
+	if !cache.WaitForCacheSync(ctx.Done(), w.nss.HasSynced, w.nsSynced) {
 		if ctx.Err() != nil {
 			return nil
 		}
-		return errors.New("pod and namespace caches did not sync")
+		return errors.New("namespace cache did not sync")
+	}
+	// The namespaces listed so far get their watches now, so that
+	// readiness means their pods are listed too; later changes go through
+	// the namespace queue.
+	for _, name := range w.nss.GetStore().ListKeys() {
+		w.pods.reconcile(ictx, name)
+	}
+	informers.Go(func() { w.pods.run(ictx) })
+	if !cache.WaitForCacheSync(ctx.Done(), w.pods.hasSynced) {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return errors.New("pod caches did not sync")
 	}
 	w.synced.Store(true)
-	logger.Infow("Caches synced", zap.Int("pods", len(w.pods.GetStore().ListKeys())))
+	logger.Infow("Caches synced", zap.Int("namespaces", w.pods.count()), zap.Int("pods", w.pods.cached()))
 	var wg sync.WaitGroup
 	for range w.o.Workers {
 		wg.Go(func() { wait.UntilWithContext(ctx, w.work, time.Second) })
@@ -137,46 +164,28 @@ func (w *Watcher) Run(ctx context.Context) error {
 	return nil
 }
 
-func (w *Watcher) enqueue(obj any) {
-	key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
-	if err == nil {
-		w.queue.Add(key)
+// transform packs a pod for the cache and counts it: every pod a watch
+// receives from the API server passes here once (a resync or a deletion
+// tombstone passes objects already packed).
+func (w *Watcher) transform(obj any) (any, error) {
+	if _, ok := obj.(*corev1.Pod); ok {
+		w.m.PodsDecoded.Inc()
+	}
+	return slim.PackTransform(obj)
+}
+
+// onNamespace queues a namespace added or deleted: its pod watch starts
+// or stops.
+func (w *Watcher) onNamespace(op string, obj any) {
+	w.m.WatchEvents.WithLabelValues("namespace", op).Inc()
+	if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
+		w.pods.queue.Add(key)
 	}
 }
 
-func (w *Watcher) onPodAdd(obj any) {
-	w.m.WatchEvents.WithLabelValues("pod", "add").Inc()
-	w.enqueue(obj)
-}
-
-func (w *Watcher) onPodUpdate(oldObj, newObj any) {
-	oldPod, ok1 := oldObj.(*slim.Packed)
-	newPod, ok2 := newObj.(*slim.Packed)
-	if ok1 && ok2 && oldPod.ResourceVersion() == newPod.ResourceVersion() {
-		// A periodic resync. Pods still deciding Quit are published again
-		// (after the dedup window this reaches the function anew); others
-		// are left alone.
-		w.m.WatchEvents.WithLabelValues("pod", "resync").Inc()
-		if decision.Decide(newPod.Unpack(), w.o.Decision).Outcome != decision.Quit {
-			return
-		}
-		if key, err := cache.MetaNamespaceKeyFunc(newPod); err == nil {
-			w.published.forget(key)
-			w.queue.Add(key)
-		}
-		return
-	}
-	w.m.WatchEvents.WithLabelValues("pod", "update").Inc()
-	w.enqueue(newObj)
-}
-
-func (w *Watcher) onPodDelete(obj any) {
-	w.m.WatchEvents.WithLabelValues("pod", "delete").Inc()
-	w.enqueue(obj)
-}
-
-// onNamespaceUpdate re-evaluates a namespace's pods when its labels change:
-// opting a namespace in must reach pods that finished before.
+// onNamespaceUpdate queues a namespace whose scope changed: opting it in
+// starts the watch of its pods, whose first list reaches pods that
+// finished before; opting it out stops the watch and drops its cache.
 func (w *Watcher) onNamespaceUpdate(oldObj, newObj any) {
 	oldNS, ok1 := oldObj.(*corev1.Namespace)
 	newNS, ok2 := newObj.(*corev1.Namespace)
@@ -184,14 +193,7 @@ func (w *Watcher) onNamespaceUpdate(oldObj, newObj any) {
 		return
 	}
 	w.m.WatchEvents.WithLabelValues("namespace", "update").Inc()
-	if decision.NamespaceOptedIn(oldNS.Labels) == decision.NamespaceOptedIn(newNS.Labels) {
-		return
-	}
-	objs, err := w.pods.GetIndexer().ByIndex(cache.NamespaceIndex, newNS.Name)
-	if err != nil {
-		return
-	}
-	for _, o := range objs {
-		w.enqueue(o)
+	if ScopeOf(oldNS.Labels) != ScopeOf(newNS.Labels) {
+		w.pods.queue.Add(newNS.Name)
 	}
 }

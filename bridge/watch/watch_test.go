@@ -98,8 +98,8 @@ func (c *cluster) relabel(name string, labels map[string]string) {
 	}
 }
 
-// createJob creates a Never pod whose app is running.
-func (c *cluster) createJob(ns, name string) *corev1.Pod {
+// createJob creates a Never pod whose app is running, changed by mutate.
+func (c *cluster) createJob(ns, name string, mutate ...func(*corev1.Pod)) *corev1.Pod {
 	p := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, UID: types.UID("uid-" + name), ResourceVersion: c.nextRV(),
 			Annotations: map[string]string{"sidecar.istio.io/status": "{...}"}},
@@ -108,6 +108,9 @@ func (c *cluster) createJob(ns, name string) *corev1.Pod {
 		Status: corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{
 			{Name: "istio-proxy", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}},
 			{Name: "app", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}},
+	}
+	for _, m := range mutate {
+		m(p)
 	}
 	p, err := c.client.CoreV1().Pods(ns).Create(context.Background(), p, metav1.CreateOptions{})
 	if err != nil {
@@ -143,10 +146,11 @@ func readiness(p *corev1.Pod) {
 
 // bridge runs a watcher and its publisher until stop is called.
 type bridge struct {
-	nc   *nats.Conn
-	m    *metrics.Bridge
-	w    *watch.Watcher
-	stop func()
+	nc    *nats.Conn
+	m     *metrics.Bridge
+	w     *watch.Watcher
+	lists *testenv.Lists
+	stop  func()
 }
 
 func startBridge(t *testing.T, ctx context.Context, client kubernetes.Interface, url string, o watch.Options) *bridge {
@@ -165,7 +169,8 @@ func startBridge(t *testing.T, ctx context.Context, client kubernetes.Interface,
 	if o.RateLimiter == nil {
 		o.RateLimiter = workqueue.NewTypedItemExponentialFailureRateLimiter[string](5*time.Millisecond, 100*time.Millisecond)
 	}
-	b.w = watch.New(testenv.Lists(client, watch.PodFieldSelector), pub, b.m, o)
+	b.lists = testenv.NewLists(client, watch.PodFieldSelector)
+	b.w = watch.New(b.lists.Lists, pub, b.m, o)
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = pub.Run(ctx) })
 	wg.Go(func() { _ = b.w.Run(ctx) })
@@ -173,6 +178,22 @@ func startBridge(t *testing.T, ctx context.Context, client kubernetes.Interface,
 	t.Cleanup(b.stop)
 	testenv.Eventually(t, 5*time.Second, "caches to sync", b.w.Synced)
 	return b
+}
+
+// delivering is the usual setup: an embedded nats-server, a dispatcher
+// delivering to a new sink, a fake cluster (newCluster's namespaces, then
+// whatever prepare adds) and a bridge watching it.
+func delivering(t *testing.T, o watch.Options, prepare ...func(*cluster)) (*cluster, *bridge, *sink) {
+	t.Helper()
+	ctx := testenv.Context(t)
+	srv := testenv.StartServer(t)
+	s := &sink{seen: map[string]int{}}
+	startDispatcher(t, ctx, srv.URL(), s)
+	c := newCluster(t)
+	for _, p := range prepare {
+		p(c)
+	}
+	return c, startBridge(t, ctx, c.client, srv.URL(), o), s
 }
 
 func startDispatcher(t *testing.T, ctx context.Context, url string, s *sink) {
@@ -218,8 +239,10 @@ func TestWatchPublishDispatch(t *testing.T) {
 	testenv.Eventually(t, 5*time.Second, "both finished opted-in pods", func() bool {
 		return s.count(earlyDone) == 1 && s.count(jobDone)+s.count(jobChurned) == 1
 	})
+	// The three updates of "job"; "other" is in a namespace not opted in,
+	// whose pods are not watched.
 	testenv.Eventually(t, 5*time.Second, "the filter to see every update", func() bool {
-		return testutil.ToFloat64(b.m.WatchEvents.WithLabelValues("pod", "update")) == 4
+		return testutil.ToFloat64(b.m.WatchEvents.WithLabelValues("pod", "update")) == 3
 	})
 	if got := s.total(); got != 2 {
 		t.Errorf("function saw %d events, want 2: %v", got, s.seen)
@@ -254,12 +277,7 @@ func TestWatchPublishDispatch(t *testing.T) {
 }
 
 func TestPublishWaitsPublishesWaitStates(t *testing.T) {
-	ctx := testenv.Context(t)
-	srv := testenv.StartServer(t)
-	s := &sink{seen: map[string]int{}}
-	startDispatcher(t, ctx, srv.URL(), s)
-	c := newCluster(t)
-	startBridge(t, ctx, c.client, srv.URL(), watch.Options{PublishWaits: true})
+	c, _, s := delivering(t, watch.Options{PublishWaits: true})
 	job := c.createJob("jobs", "job")
 	created := podevent.ID(job.UID, job.ResourceVersion)
 	// The queue is keyed by pod (level-triggered): a state superseded
@@ -386,12 +404,7 @@ func TestRetryNowSkipsTheBackOff(t *testing.T) {
 // pod, respellings) is not a new state: one event in all, not one per
 // update, so churn cannot make the function exec again and again.
 func TestAnnotationChurnMakesOneEvent(t *testing.T) {
-	ctx := testenv.Context(t)
-	srv := testenv.StartServer(t)
-	s := &sink{seen: map[string]int{}}
-	startDispatcher(t, ctx, srv.URL(), s)
-	c := newCluster(t)
-	b := startBridge(t, ctx, c.client, srv.URL(), watch.Options{})
+	c, b, s := delivering(t, watch.Options{})
 	c.createJob("jobs", "job")
 	c.update("jobs", "job", appExits(0))
 	testenv.Eventually(t, 5*time.Second, "the finished pod's event", func() bool { return s.total() == 1 })

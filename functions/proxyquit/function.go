@@ -53,8 +53,19 @@ type Function struct {
 	cluster  Cluster
 	exec     Execer
 	recorder record.EventRecorder
+	events   *eventLog // nil when the recorder was handed to New
 	metrics  *Metrics
 	now      func() time.Time
+}
+
+// Close writes the Kubernetes Events recorded so far, waiting for them
+// until ctx is done, and stops writing. Call it once the events under way
+// have been handled (the HTTP server shut down, the dispatcher drained).
+func (f *Function) Close(ctx context.Context) error {
+	if f.events == nil {
+		return nil
+	}
+	return f.events.flush(ctx)
 }
 
 // New assembles a Function from its dependencies. metrics may be nil (not
@@ -75,7 +86,7 @@ func New(cfg Config, cluster Cluster, exec Execer, recorder record.EventRecorder
 
 // NewFromConfig builds a Function talking to the cluster rc points at, with
 // metrics registered on reg (nil: not registered). Kubernetes Events are
-// sent until ctx is done.
+// written until Close.
 func NewFromConfig(ctx context.Context, rc *rest.Config, cfg Config, reg prometheus.Registerer) (*Function, error) {
 	if rc == nil {
 		return nil, errors.New("proxyquit: no Kubernetes client configuration")
@@ -103,13 +114,9 @@ func NewFromConfig(ctx context.Context, rc *rest.Config, cfg Config, reg prometh
 	if err != nil {
 		return nil, err
 	}
-	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
-	broadcaster.StartRecordingToSink(kc.EventSink())
-	go func() {
-		<-ctx.Done()
-		broadcaster.Shutdown()
-	}()
-	recorder := broadcaster.NewRecorder(kube.Scheme, corev1.EventSource{Component: Component})
+	// Events are written until Close, not until ctx is done: the events
+	// under way when the process is told to stop still get theirs.
+	events, recorder := newEventLog(kc.EventSink(), corev1.EventSource{Component: Component}, kube.Scheme)
 	// Token reviews and the issuer's keys go through a client of their
 	// own: its rate limit is theirs, so authentication can never spend the
 	// budget of the pod reads and the Events (and callers cannot spend this
@@ -123,8 +130,10 @@ func NewFromConfig(ctx context.Context, rc *rest.Config, cfg Config, reg prometh
 	}
 	fn, err := New(cfg, reviewedApart{Cluster: NewNamespaceCache(kc), reviews: ac}, ex, recorder, m)
 	if err != nil {
+		events.broadcaster.Shutdown()
 		return nil, err
 	}
+	fn.events = events
 	if !cfg.Auth.Disabled {
 		go fn.auth.keys.follow(ctx, APIServerIssuer(ac.RESTClient()))
 	}

@@ -40,20 +40,30 @@ func NewServer(addr string, h http.Handler) *http.Server {
 }
 
 // Serve serves h on l until ctx is done, then shuts down gracefully
-// (Knative gives a terminating pod time to finish in-flight requests).
+// (Knative gives a terminating pod time to finish in-flight requests): it
+// returns once the requests under way have been answered, or after
+// drainTimeout.
 func Serve(ctx context.Context, l net.Listener, h http.Handler) error {
 	srv := NewServer(l.Addr().String(), h)
+	drained := make(chan struct{})
 	go func() {
+		defer close(drained)
 		<-ctx.Done()
-		shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), drainTimeout)
 		defer cancel()
 		_ = srv.Shutdown(shutdown)
 	}()
 	if err := srv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
+	<-drained // Serve returns as soon as Shutdown begins
 	return nil
 }
+
+// drainTimeout bounds how long a stopping function waits for the requests
+// under way: an exec (ExecTimeout) and a few API calls, inside a pod's
+// default 30 s of grace.
+const drainTimeout = 20 * time.Second
 
 // HTTPHandler serves the function on one port, as a Knative Service must:
 // CloudEvents (binary or structured) on "/", Prometheus metrics from g on

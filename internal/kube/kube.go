@@ -94,29 +94,30 @@ func (c *Client) ConfigMap(ctx context.Context, namespace, name string) (*corev1
 // ConfigMapListWatch lists and watches one ConfigMap (a field selector on
 // its name, which RBAC can grant by resourceNames).
 func (c *Client) ConfigMapListWatch(namespace, name string) *cache.ListWatch {
-	return c.listWatchIn(namespace, "configmaps", "metadata.name="+name, func() runtime.Object { return &corev1.ConfigMapList{} })
+	return c.listWatch(namespace, "configmaps", "metadata.name="+name, "", func() runtime.Object { return &corev1.ConfigMapList{} })
 }
 
-// PodListWatch lists and watches pods in every namespace, with a field
-// selector (empty: all pods).
-func (c *Client) PodListWatch(fieldSelector string) *cache.ListWatch {
-	return c.listWatch("pods", fieldSelector, func() runtime.Object { return &corev1.PodList{} })
+// PodListWatch lists and watches the pods of one namespace that match
+// fieldSelector and labelSelector (empty: no selection). The bridge
+// watches pods namespace by namespace, never across the cluster.
+func (c *Client) PodListWatch(namespace, fieldSelector, labelSelector string) *cache.ListWatch {
+	return c.listWatch(namespace, "pods", fieldSelector, labelSelector, func() runtime.Object { return &corev1.PodList{} })
 }
 
 // NamespaceListWatch lists and watches namespaces.
 func (c *Client) NamespaceListWatch() *cache.ListWatch {
-	return c.listWatch("namespaces", "", func() runtime.Object { return &corev1.NamespaceList{} })
+	return c.listWatch("", "namespaces", "", "", func() runtime.Object { return &corev1.NamespaceList{} })
 }
 
-func (c *Client) listWatch(resource, fieldSelector string, list func() runtime.Object) *cache.ListWatch {
-	return c.listWatchIn("", resource, fieldSelector, list)
-}
-
-// listWatchIn lists and watches resource in namespace ("": all).
-func (c *Client) listWatchIn(namespace, resource, fieldSelector string, list func() runtime.Object) *cache.ListWatch {
+// listWatch lists and watches resource in namespace ("": all, or a
+// cluster-scoped resource) with the given selectors.
+func (c *Client) listWatch(namespace, resource, fieldSelector, labelSelector string, list func() runtime.Object) *cache.ListWatch {
 	tweak := func(o *metav1.ListOptions) {
 		if fieldSelector != "" {
 			o.FieldSelector = fieldSelector
+		}
+		if labelSelector != "" {
+			o.LabelSelector = labelSelector
 		}
 	}
 	return &cache.ListWatch{

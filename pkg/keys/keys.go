@@ -10,6 +10,11 @@ const (
 	// ("true"/"false") it overrides the namespace; it is a label because
 	// admission selectors can match labels, not annotations.
 	LabelEnabled = "istio-aux.dev/enabled"
+	// LabelEnabledPods is LabelEnabled's value on a namespace whose pods opt
+	// in one by one, each with its own label LabelEnabled=true: the namespace
+	// is not opted in as a whole, but the exec policy lets the function quit
+	// proxies there, and the bridge watches only those labelled pods.
+	LabelEnabledPods = "pods"
 	// LegacyLabel is the reference implementation's namespace label (value
 	// LegacyLabelValue), honoured so existing namespaces keep working.
 	LegacyLabel      = "io.datastrophic/istio-aux"

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -27,15 +28,23 @@ type params struct {
 	burstWithin   time.Duration
 	jobs          int
 	scaleDeadline time.Duration
+	outsidePods   int           // run-to-completion pods outside the opt-in
+	outsideChurn  int           // their status changes a second, in total
+	cpuWindow     time.Duration // over which the namespaces part reads CPU
+	cpuPairs      int           // interleaved pairs of windows of the outside part
+	cpuSlice      time.Duration // each of those windows
+	namespaces    int           // opted-in namespaces of podsPerNamespace pods
 }
 
 func benchParams() params {
 	if os.Getenv("BENCH_QUICK") != "" {
 		return params{creates: 100, memLevels: []int{0, 500, 1000}, reactionPods: 40,
-			trickleEvery: 250 * time.Millisecond, burstWithin: 2 * time.Second, jobs: 100, scaleDeadline: 5 * time.Minute}
+			trickleEvery: 250 * time.Millisecond, burstWithin: 2 * time.Second, jobs: 100, scaleDeadline: 5 * time.Minute,
+			outsidePods: 2000, outsideChurn: 10, cpuWindow: 20 * time.Second, cpuPairs: 3, cpuSlice: 5 * time.Second, namespaces: 100}
 	}
 	return params{creates: 3000, memLevels: []int{0, 1000, 5000, 10000}, reactionPods: 200,
-		trickleEvery: 250 * time.Millisecond, burstWithin: 2 * time.Second, jobs: 1000, scaleDeadline: 10 * time.Minute}
+		trickleEvery: 250 * time.Millisecond, burstWithin: 2 * time.Second, jobs: 1000, scaleDeadline: 10 * time.Minute,
+		outsidePods: 10000, outsideChurn: 10, cpuWindow: 90 * time.Second, cpuPairs: 8, cpuSlice: 15 * time.Second, namespaces: 1000}
 }
 
 func logWriter(t *testing.T) io.Writer {
@@ -107,8 +116,8 @@ func buildTool(t *testing.T, pkg, name string) string {
 }
 
 // only reports whether BENCH_ONLY (a comma-separated list of admission,
-// memory, reaction, scale; empty: all) selects a part, for iterating on
-// one measurement.
+// memory, outside, namespaces, reaction, scale; empty: all) selects a part,
+// for iterating on one measurement.
 func only(part string) bool {
 	sel := os.Getenv("BENCH_ONLY")
 	if sel == "" {
@@ -122,10 +131,10 @@ func only(part string) bool {
 	return false
 }
 
-// TestBench runs every measurement in one go, in two control planes: one
-// without kwok for admission and memory (its pods are parked on a node that
-// does not exist), one with the Job controller and kwok for reaction and
-// scale.
+// TestBench runs every measurement in one go, in three control planes:
+// two without kwok, for admission and memory and for the watch scope
+// (their pods are parked on a node that does not exist), one with the Job
+// controller and kwok for reaction and scale.
 func TestBench(t *testing.T) {
 	p := benchParams()
 	res := newResults(t)
@@ -145,20 +154,39 @@ func TestBench(t *testing.T) {
 			}
 		})
 	}
+	// Which pods the bridge watches: a control plane of its own, so that no
+	// other part's pods are opted in.
+	stage(t, "watch-scope", cluster.Options{Log: log}, func(t *testing.T, c *cluster.Cluster, a *istioaux.IstioAux, cs kubernetes.Interface) {
+		if only("outside") {
+			outside(t, a, cs, p, res)
+		}
+		if only("namespaces") {
+			namespaceScale(t, c, a, cs, p, res)
+		}
+	}, "outside", "namespaces")
+	stage(t, "reaction+scale", cluster.Options{ControllerManager: true, Kwok: true, Log: log}, func(t *testing.T, c *cluster.Cluster, a *istioaux.IstioAux, cs kubernetes.Interface) {
+		if only("reaction") {
+			reaction(t, c, cs, p, res)
+		}
+		if only("scale") {
+			scale(t, c, a, cs, p, res)
+		}
+	}, "reaction", "scale")
+}
+
+// stage runs fn as subtest name on a control plane of its own (opts) with
+// istio-aux started, when BENCH_ONLY selects one of parts, and unless an
+// earlier stage failed (BENCH_KEEP_GOING runs it anyway).
+func stage(t *testing.T, name string, opts cluster.Options, fn func(*testing.T, *cluster.Cluster, *istioaux.IstioAux, kubernetes.Interface), parts ...string) {
 	if t.Failed() && os.Getenv("BENCH_KEEP_GOING") == "" {
 		return
 	}
-	if only("reaction") || only("scale") {
-		t.Run("reaction+scale", func(t *testing.T) {
-			c, start := startStack(t, cluster.Options{ControllerManager: true, Kwok: true, Log: log})
-			a := start()
-			cs := fastClient(t, c)
-			if only("reaction") {
-				reaction(t, c, cs, p, res)
-			}
-			if only("scale") {
-				scale(t, c, a, cs, p, res)
-			}
-		})
+	if !slices.ContainsFunc(parts, only) {
+		return
 	}
+	t.Run(name, func(t *testing.T) {
+		c, start := startStack(t, opts)
+		a := start()
+		fn(t, c, a, fastClient(t, c))
+	})
 }

@@ -51,15 +51,16 @@ import (
 // completionArm is one way of ending a pod.
 type completionArm struct {
 	name    string
+	short   string // its name in the chain's rows
 	ns      string
 	optedIn bool    // istio-aux handles it
 	native  bool    // the pod asks Istio for a native sidecar
 	reactor reactor // the bench's own quitter, if any (reactors_test.go)
 }
 
-// completion is one pod's timeline.
+// completion is one pod's timeline (the chain's links: chain_test.go).
 type completion struct {
-	appExit, succeeded, complete time.Time
+	appExit, appSeen, proxyTold, proxyLast, succeeded, complete time.Time
 }
 
 func TestBenchCompletion(t *testing.T) {
@@ -102,11 +103,11 @@ func TestBenchCompletion(t *testing.T) {
 		t.Fatal(err)
 	}
 	arms := []*completionArm{
-		{name: "istio-aux", ns: "c-istio-aux", optedIn: true},
-		{name: "native sidecar (Istio's defaults)", ns: "c-native", native: true},
-		{name: "istio-aux quit-native", ns: "c-quit-native", optedIn: true, native: true},
-		{name: "floor (bare watch, exec at once)", ns: "c-floor", reactor: floor},
-		{name: "serial (the reference's approach)", ns: "c-serial", reactor: serial},
+		{name: "istio-aux", short: "istio-aux", ns: "c-istio-aux", optedIn: true},
+		{name: "native sidecar (Istio's defaults)", short: "native", ns: "c-native", native: true},
+		{name: "istio-aux quit-native", short: "quit-native", ns: "c-quit-native", optedIn: true, native: true},
+		{name: "floor (bare watch, exec at once)", short: "floor", ns: "c-floor", reactor: floor},
+		{name: "serial (the reference's approach)", short: "serial", ns: "c-serial", reactor: serial},
 	}
 	for _, a := range arms {
 		var labels map[string]string
@@ -161,7 +162,8 @@ func TestBenchCompletion(t *testing.T) {
 	cpu1, busyFor := completionCPU(t, m), time.Since(busyStart)
 	<-profiled
 
-	// The app's exit, from its own last log line.
+	// The app's exit, from its own last log line; the proxy's stop, from
+	// its log.
 	byArm := map[string][]completion{}
 	for _, a := range arms {
 		for _, p := range w.podsIn(a.ns) {
@@ -171,6 +173,9 @@ func TestBenchCompletion(t *testing.T) {
 				continue
 			}
 			p.appExit = exit
+			if p.proxyTold, p.proxyLast, err = proxyStop(ctx, cs, a.ns, p.name); err != nil {
+				t.Logf("%s/%s: the chain lacks the proxy's stop: %v", a.ns, p.name, err)
+			}
 			byArm[a.ns] = append(byArm[a.ns], p.completion)
 		}
 	}
@@ -195,26 +200,32 @@ func TestBenchCompletion(t *testing.T) {
 		}
 		res.add("completion", fmt.Sprintf("%s, p50 / p99 (%d single-pod Jobs per way, real node)", what.measure, rounds),
 			secs(what.d[aux])+"; "+strings.Join(others, "; "),
-			"≤ 0.5× native, ≤ 1.2× floor",
+			"≤ 1.1× native, ≤ 1.2× floor",
 			fmt.Sprintf("%s (%.2f×/%.2f× native, %.2f×/%.2f× floor)",
-				verdict(ratio(p50, nat50) <= 0.5 && ratio(p99, nat99) <= 0.5 && ratio(p50, fl50) <= 1.2 && ratio(p99, fl99) <= 1.2),
+				verdict(ratio(p50, nat50) <= 1.1 && ratio(p99, nat99) <= 1.1 && ratio(p50, fl50) <= 1.2 && ratio(p99, fl99) <= 1.2),
 				ratio(p50, nat50), ratio(p99, nat99), ratio(p50, fl50), ratio(p99, fl99)))
+	}
+	// Where the time goes, link by link, in the ways that matter: istio-aux
+	// against native and the floor.
+	for _, row := range chainRows([]*completionArm{arms[0], arms[1], arms[3]}, byArm, rounds) {
+		res.add("completion", row[0], row[1], "", "")
 	}
 	// istio-aux's own CPU per pod it handled, against the node's CPU per
 	// pod start (the kubelet's and containerd's) over the same run.
-	// Per pod istio-aux handled (its two arms), though its bridge watched
-	// and filtered every arm's pods: the strict reading, and the target's.
-	// Per pod in the cluster: what it costs when every pod is a Job pod it
-	// handles (the watch costs per pod either way).
+	// Per pod istio-aux handled (its two arms): the target's reading. The
+	// other arms' namespaces are not opted in, so neither the webhook nor
+	// the bridge's watches see their pods. Per pod in the run: the same
+	// CPU spread over every pod started, for comparison with earlier runs
+	// (when the bridge watched every pod).
 	handled := float64(len(byArm[aux]) + len(byArm[arms[2].ns]))
 	all := float64(len(jobs))
 	busy := cpu1.aux - cpu0.aux - idleRate*busyFor.Seconds()
 	perHandled, perPod := busy/handled, busy/all
 	nodePerPod := (cpu1.node - cpu0.node) / all
 	res.add("completion", "istio-aux CPU per Job pod it handled (webhook + bridge + dispatcher + function, idle cost subtracted) vs kubelet + containerd per pod start",
-		fmt.Sprintf("%.0f vs %.0f CPU-ms (%.1f %%); per pod it watched %.0f CPU-ms (%.1f %%); idle %.1f CPU-ms/s",
+		fmt.Sprintf("%.0f vs %.0f CPU-ms (%.1f %%); per pod in the run %.0f CPU-ms (%.1f %%); idle %.1f CPU-ms/s",
 			perHandled*1000, nodePerPod*1000, 100*perHandled/nodePerPod, perPod*1000, 100*perPod/nodePerPod, idleRate*1000),
-		"≤ 5 %", verdict(perHandled/nodePerPod <= 0.05))
+		"≤ 2 %", verdict(perHandled/nodePerPod <= 0.02))
 	t.Logf("jobs %d, every %s; CPU-s over %s: istio-aux %.2f (webhook %.2f), kubelet+containerd %.2f; idle istio-aux %.1f CPU-ms/s",
 		len(jobs), every, busyFor.Round(time.Second), cpu1.aux-cpu0.aux, cpu1.webhook-cpu0.webhook, cpu1.node-cpu0.node, idleRate*1000)
 }
@@ -334,8 +345,8 @@ func (w *completions) entry(ns, job string) *podCompletion {
 	return p
 }
 
-// watchCompletions notes when each bench pod is first seen Succeeded and
-// each bench Job Complete, through watches that resume when the API server
+// watchCompletions notes when each bench pod is first seen with its app
+// terminated and Succeeded, and each bench Job Complete, through watches that resume when the API server
 // ends them.
 func watchCompletions(ctx context.Context, t *testing.T, cs kubernetes.Interface) *completions {
 	t.Helper()
@@ -360,12 +371,15 @@ func watchCompletions(ctx context.Context, t *testing.T, cs kubernetes.Interface
 		for ev := range pw.ResultChan() {
 			now := time.Now()
 			p, ok := ev.Object.(*corev1.Pod)
-			if !ok || p.Status.Phase != corev1.PodSucceeded {
+			if !ok {
 				continue
 			}
 			w.mu.Lock()
 			e := w.entry(p.Namespace, p.Labels[batchv1.JobNameLabel])
-			if e.succeeded.IsZero() {
+			if e.appSeen.IsZero() && appTerminated(p) {
+				e.appSeen = now
+			}
+			if e.succeeded.IsZero() && p.Status.Phase == corev1.PodSucceeded {
 				e.name, e.succeeded = p.Name, now
 			}
 			w.mu.Unlock()
@@ -388,4 +402,15 @@ func watchCompletions(ctx context.Context, t *testing.T, cs kubernetes.Interface
 		}
 	}()
 	return w
+}
+
+// appTerminated: the pod's status says its app (the training container)
+// has terminated.
+func appTerminated(p *corev1.Pod) bool {
+	for _, st := range p.Status.ContainerStatuses {
+		if st.Name == "tensorflow" && st.State.Terminated != nil {
+			return true
+		}
+	}
+	return false
 }

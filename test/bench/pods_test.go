@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"maps"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -70,6 +68,15 @@ func podSpec(env []corev1.EnvVar) corev1.PodSpec {
 	}
 }
 
+// annotate adds annotations to every pod createPods creates.
+func annotate(annotations map[string]string) func(int, *corev1.Pod) {
+	return func(_ int, p *corev1.Pod) {
+		for k, v := range annotations {
+			p.Annotations[k] = v
+		}
+	}
+}
+
 // runningStatus is what a kubelet reports for a started bench pod.
 func runningStatus(pod *corev1.Pod) corev1.PodStatus {
 	now := metav1.Now()
@@ -85,36 +92,28 @@ func runningStatus(pod *corev1.Pod) corev1.PodStatus {
 }
 
 // createPods creates pods from..to-1 named prefix-<i> in ns with parallel
-// clients; parked pods are bound to parkedNode and reported Running.
-func createPods(ctx context.Context, cs kubernetes.Interface, ns, prefix string, from, to int, parked bool, annotations map[string]string) error {
-	var next atomic.Int64
-	next.Store(int64(from))
-	var wg sync.WaitGroup
-	errs := make(chan error, 16)
-	for range 16 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := int(next.Add(1) - 1); i < to; i = int(next.Add(1) - 1) {
-				pod := benchPod(fmt.Sprintf("%s-%05d", prefix, i), annotations)
-				if parked {
-					pod.Spec.NodeName = parkedNode
-				}
-				p, err := cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
-				if err == nil && parked {
-					p.Status = runningStatus(p)
-					_, err = cs.CoreV1().Pods(ns).UpdateStatus(ctx, p, metav1.UpdateOptions{})
-				}
-				if err != nil {
-					errs <- fmt.Errorf("pod %s: %w", pod.Name, err)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	return <-errs
+// clients, each changed by mutate (if not nil); parked pods are bound to
+// parkedNode and reported Running.
+func createPods(ctx context.Context, cs kubernetes.Interface, ns, prefix string, from, to int, parked bool, mutate func(i int, p *corev1.Pod)) error {
+	return parallel(to-from, 16, func(i int) error {
+		i += from
+		pod := benchPod(fmt.Sprintf("%s-%05d", prefix, i), nil)
+		if mutate != nil {
+			mutate(i, pod)
+		}
+		if parked {
+			pod.Spec.NodeName = parkedNode
+		}
+		p, err := cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
+		if err == nil && parked {
+			p.Status = runningStatus(p)
+			_, err = cs.CoreV1().Pods(ns).UpdateStatus(ctx, p, metav1.UpdateOptions{})
+		}
+		if err != nil {
+			return fmt.Errorf("pod %s: %w", pod.Name, err)
+		}
+		return nil
+	})
 }
 
 var status = cluster.ContainerStatus
@@ -189,10 +188,20 @@ func createNamespace(ctx context.Context, cs kubernetes.Interface, name string, 
 // ever gets a default ServiceAccount: its pods, parked on a node that does
 // not exist, need none.
 func createParkedNamespace(ctx context.Context, cs kubernetes.Interface, name string, optedIn bool) error {
-	labels := map[string]string{keys.LabelInjection: "enabled"}
+	var labels map[string]string
 	if optedIn {
-		maps.Copy(labels, mesh.OptedIn)
+		labels = mesh.OptedIn
 	}
-	_, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}, metav1.CreateOptions{})
+	return parkedNamespace(ctx, cs, name, labels)
+}
+
+// parkedNamespace creates a namespace with Istio's injection on and the
+// given labels, without waiting for a default ServiceAccount (see
+// createParkedNamespace): also for the watch-scope control plane, which
+// runs no controller manager either.
+func parkedNamespace(ctx context.Context, cs kubernetes.Interface, name string, labels map[string]string) error {
+	l := map[string]string{keys.LabelInjection: "enabled"}
+	maps.Copy(l, labels)
+	_, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: l}}, metav1.CreateOptions{})
 	return err
 }

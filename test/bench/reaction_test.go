@@ -119,7 +119,7 @@ func reactionRun(t *testing.T, c *cluster.Cluster, cs kubernetes.Interface, ex p
 		t.Fatal(err)
 	}
 	// Apps run "forever": the bench, not kwok, decides when they exit.
-	if err := createPods(ctx, cs, ns, "r", 0, n, false, map[string]string{cluster.AnnotationRunFor: "3600s"}); err != nil {
+	if err := createPods(ctx, cs, ns, "r", 0, n, false, annotate(map[string]string{cluster.AnnotationRunFor: "3600s"})); err != nil {
 		t.Fatal(err)
 	}
 	pods, err := waitRunning(ctx, cs, ns, n, 3*time.Minute)

@@ -31,7 +31,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -41,6 +40,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/istio-aux/istio-aux/test/modroot"
 )
 
 // Versions of the binaries the harness runs; hack/build-k8s.sh and
@@ -235,12 +236,8 @@ func (c *Cluster) Stop() error {
 	return errors.Join(errs...)
 }
 
-// RepoRoot is the istio-aux module root (found from this source file, so it
-// works from any test's working directory).
-func RepoRoot() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
-}
+// RepoRoot is the istio-aux module root (modroot.Dir).
+func RepoRoot() string { return modroot.Dir() }
 
 // CacheDir is where hack/build-*.sh put binaries: $ISTIO_AUX_CACHE or _output.
 func CacheDir() string {

@@ -145,13 +145,8 @@ func Test5MissedWhileDown(t *testing.T) {
 func Test6NotOptedIn(t *testing.T) {
 	withIstioAux(t)
 	ns := namespace(t, nil)
-	job := trainingJob("untouched", corev1.RestartPolicyNever, mesh.App{RunFor: "1s"})
-	job.Spec.Completions, job.Spec.Parallelism = ptr.To(int32(1)), ptr.To(int32(1))
-	createJob(t, ns, job)
-	eventually(t, 30*time.Second, "app done, proxy running", func(ctx context.Context) (bool, error) {
-		pods := jobPods(t, ns, "untouched")
-		return len(pods) == 1 && stuck(&pods[0]), nil
-	})
+	createOnePodJob(t, ns, "untouched", "1s")
+	waitStuck(t, ns, "untouched")
 	consistently(t, 5*time.Second, "pod left alone", func(ctx context.Context) (bool, error) {
 		pods := jobPods(t, ns, "untouched")
 		return len(pods) == 1 && stuck(&pods[0]) && len(quitsIn(t, ns)) == 0, nil

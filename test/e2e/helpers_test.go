@@ -36,6 +36,25 @@ func trainingJob(name string, policy corev1.RestartPolicy, app mesh.App) *batchv
 	return j
 }
 
+// createOnePodJob creates a one-pod trainingJob whose app runs for runFor
+// and exits 0, never retried.
+func createOnePodJob(t *testing.T, ns, name, runFor string) {
+	t.Helper()
+	job := trainingJob(name, corev1.RestartPolicyNever, mesh.App{RunFor: runFor})
+	job.Spec.Completions, job.Spec.Parallelism = ptr.To(int32(1)), ptr.To(int32(1))
+	createJob(t, ns, job)
+}
+
+// waitStuck waits for the one pod of Job name to be stuck: app done, proxy
+// running.
+func waitStuck(t *testing.T, ns, name string) {
+	t.Helper()
+	eventually(t, 30*time.Second, "app done, proxy running", func(ctx context.Context) (bool, error) {
+		pods := jobPods(t, ns, name)
+		return len(pods) == 1 && stuck(&pods[0]), nil
+	})
+}
+
 func createJob(t *testing.T, ns string, job *batchv1.Job) *batchv1.Job {
 	t.Helper()
 	j, err := env.Client().BatchV1().Jobs(ns).Create(context.Background(), job, metav1.CreateOptions{})

@@ -7,8 +7,9 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
-	"runtime"
 	"strings"
+
+	"github.com/istio-aux/istio-aux/test/modroot"
 )
 
 // GoBinary builds a Go main package into dir and returns the binary's
@@ -26,17 +27,10 @@ func GoBinary(ctx context.Context, pkg, dir string) (string, error) {
 	// library's compiled packages with the test binary's own build (a cold
 	// cache builds the app in 14 s instead of 48 s here).
 	cmd := exec.CommandContext(ctx, "go", "build", "-ldflags=-s -w", "-o", out, pkg)
-	cmd.Dir = moduleRoot()
+	cmd.Dir = modroot.Dir()
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOPROXY=off")
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("go build %s: %w: %s", pkg, err, strings.TrimSpace(string(b)))
 	}
 	return out, nil
-}
-
-// moduleRoot is the istio-aux module root, found from this source file so
-// that any test's working directory works.
-func moduleRoot() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
 }

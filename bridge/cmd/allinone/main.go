@@ -9,8 +9,10 @@ package main
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
 	"k8s.io/client-go/rest"
 	knlogging "knative.dev/pkg/logging"
 
@@ -31,15 +33,30 @@ func main() {
 	if err := errors.Join(cfgErr, fnErr, rcErr); err != nil {
 		startup.Exit(logger, "Invalid configuration", err)
 	}
+	var fn *proxyquit.Function
 	inProcess := func(ctx context.Context, rc *rest.Config, reg prometheus.Registerer) (dispatch.Sink, error) {
 		if cfg.Sink != "" {
 			return app.HTTPSink(cfg)(ctx, rc, reg)
 		}
-		fn, err := proxyquit.NewFromConfig(ctx, rc, fcfg, reg)
-		if err != nil {
+		var err error
+		if fn, err = proxyquit.NewFromConfig(ctx, rc, fcfg, reg); err != nil {
 			return nil, err
 		}
 		return dispatch.SinkFunc(fn.Handle), nil
 	}
-	startup.Exit(logger, "istio-aux stopped", app.Run(knlogging.WithLogger(ctx, logger), cfg, rc, inProcess))
+	err := app.Run(knlogging.WithLogger(ctx, logger), cfg, rc, inProcess)
+	if fn != nil {
+		// The dispatcher has drained: write the Events of the quits it
+		// made before the process ends.
+		closing, cancel := context.WithTimeout(context.WithoutCancel(ctx), eventsTimeout)
+		if cerr := fn.Close(closing); cerr != nil {
+			logger.Warnw("Stopping", zap.Error(cerr))
+		}
+		cancel()
+	}
+	startup.Exit(logger, "istio-aux stopped", err)
 }
+
+// eventsTimeout bounds the wait for the last Kubernetes Events, after the
+// dispatcher's drain, inside a pod's default 30 s of grace.
+const eventsTimeout = 5 * time.Second

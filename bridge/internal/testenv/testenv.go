@@ -7,12 +7,15 @@ import (
 	"context"
 	"net/url"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"go.uber.org/zap/zaptest"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	apiwatch "k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
@@ -89,30 +92,105 @@ func Eventually(t testing.TB, within time.Duration, what string, cond func() boo
 	}
 }
 
-// Lists are a clientset's (usually a fake's) pod and namespace list-watches,
-// as production builds them from internal/kube: pods with the watcher's
-// field selector. They carry the clientset's word on whether it can stream
-// the initial list (a fake cannot), as informer factories do.
-func Lists(cs kubernetes.Interface, podFieldSelector string) watch.Lists {
-	tweak := func(o *metav1.ListOptions) { o.FieldSelector = podFieldSelector }
-	return watch.Lists{
-		Pods: cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
+// Lists are a clientset's (usually a fake's) list-watches, as production
+// builds them (watch.KubeLists): pods namespace by namespace, with the
+// field selector given and the watcher's label selector. They carry the
+// clientset's word on whether it can stream the initial list (a fake
+// cannot), as informer factories do. A fake applies label selectors to
+// lists only: Lists applies them to watch events too, as the API server
+// does. Watching says which namespaces' pod watches are open, so that a
+// test changes pods only once a watch can see the change (a fake replays
+// nothing from before a watch started).
+type Lists struct {
+	watch.Lists
+	mu   sync.Mutex
+	open map[string]int
+}
+
+// NewLists returns cs's lists, pods with podFieldSelector.
+func NewLists(cs kubernetes.Interface, podFieldSelector string) *Lists {
+	l := &Lists{open: map[string]int{}}
+	l.Namespaces = cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return cs.CoreV1().Namespaces().List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (apiwatch.Interface, error) {
+			return cs.CoreV1().Namespaces().Watch(ctx, o)
+		},
+	}, cs)
+	l.Pods = func(namespace, labelSelector string) cache.ListerWatcher {
+		tweak := func(o *metav1.ListOptions) { o.FieldSelector, o.LabelSelector = podFieldSelector, labelSelector }
+		return cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
 			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 				tweak(&o)
-				return cs.CoreV1().Pods("").List(ctx, o)
+				return cs.CoreV1().Pods(namespace).List(ctx, o)
 			},
 			WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (apiwatch.Interface, error) {
 				tweak(&o)
-				return cs.CoreV1().Pods("").Watch(ctx, o)
+				sel, err := labels.Parse(o.LabelSelector)
+				if err != nil {
+					return nil, err
+				}
+				w, err := cs.CoreV1().Pods(namespace).Watch(ctx, o)
+				if err != nil {
+					return nil, err
+				}
+				l.opened(namespace, 1)
+				return &tracked{Interface: selected(w, sel), stop: func() { l.opened(namespace, -1) }}, nil
 			},
-		}, cs),
-		Namespaces: cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
-			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-				return cs.CoreV1().Namespaces().List(ctx, o)
-			},
-			WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (apiwatch.Interface, error) {
-				return cs.CoreV1().Namespaces().Watch(ctx, o)
-			},
-		}, cs),
+		}, cs)
 	}
+	return l
+}
+
+// Watching reports whether a pod watch of namespace is open.
+func (l *Lists) Watching(namespace string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.open[namespace] > 0
+}
+
+func (l *Lists) opened(namespace string, n int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.open[namespace] += n
+}
+
+// selected passes the events of objects sel matches, as the API server
+// does for a label-selected watch: an object that stops matching arrives
+// deleted, one that never matched not at all.
+func selected(w apiwatch.Interface, sel labels.Selector) apiwatch.Interface {
+	if sel.Empty() {
+		return w
+	}
+	seen := map[string]bool{}
+	return apiwatch.Filter(w, func(e apiwatch.Event) (apiwatch.Event, bool) {
+		m, err := meta.Accessor(e.Object)
+		if err != nil || (e.Type != apiwatch.Added && e.Type != apiwatch.Modified && e.Type != apiwatch.Deleted) {
+			return e, true
+		}
+		key := m.GetNamespace() + "/" + m.GetName()
+		was := seen[key]
+		now := e.Type != apiwatch.Deleted && sel.Matches(labels.Set(m.GetLabels()))
+		seen[key] = now
+		switch {
+		case now && !was:
+			return apiwatch.Event{Type: apiwatch.Added, Object: e.Object}, true
+		case !now && was:
+			return apiwatch.Event{Type: apiwatch.Deleted, Object: e.Object}, true
+		}
+		return e, now
+	})
+}
+
+// tracked calls stop once when the watch is stopped.
+type tracked struct {
+	apiwatch.Interface
+	once sync.Once
+	stop func()
+}
+
+func (t *tracked) Stop() {
+	t.once.Do(t.stop)
+	t.Interface.Stop()
 }

@@ -104,8 +104,7 @@ func recordBridgeEvents(ctx context.Context, rc *rest.Config, dir string) error 
 	if err != nil {
 		return err
 	}
-	lists := watch.Lists{Pods: client.PodListWatch(watch.PodFieldSelector), Namespaces: client.NamespaceListWatch()}
-	w := watch.New(lists, rec, metrics.NewBridge(nil), watch.Options{Source: rc.Host, PublishWaits: true, Workers: 1})
+	w := watch.New(watch.KubeLists(client), rec, metrics.NewBridge(nil), watch.Options{Source: rc.Host, PublishWaits: true, Workers: 1})
 	go func() { _ = w.Run(ctx) }()
 	return cluster.Poll(ctx, 50*time.Millisecond, time.Minute, func(context.Context) (bool, error) { return w.Synced(), nil })
 }

@@ -7,9 +7,11 @@ package main
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"net"
 	"os"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -42,5 +44,16 @@ func main() {
 		startup.Exit(logger, "Listening", err)
 	}
 	logger.Infow("Serving", zap.Stringer("addr", l.Addr()), zap.Strings("quitCommand", cfg.QuitCommand), zap.Bool("auth", !cfg.Auth.Disabled))
-	startup.Exit(logger, "proxyquit stopped", proxyquit.Serve(ctx, l, fn.HTTPHandler(ctx, reg)))
+	err = proxyquit.Serve(ctx, l, fn.HTTPHandler(ctx, reg))
+	// The requests are answered: write their Events before the process ends.
+	closing, cancel := context.WithTimeout(context.WithoutCancel(ctx), eventsTimeout)
+	if cerr := fn.Close(closing); cerr != nil {
+		logger.Warnw("Stopping", zap.Error(cerr))
+	}
+	cancel()
+	startup.Exit(logger, "proxyquit stopped", err)
 }
+
+// eventsTimeout bounds the wait for the last Kubernetes Events, after the
+// HTTP server's drain, inside a pod's default 30 s of grace.
+const eventsTimeout = 5 * time.Second

@@ -1,0 +1,188 @@
+package watch_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/istio-aux/istio-aux/bridge/internal/testenv"
+	"github.com/istio-aux/istio-aux/bridge/watch"
+	"github.com/istio-aux/istio-aux/pkg/keys"
+)
+
+var (
+	optedIn   = map[string]string{keys.LabelEnabled: "true"}
+	podsOptIn = map[string]string{keys.LabelEnabled: keys.LabelEnabledPods}
+)
+
+func labelled(value string) func(*corev1.Pod) {
+	return func(p *corev1.Pod) { p.Labels = map[string]string{keys.LabelEnabled: value} }
+}
+
+func annotated(value string) func(*corev1.Pod) {
+	return func(p *corev1.Pod) { p.Annotations[keys.AnnotationEnabled] = value }
+}
+
+func decoded(b *bridge) int { return int(testutil.ToFloat64(b.m.PodsDecoded)) }
+
+func watched(b *bridge, scope string) int {
+	return int(testutil.ToFloat64(b.m.WatchedNamespaces.WithLabelValues(scope)))
+}
+
+// TestNamespaceOptedInAfterItsPodsFinished: a namespace's pods run, finish
+// and churn while it is not opted in, unseen (no watch, nothing decoded);
+// labelled, its finished pods get their quits at once, and its running
+// pod its own when it finishes.
+func TestNamespaceOptedInAfterItsPodsFinished(t *testing.T) {
+	c, b, s := delivering(t, watch.Options{})
+
+	for _, name := range []string{"a", "b", "running"} {
+		c.createJob("plain", name)
+	}
+	aDone := c.update("plain", "a", appExits(0))
+	c.update("plain", "b", appExits(0))
+	bDone := c.update("plain", "b", readiness) // churn after it finished
+	c.update("plain", "running", readiness)
+	if b.lists.Watching("plain") || decoded(b) != 0 {
+		t.Fatalf("namespace not opted in: watching %v, %d pods decoded", b.lists.Watching("plain"), decoded(b))
+	}
+
+	c.relabel("plain", optedIn)
+	testenv.Eventually(t, 5*time.Second, "the quits of the pods that finished before", func() bool {
+		return s.count(aDone) == 1 && s.count(bDone) == 1
+	})
+	if got := decoded(b); got != 3 {
+		t.Errorf("opting in decoded %d pods, want the namespace's 3, once each", got)
+	}
+	testenv.Eventually(t, 5*time.Second, "the watch to follow the list", func() bool { return b.lists.Watching("plain") })
+	runDone := c.update("plain", "running", appExits(0))
+	testenv.Eventually(t, 5*time.Second, "the quit of the pod that finished after", func() bool { return s.count(runDone) == 1 })
+	if got := s.total(); got != 3 {
+		t.Errorf("the function saw %d events, want 3: %v", got, s.seen)
+	}
+}
+
+// TestNamespaceOptedOutStopsItsQuits: unlabelled, a namespace's watch stops
+// and its cache is dropped; its pods that finish get no quit and are not
+// decoded. Opted in again, the pod that finished meanwhile gets its quit,
+// and the one quit before is not delivered twice.
+func TestNamespaceOptedOutStopsItsQuits(t *testing.T) {
+	c, b, s := delivering(t, watch.Options{})
+
+	c.createJob("jobs", "first")
+	firstDone := c.update("jobs", "first", appExits(0))
+	c.createJob("jobs", "second")
+	testenv.Eventually(t, 5*time.Second, "the first quit", func() bool { return s.count(firstDone) == 1 })
+	testenv.Eventually(t, 5*time.Second, "both pods cached", func() bool { return b.w.CachedPods() == 2 })
+
+	c.relabel("jobs", nil)
+	testenv.Eventually(t, 5*time.Second, "the watch to stop and its cache to go", func() bool {
+		return !b.lists.Watching("jobs") && watched(b, "all") == 0 && b.w.CachedPods() == 0
+	})
+	before := decoded(b)
+	secondDone := c.update("jobs", "second", appExits(0))
+	// A namespace still opted in is the sync point: its quit arrives, the
+	// unlabelled namespace's does not.
+	c.namespace("other", optedIn)
+	testenv.Eventually(t, 5*time.Second, "the other namespace's watch", func() bool { return b.lists.Watching("other") })
+	c.createJob("other", "x")
+	xDone := c.update("other", "x", appExits(0))
+	testenv.Eventually(t, 5*time.Second, "the other namespace's quit", func() bool { return s.count(xDone) == 1 })
+	if s.count(secondDone) != 0 {
+		t.Error("a pod of an unlabelled namespace got its quit")
+	}
+	if got := decoded(b) - before; got != 2 {
+		t.Errorf("decoded %d pod objects, want 2 (the other namespace's pod, created and updated)", got)
+	}
+
+	c.relabel("jobs", optedIn)
+	testenv.Eventually(t, 5*time.Second, "the quit of the pod that finished while opted out", func() bool {
+		return s.count(secondDone) == 1
+	})
+	testenv.Eventually(t, 5*time.Second, "the first pod's republish to be dropped as a duplicate", func() bool {
+		return testutil.ToFloat64(b.m.Deduplicated) == 1
+	})
+	if got := s.total(); got != 3 {
+		t.Errorf("the function saw %d events, want 3, each pod once: %v", got, s.seen)
+	}
+}
+
+// TestPodsOptInByLabel: in a namespace labelled istio-aux.dev/enabled=pods
+// only pods labelled istio-aux.dev/enabled=true (exactly, as the webhook's
+// selector) are watched, and the annotation still opts one out. Opted in
+// as a whole, the namespace's other pods reach the bridge.
+func TestPodsOptInByLabel(t *testing.T) {
+	c, b, s := delivering(t, watch.Options{}, func(c *cluster) { c.namespace("team", podsOptIn) })
+	if watched(b, "labelled") != 1 {
+		t.Fatalf("watching %d namespaces by label, want 1", watched(b, "labelled"))
+	}
+
+	c.createJob("team", "in", labelled("true"))
+	inDone := c.update("team", "in", appExits(0))
+	c.createJob("team", "out", labelled("true"), annotated("false"))
+	c.update("team", "out", appExits(0))
+	c.createJob("team", "plain")
+	plainDone := c.update("team", "plain", appExits(0))
+	c.createJob("team", "capital", labelled("True"))
+	capitalDone := c.update("team", "capital", appExits(0))
+	testenv.Eventually(t, 5*time.Second, "the labelled pod's quit", func() bool { return s.count(inDone) == 1 })
+	testenv.Eventually(t, 5*time.Second, "the opted-out pod's update", func() bool {
+		return testutil.ToFloat64(b.m.WatchEvents.WithLabelValues("pod", "update")) == 2
+	})
+	if got := decoded(b); got != 4 {
+		t.Errorf("decoded %d pod objects, want 4: the two labelled pods, created and updated", got)
+	}
+
+	c.relabel("team", optedIn)
+	testenv.Eventually(t, 5*time.Second, "the other pods' quits", func() bool {
+		return s.count(plainDone) == 1 && s.count(capitalDone) == 1
+	})
+	testenv.Eventually(t, 5*time.Second, "the namespace's four pods listed", func() bool { return b.w.CachedPods() == 4 })
+	if got := s.total(); got != 3 {
+		t.Errorf("the function saw %d events, want 3 (not the opted-out pod, no pod twice): %v", got, s.seen)
+	}
+}
+
+// TestOutsideTheOptInIsNeverDecoded counts every pod object the watches
+// decode while pods churn inside and outside the opt-in: only the opted-in
+// pods' objects are, each once.
+func TestOutsideTheOptInIsNeverDecoded(t *testing.T) {
+	ctx := testenv.Context(t)
+	srv := testenv.StartServer(t)
+	c := newCluster(t) // "jobs" opted in, "plain" not
+	c.namespace("team", podsOptIn)
+	b := startBridge(t, ctx, c.client, srv.URL(), watch.Options{})
+
+	// Each pod is created, then updated twice (its readiness flips).
+	churn := func(ns string, n int, mutate ...func(*corev1.Pod)) {
+		for i := range n {
+			name := fmt.Sprintf("%s-%d", ns, i)
+			c.createJob(ns, name, mutate...)
+			c.update(ns, name, readiness)
+			c.update(ns, name, readiness)
+		}
+	}
+	churn("plain", 20)
+	churn("team", 10) // not labelled: outside the opt-in
+	churn("jobs", 5)
+	for i := range 2 {
+		name := fmt.Sprintf("team-in-%d", i)
+		c.createJob("team", name, labelled("true"))
+		c.update("team", name, readiness)
+		c.update("team", name, readiness)
+	}
+	const inside = 7 // pods, each received 3 times
+	testenv.Eventually(t, 5*time.Second, "every opted-in pod's add and updates", func() bool {
+		return testutil.ToFloat64(b.m.WatchEvents.WithLabelValues("pod", "add")) == inside &&
+			testutil.ToFloat64(b.m.WatchEvents.WithLabelValues("pod", "update")) == 2*inside
+	})
+	if got := decoded(b); got != 3*inside {
+		t.Errorf("decoded %d pod objects, want %d: only the opted-in pods' (60 and 30 outside)", got, 3*inside)
+	}
+	if got := b.w.CachedPods(); got != inside {
+		t.Errorf("the cache holds %d pods, want %d", got, inside)
+	}
+}
