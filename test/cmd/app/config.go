@@ -18,6 +18,9 @@ type config struct {
 	until        time.Time
 	exitCodes    []int
 	attemptFile  string
+	// join, when set (python mode), joins the training group after the
+	// download; an attempt due to fail fails before it.
+	join func() error
 }
 
 // configFrom reads the APP_* variables (see the package comment).

@@ -36,6 +36,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"time"
 
@@ -43,6 +44,10 @@ import (
 )
 
 func main() {
+	// Installed as python (test/images.Python), it runs training scripts.
+	if filepath.Base(os.Args[0]) == "python" {
+		os.Exit(python(os.Args[1:], os.Getenv))
+	}
 	if len(os.Args) >= 2 {
 		switch os.Args[1] {
 		case "exit":
@@ -91,6 +96,16 @@ func run(cfg config, client *http.Client, sleep func(time.Duration)) int {
 			return 1
 		}
 		fmt.Println("app: dataset downloaded")
+	}
+	if cfg.join != nil {
+		if code != 0 {
+			fmt.Printf("app: exiting with %d before joining the training group\n", code)
+			return code
+		}
+		if err := cfg.join(); err != nil {
+			fmt.Println("app: joining the training group failed:", err)
+			return 1
+		}
 	}
 	const epochs = 3
 	train := cfg.trainFor(time.Now())
