@@ -7,12 +7,14 @@
 #             RSS and start, the API server's CPU
 #   reaction  app exit -> quit exec, vs a floor and the reference's serial approach
 #   scale     N one-pod Jobs at once on the local control plane
+#   knative   the function as a Knative Service on the real node: cold vs
+#             warm quit, a burst vs the all-in-one, a pod deleted under load
 #   completion  app exit -> pod Succeeded / Job Complete on the real node:
 #             istio-aux vs Istio's native sidecar vs a floor vs serial; and
 #             istio-aux's CPU per pod vs the node's
 # BENCH_QUICK=1 runs a small version (a few minutes); BENCH_ONLY=admit,
-# pipeline,admission,memory,outside,namespaces,reaction,scale,completion runs
-# only those parts. The table is also
+# pipeline,admission,memory,outside,namespaces,reaction,scale,completion,knative
+# runs only those parts. The table is also
 # written to ${BENCH_OUT:-_output/bench.txt}. Method: docs/bench.md.
 set -o errexit -o nounset -o pipefail
 
@@ -36,7 +38,7 @@ hack/build-k8s.sh >/dev/null
 hack/build-kwok.sh >/dev/null
 hack/build-istio.sh >/dev/null
 # The real node's packages, for the completion part (as root; it says so).
-if ((EUID == 0)) && { [[ -z "${BENCH_ONLY:-}" ]] || [[ ",${BENCH_ONLY// /}," == *",completion,"* ]]; }; then
+if ((EUID == 0)) && { [[ -z "${BENCH_ONLY:-}" ]] || [[ ",${BENCH_ONLY// /}," == *",completion,"* ]] || [[ ",${BENCH_ONLY// /}," == *",knative,"* ]]; }; then
   hack/node-deps.sh
 fi
 hack/build-ours.sh ./test/bench/cmd/fullinformer ./functions/proxyquit/cmd/proxyquit github.com/nats-io/nats-server/v2
@@ -87,6 +89,45 @@ if ((rc)); then
   echo "--- control-plane benchmarks FAILED (rc ${rc}); their log: ---" >&2
   grep -E -- '--- FAIL|_test.go:[0-9]+:' "${logs}" | grep -v '^\s*results_test' | tail -40 >&2 || true
 fi
+fi
+
+if want knative; then
+  if ((EUID != 0)); then
+    row knative "Knative scaling on the real node" "not run: needs root" "" "NO"
+    rc=1
+  else
+    echo "knative: cold starts, a pod deleted under load, a burst (real node, config/ with Knative Serving) ..." >&2
+    hack/build-coredns.sh >/dev/null
+    hack/build-tools.sh >/dev/null
+    hack/build-knative.sh >/dev/null
+    klog="${cache}/bench-knative.log"
+    NODE_BENCH_KNATIVE=1 go test -tags e2e -count=1 -timeout 60m -run 'TestNodeBenchKnative$' -v ./test/node/ >"${klog}" 2>&1 || {
+      rc=$?
+      echo "--- knative benchmark FAILED; its log: ${klog} ---" >&2
+      grep -E -- '--- FAIL|_test.go:[0-9]+:' "${klog}" | tail -20 >&2 || true
+    }
+    # kv KEY NAME: NAME=value from the "BENCH knative KEY ..." line.
+    kv() { awk -v key="$1" -v name="$2" '$1 == "BENCH" && $2 == "knative" && $3 == key {
+      for (i = 4; i <= NF; i++) { split($i, f, "="); if (f[1] == name) { print f[2]; exit } } }' "${klog}"; }
+    num() { tr -dc '0-9.' <<<"$1"; }
+    if [[ -n "$(kv cold p99)" ]]; then
+      added="$(awk -v c="$(num "$(kv cold p99)")" -v w="$(num "$(kv warm p99)")" 'BEGIN {printf "%.0f", c - w}')"
+      row knative "scale from zero: app exit -> quit, cold / warm p50 and p99 (n=$(kv cold n))" \
+        "cold $(kv cold p50) / $(kv cold p99), warm $(kv warm p50) / $(kv warm p99): +${added}ms at p99" "cold adds <= 1500 ms at p99" "$(ok le "${added}" 1500)"
+    fi
+    if [[ -n "$(kv burst-knative p99)" ]]; then
+      ratio="$(awk -v k="$(num "$(kv burst-knative p99)")" -v a="$(num "$(kv burst-allinone p99)")" 'BEGIN {printf "%.2f", k / a}')"
+      row knative "burst of $(kv burst-pods jobs) Jobs ending within $(kv burst-pods spread): p99 app exit -> quit, Knative from zero / warm all-in-one" \
+        "$(kv burst-knative p99) / $(kv burst-allinone p99) = ${ratio}x" "<= 2x" "$(ok le "${ratio}" 2)"
+      row knative "burst: replicas the KPA asked / pods started / most ready at once; each ready after the first exit; last quit -> no ready pod" \
+        "$(kv burst-pods replicas) / $(kv burst-pods pods) / $(kv burst-pods max-ready); $(grep '^BENCH knative burst-pods' "${klog}" | sed 's/.*ready-after-first-exit=//'); $(awk '$3 == "burst-to-zero" {print $4}' "${klog}")" \
+        ">= 2 replicas, back to zero" "$(ok test "$(kv burst-pods replicas)" -ge 2 2>/dev/null)"
+    fi
+    if [[ -n "$(kv pod-gone lost)" ]]; then
+      row knative "function pod deleted while its quits run ($(kv pod-gone jobs) Jobs)" "lost $(kv pod-gone lost), twice $(kv pod-gone twice)" "0 / 0" \
+        "$(ok test "$(kv pod-gone lost)$(kv pod-gone twice)" = 00)"
+    fi
+  fi
 fi
 
 {

@@ -25,5 +25,10 @@ timed "istio-aux binaries + stubs" hack/build-ours.sh
 # The real node's whole cluster: CoreDNS, and ko and crane (its registry).
 timed "coredns" hack/build-coredns.sh >/dev/null
 timed "ko + crane" hack/build-tools.sh >/dev/null
+# Knative Serving (compiled for ko) and Traefik, its networking layer:
+# config/'s function is a Knative Service (test/knative).
+timed "knative serving + traefik" hack/build-knative.sh >/dev/null
+# The operators whose pods the TestOwner* tests run (test/operators).
+timed "training operator, trainer, jobset" hack/build-operators.sh
 # The tests mostly wait on the kubelet: run them all at once, not two by two.
 timed "real-node tests" go test -tags e2e -count=1 -timeout 20m -parallel 8 -v ./test/node/... "$@"

@@ -22,6 +22,11 @@ timed "istio-aux binaries + stubs" hack/build-ours.sh
 # The real node's whole cluster: CoreDNS, and ko and crane (its registry).
 timed "coredns" hack/build-coredns.sh >/dev/null
 timed "ko + crane" hack/build-tools.sh >/dev/null
+# Knative Serving (compiled for ko) and Traefik, its networking layer:
+# config/'s function is a Knative Service (test/knative).
+timed "knative serving + traefik" hack/build-knative.sh >/dev/null
+# The operators whose pods the real node's owner tests run (test/operators).
+timed "training operator, trainer, jobset" hack/build-operators.sh
 # pkg/decision's copy of the kubelet's restart rule, against the kubelet's
 # own function (k8s.io/kubernetes, in the tools module that builds it).
 timed "kubelet restart parity" bash -c 'cd hack/tools/k8s && GOFLAGS=-mod=mod go test -count=1 ./kubeletparity/'

@@ -4,7 +4,9 @@
 # control plane, a real kubelet node where the machine can host one (else
 # kwok's simulated node; it says which), istiod as the sidecar injector and
 # istio-aux — and submits the demo Job; with one it runs the all-in-one
-# bridge alone against that cluster.
+# bridge alone against that cluster. On the real node the demo is the seed's
+# own: its TFJob, run by the Kubeflow training operator, first without
+# istio-aux, then with the namespace opted in.
 #
 # The real node needs root and Debian's containerd, runc and CNI plugins.
 # When they are missing this says so and installs them (hack/node-deps.sh);
@@ -18,13 +20,15 @@ mkdir -p "${cache}/bin"
 go build -o "${cache}/bin/allinone" ./bridge/cmd/allinone
 export ISTIO_AUX_BRIDGE="${cache}/bin/allinone"
 if [[ -z "${KUBECONFIG:-}" && ! -f "${HOME}/.kube/config" ]]; then
-  echo "building the control plane, the kubelet, kube-proxy, CoreDNS, kwok, istiod, pilot-agent, ko and crane (cached after the first run) ..." >&2
+  echo "building the control plane, the kubelet, kube-proxy, CoreDNS, kwok, istiod, pilot-agent, ko, crane and the Kubeflow operators (cached after the first run) ..." >&2
   hack/build-k8s.sh >/dev/null
   hack/build-kwok.sh >/dev/null
   hack/build-istio.sh >/dev/null
   hack/build-ours.sh
   hack/build-coredns.sh >/dev/null
   hack/build-tools.sh >/dev/null
+  # The Kubeflow training operator for the seed's TFJob story (real node).
+  hack/build-operators.sh
   if [[ "${ISTIO_AUX_NODE:-1}" == 0 ]]; then
     export ISTIO_AUX_NO_NODE="ISTIO_AUX_NODE=0"
   elif ((EUID == 0)); then

@@ -6,11 +6,12 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/istio-aux/istio-aux/test/knative"
 )
 
 // results appends one tab-separated row per figure (area, measure, value,
@@ -51,15 +52,7 @@ func verdict(met bool) string {
 }
 
 // percentile is the nearest-rank q-quantile of unsorted durations.
-func percentile(d []time.Duration, q float64) time.Duration {
-	if len(d) == 0 {
-		return 0
-	}
-	s := slices.Clone(d)
-	slices.Sort(s)
-	i := int(q*float64(len(s))+0.5) - 1
-	return s[max(0, min(i, len(s)-1))]
-}
+func percentile(d []time.Duration, q float64) time.Duration { return knative.Percentile(d, q) }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000) }
 

@@ -1,31 +1,23 @@
 package istioaux
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"os"
-	"os/exec"
-	"path/filepath"
-	goruntime "runtime"
-	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
 	"github.com/istio-aux/istio-aux/test/cluster"
 	"github.com/istio-aux/istio-aux/test/images"
+	"github.com/istio-aux/istio-aux/test/knative"
 )
 
 // The two ways users install istio-aux, as folders of this repository.
@@ -49,23 +41,13 @@ type Installed struct {
 	docs []*unstructured.Unstructured
 }
 
-// baseImage stands in for ko.yaml's base (distroless static:nonroot, which
-// cannot be pulled here): what it offers a static Go binary, a passwd entry
-// for user 65532, which the manifests' runAsNonRoot needs as a number.
-var baseImage = images.Image{
-	Ref: images.Registry + "/static:nonroot",
-	Files: []images.File{{Path: "/etc/passwd", Mode: 0o644,
-		Data: []byte("root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n")}},
-	User: "65532",
-}
-
 // Install runs `ko resolve -f dir` (dir is Config or Standalone, relative to
 // the repository) with the node's registry as KO_DOCKER_REPO, applies the
 // result, and waits until every workload of istio-aux is Available and
 // the webhook mutates pods. The manifests are applied as they are, but for
 // one overlay (knativeOverlay) where the cluster has no Knative Serving.
 func Install(ctx context.Context, c *cluster.Cluster, dir string, log io.Writer) (*Installed, error) {
-	if err := c.PushImage(ctx, baseImage); err != nil {
+	if err := c.PushImage(ctx, images.NonRootBase); err != nil {
 		return nil, err
 	}
 	return (&Installed{c: c, log: log}).apply(ctx, dir)
@@ -85,7 +67,7 @@ func (in *Installed) Move(ctx context.Context, dir string) (*Installed, error) {
 		return nil, err
 	}
 	if gone := without(in.docs, docs); len(gone) > 0 {
-		manifests, err := yamlOf(gone)
+		manifests, err := cluster.EncodeManifests(gone)
 		if err != nil {
 			return nil, err
 		}
@@ -104,7 +86,7 @@ func (in *Installed) apply(ctx context.Context, dir string) (*Installed, error) 
 		return nil, err
 	}
 	in.dir, in.docs = dir, docs
-	manifests, err := yamlOf(docs)
+	manifests, err := cluster.EncodeManifests(docs)
 	if err != nil {
 		return nil, err
 	}
@@ -116,6 +98,13 @@ func (in *Installed) apply(ctx context.Context, dir string) (*Installed, error) 
 	}
 	if err := WaitMutates(ctx, in.c.Client(), "default", HasHold, time.Minute); err != nil {
 		return in, fmt.Errorf("the installed webhook never mutated a pod: %w", err)
+	}
+	for _, d := range in.docs {
+		if isKnativeService(d) {
+			if _, err := knative.WaitReady(ctx, in.c, d.GetNamespace(), d.GetName(), 2*time.Minute); err != nil {
+				return in, err
+			}
+		}
 	}
 	fmt.Fprintf(in.log, "harness| istio-aux installed from %s in %s\n", dir, time.Since(start).Round(time.Millisecond))
 	return in, nil
@@ -130,7 +119,7 @@ func (in *Installed) resolve(ctx context.Context, dir string) ([]*unstructured.U
 		return nil, err
 	}
 	fmt.Fprintf(in.log, "harness| ko resolve -f %s in %s\n", dir, time.Since(start).Round(time.Millisecond))
-	return knativeOverlay(ctx, in.c, resolved)
+	return knativeOverlay(in.c, resolved)
 }
 
 // folders are what `ko apply -f` is given for a shape, as the README says:
@@ -144,27 +133,13 @@ func folders(dir string) []string {
 
 // koResolve builds every ko:// image of the folders into the node's
 // registry and returns the manifests with their references resolved. ko
-// reads .ko.yaml at the repository root; the base image and the platform
-// are the only settings overridden. The build runs offline (GOPROXY=off):
-// the modules are in the module cache.
+// reads .ko.yaml at the repository root.
 func koResolve(ctx context.Context, folders ...string) ([]byte, error) {
-	args := []string{"resolve", "--platform=linux/" + goruntime.GOARCH, "--base-import-paths"}
+	var args []string
 	for _, f := range folders {
 		args = append(args, "-f", f)
 	}
-	cmd := exec.CommandContext(ctx, filepath.Join(cluster.ToolsBinDir(), "ko"), args...)
-	cmd.Dir = cluster.RepoRoot()
-	cmd.Env = append(os.Environ(),
-		"KO_DOCKER_REPO="+cluster.RegistryAddr+"/istio-aux",
-		"KO_DEFAULTBASEIMAGE="+cluster.RegistryAddr+strings.TrimPrefix(baseImage.Ref, images.Registry),
-		"GOPROXY=off")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return nil, fmt.Errorf("ko resolve -f %s: %w: %s", strings.Join(folders, " -f "), err, lastLines(stderr.String(), 20))
-	}
-	return out, nil
+	return cluster.KoResolve(ctx, cluster.RepoRoot(), "istio-aux", args...)
 }
 
 // knativeOverlay decodes the resolved manifests, with the one difference
@@ -174,33 +149,22 @@ func koResolve(ctx context.Context, folders ...string) ([]byte, error) {
 // labels, PORT, and the cluster-local address
 // http://proxy-quit.istio-aux.svc.cluster.local the bridge's K_SINK names).
 // The README's stand-ins table says so.
-func knativeOverlay(ctx context.Context, c *cluster.Cluster, manifests []byte) ([]*unstructured.Unstructured, error) {
-	_, err := c.Client().Discovery().ServerResourcesForGroupVersion("serving.knative.dev/v1")
-	knative := err == nil
-	if err != nil && !apierrors.IsNotFound(err) {
-		return nil, err
+func knativeOverlay(c *cluster.Cluster, manifests []byte) ([]*unstructured.Unstructured, error) {
+	docs, err := cluster.DecodeManifests(manifests)
+	if err != nil || knative.Installed(c) {
+		return docs, err
 	}
 	var out []*unstructured.Unstructured
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(manifests), 4096)
-	for {
-		obj := &unstructured.Unstructured{}
-		if err := dec.Decode(&obj.Object); errors.Is(err, io.EOF) {
-			return out, nil
-		} else if err != nil {
-			return nil, err
-		}
-		if len(obj.Object) == 0 {
-			continue
-		}
-		if knative || obj.GetAPIVersion() != "serving.knative.dev/v1" || obj.GetKind() != "Service" {
+	for _, obj := range docs {
+		if !isKnativeService(obj) {
 			out = append(out, obj)
 			continue
 		}
-		docs, err := asDeployment(obj)
+		made, err := asDeployment(obj)
 		if err != nil {
 			return nil, err
 		}
-		for _, d := range docs {
+		for _, d := range made {
 			u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(d)
 			if err != nil {
 				return nil, err
@@ -208,20 +172,12 @@ func knativeOverlay(ctx context.Context, c *cluster.Cluster, manifests []byte) (
 			out = append(out, &unstructured.Unstructured{Object: u})
 		}
 	}
+	return out, nil
 }
 
-// yamlOf writes documents as one YAML stream.
-func yamlOf(docs []*unstructured.Unstructured) ([]byte, error) {
-	var out bytes.Buffer
-	for _, d := range docs {
-		b, err := yaml.Marshal(d.Object)
-		if err != nil {
-			return nil, err
-		}
-		out.WriteString("---\n")
-		out.Write(b)
-	}
-	return out.Bytes(), nil
+// isKnativeService reports a Knative Serving Service.
+func isKnativeService(obj *unstructured.Unstructured) bool {
+	return obj.GetAPIVersion() == "serving.knative.dev/v1" && obj.GetKind() == "Service"
 }
 
 // without is the documents of docs that other does not have (by kind,
@@ -362,14 +318,6 @@ func available(d *appsv1.Deployment) bool {
 	return false
 }
 
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimSpace(s), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
-
 // Dir is the folder installed (Config or Standalone).
 func (in *Installed) Dir() string { return in.dir }
 
@@ -425,7 +373,15 @@ func (in *Installed) SetConfig(ctx context.Context, data map[string]string) erro
 	}
 	restart := []string{in.Watcher()}
 	if in.dir == Config {
-		restart = append(restart, "proxy-quit")
+		// The function: a new revision of the Knative Service, or a
+		// restart of the Deployment knativeOverlay made of it.
+		if knative.Installed(in.c) {
+			if _, err := knative.NewRevision(ctx, in.c, SystemNamespace, "proxy-quit"); err != nil {
+				return err
+			}
+		} else {
+			restart = append(restart, "proxy-quit")
+		}
 	}
 	for _, name := range restart {
 		if err := in.c.Kubectl(ctx, "-n", SystemNamespace, "rollout", "restart", "deployment/"+name); err != nil {
@@ -445,17 +401,36 @@ func (in *Installed) DeletePod(ctx context.Context, workload string) error {
 		selector = d.Spec.Selector
 	} else if s, err := cs.AppsV1().StatefulSets(SystemNamespace).Get(ctx, workload, metav1.GetOptions{}); err == nil {
 		selector = s.Spec.Selector
+	} else if knative.Installed(in.c) {
+		// A Knative Service's pods, once the autoscaler has started one
+		// (it may be at zero).
+		return in.deleteOnePod(ctx, knative.PodSelector(workload), time.Minute)
 	} else {
 		return fmt.Errorf("no Deployment or StatefulSet %s: %w", workload, err)
 	}
-	pods, err := cs.CoreV1().Pods(SystemNamespace).List(ctx, metav1.ListOptions{LabelSelector: metav1.FormatLabelSelector(selector)})
-	if err != nil {
-		return err
-	}
-	for _, p := range pods.Items {
-		if p.DeletionTimestamp == nil {
-			return cs.CoreV1().Pods(SystemNamespace).Delete(ctx, p.Name, metav1.DeleteOptions{})
+	return in.deleteOnePod(ctx, metav1.FormatLabelSelector(selector), 0)
+}
+
+// deleteOnePod deletes a pod of istio-aux's namespace that selector
+// selects and that is not being deleted, waiting up to wait for one.
+func (in *Installed) deleteOnePod(ctx context.Context, selector string, wait time.Duration) error {
+	pods := in.c.Client().CoreV1().Pods(SystemNamespace)
+	var victim string
+	err := cluster.Poll(ctx, 200*time.Millisecond, wait+time.Second, func(ctx context.Context) (bool, error) {
+		list, err := pods.List(ctx, metav1.ListOptions{LabelSelector: selector})
+		if err != nil {
+			return false, err
 		}
+		for _, p := range list.Items {
+			if p.DeletionTimestamp == nil {
+				victim = p.Name
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		return fmt.Errorf("no pod %s to delete: %w", selector, err)
 	}
-	return fmt.Errorf("%s has no pod to delete", workload)
+	return pods.Delete(ctx, victim, metav1.DeleteOptions{})
 }

@@ -18,7 +18,6 @@ import (
 	"github.com/istio-aux/istio-aux/pkg/keys"
 	"github.com/istio-aux/istio-aux/test/cluster"
 	"github.com/istio-aux/istio-aux/test/images"
-	"github.com/istio-aux/istio-aux/test/mesh"
 )
 
 // The whole cluster the real node makes (issue 21): a Service resolved by
@@ -88,57 +87,6 @@ func TestNodeJobWithoutServiceAccount(t *testing.T) {
 		t.Errorf("serviceAccountName %q: ServiceAccount admission did not fill it in", p.Spec.ServiceAccountName)
 	}
 	waitEvent(t, c, ns, p.Name, "ProxyQuit")
-}
-
-// TestNodeCronJob: a CronJob firing every minute makes a Job (the CronJob
-// controller runs) whose pod's proxy istio-aux quits; the Job completes and
-// the CronJob records the success.
-func TestNodeCronJob(t *testing.T) {
-	c, _ := meshCluster(t)
-	t.Parallel()
-	ns := meshNamespace(t, c, true)
-	ctx := context.Background()
-	j := meshJob("", 1, corev1.RestartPolicyOnFailure, worker(nil))
-	j.Spec.Template.Spec.ServiceAccountName = ""
-	cj := &batchv1.CronJob{
-		ObjectMeta: metav1.ObjectMeta{Name: "nightly", Namespace: ns},
-		Spec: batchv1.CronJobSpec{
-			Schedule:          "* * * * *",
-			ConcurrencyPolicy: batchv1.ForbidConcurrent,
-			JobTemplate:       batchv1.JobTemplateSpec{Spec: j.Spec},
-		},
-	}
-	if _, err := c.Client().BatchV1().CronJobs(ns).Create(ctx, cj, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	// It fires at the next whole minute; the Job then takes seconds.
-	var last *batchv1.CronJob
-	if err := cluster.Poll(ctx, time.Second, 3*time.Minute, func(ctx context.Context) (bool, error) {
-		var err error
-		last, err = c.Client().BatchV1().CronJobs(ns).Get(ctx, "nightly", metav1.GetOptions{})
-		return err == nil && last.Status.LastSuccessfulTime != nil, err
-	}); err != nil {
-		t.Fatalf("the CronJob recorded no success: %v (status %+v)", err, last.Status)
-	}
-	jobs, err := c.Client().BatchV1().Jobs(ns).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := 0
-	for _, job := range jobs.Items {
-		if !mesh.JobHas(&job, batchv1.JobComplete) {
-			continue
-		}
-		done++
-		for _, p := range jobPods(t, c, ns, job.Name) {
-			if n := countEvents(events(t, c, ns, p.Name), "ProxyQuit"); n != 1 {
-				t.Errorf("pod %s of %s: %d ProxyQuit Events, want 1", p.Name, job.Name, n)
-			}
-		}
-	}
-	if done == 0 {
-		t.Fatalf("no Job of the CronJob completed: %d Jobs", len(jobs.Items))
-	}
 }
 
 // TestNodeDeploymentLeftRunning: a Deployment in an opted-in namespace (a

@@ -87,7 +87,7 @@ func installedAs(t *testing.T, dir string) (*cluster.Cluster, *istioaux.Installe
 	var err error
 	if shared.aux != nil {
 		aux, err = shared.aux.Move(ctx, dir)
-	} else {
+	} else if err = installKnative(ctx, c); err == nil {
 		aux, err = istioaux.Install(ctx, c, dir, shared.log)
 	}
 	if err != nil {

@@ -25,6 +25,7 @@ func TestConfigExitCodePerAttempt(t *testing.T) {
 		"code out of range":      {env: map[string]string{"APP_EXIT_CODES": "256"}, wantErr: true},
 		"bad duration":           {env: map[string]string{"APP_RUN_FOR": "2"}, wantErr: true},
 		"bad network switch":     {env: map[string]string{"APP_NEEDS_NETWORK": "maybe"}, wantErr: true},
+		"bad until":              {env: map[string]string{"APP_RUN_UNTIL": "tomorrow"}, wantErr: true},
 		"network switch and run": {env: map[string]string{"APP_NEEDS_NETWORK": "false", "APP_RUN_FOR": "0s"}, attempt: 1, want: 0},
 	}
 	for name, tc := range cases {
@@ -74,5 +75,29 @@ func TestProbeReachesAndReportsTheUnreachable(t *testing.T) {
 	err := probe(ctx, srv.Client(), []string{srv.URL + "/missing", "127.0.0.1:1"}, 300*time.Millisecond)
 	if err == nil || !strings.Contains(err.Error(), "/missing") || !strings.Contains(err.Error(), "127.0.0.1:1") {
 		t.Fatalf("probe err = %v, want both targets named", err)
+	}
+}
+
+func TestTrainForUntilATime(t *testing.T) {
+	now := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
+	cases := map[string]struct {
+		env  map[string]string
+		want time.Duration
+	}{
+		"run for":        {env: map[string]string{"APP_RUN_FOR": "3s"}, want: 3 * time.Second},
+		"until wins":     {env: map[string]string{"APP_RUN_FOR": "3s", "APP_RUN_UNTIL": "2026-11-24T10:00:20Z"}, want: 20 * time.Second},
+		"until passed":   {env: map[string]string{"APP_RUN_UNTIL": "2026-11-24T09:59:00Z"}, want: 0},
+		"sub-second end": {env: map[string]string{"APP_RUN_UNTIL": "2026-11-24T10:00:00.5Z"}, want: 500 * time.Millisecond},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			cfg, err := configFrom(func(k string) string { return tc.env[k] })
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := cfg.trainFor(now); got != tc.want {
+				t.Errorf("trainFor = %s, want %s", got, tc.want)
+			}
+		})
 	}
 }

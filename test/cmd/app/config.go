@@ -15,8 +15,12 @@ type config struct {
 	needsNetwork bool
 	datasetURL   string
 	runFor       time.Duration
+	until        time.Time
 	exitCodes    []int
 	attemptFile  string
+	// join, when set (python mode), joins the training group after the
+	// download; an attempt due to fail fails before it.
+	join func() error
 }
 
 // configFrom reads the APP_* variables (see the package comment).
@@ -45,6 +49,13 @@ func configFrom(getenv func(string) string) (config, error) {
 		}
 		cfg.runFor = d
 	}
+	if v := getenv("APP_RUN_UNTIL"); v != "" {
+		t, err := time.Parse(time.RFC3339Nano, v)
+		if err != nil {
+			return cfg, fmt.Errorf("APP_RUN_UNTIL %q: want a time like 2026-11-24T10:00:00Z", v)
+		}
+		cfg.until = t
+	}
 	if v := getenv("APP_EXIT_CODES"); v != "" {
 		cfg.exitCodes = nil
 		for _, s := range strings.Split(v, ",") {
@@ -56,6 +67,15 @@ func configFrom(getenv func(string) string) (config, error) {
 		}
 	}
 	return cfg, nil
+}
+
+// trainFor is how long an attempt started at now trains: until the
+// APP_RUN_UNTIL time if set (nothing once it has passed), else APP_RUN_FOR.
+func (c config) trainFor(now time.Time) time.Duration {
+	if c.until.IsZero() {
+		return c.runFor
+	}
+	return max(c.until.Sub(now), 0)
 }
 
 // exitCode is the code of attempt n (1-based); the last code repeats.

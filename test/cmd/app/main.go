@@ -17,6 +17,9 @@
 //	                   as the real download fails with "Network is
 //	                   unreachable" before Istio's proxy is)
 //	APP_RUN_FOR        how long one attempt trains, e.g. "2s" (default 1s)
+//	APP_RUN_UNTIL      train until this time (RFC 3339) instead: Jobs
+//	                   started apart end together, as a burst of
+//	                   completions
 //	APP_EXIT_CODES     exit code per attempt, e.g. "1,0": the first attempt
 //	                   exits 1, every later one 0 (default "0")
 //	APP_ATTEMPT_FILE   where attempts are counted. A container restart
@@ -33,6 +36,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"time"
 
@@ -40,6 +44,10 @@ import (
 )
 
 func main() {
+	// Installed as python (test/images.Python), it runs training scripts.
+	if filepath.Base(os.Args[0]) == "python" {
+		os.Exit(python(os.Args[1:], os.Getenv))
+	}
 	if len(os.Args) >= 2 {
 		switch os.Args[1] {
 		case "exit":
@@ -81,7 +89,7 @@ func run(cfg config, client *http.Client, sleep func(time.Duration)) int {
 		return 2
 	}
 	code := cfg.exitCode(attempt)
-	fmt.Printf("app: attempt %d, will exit %d after %s\n", attempt, code, cfg.runFor)
+	fmt.Printf("app: attempt %d, will exit %d after %s\n", attempt, code, cfg.trainFor(time.Now()))
 	if cfg.needsNetwork {
 		if err := httpget.OK(context.Background(), client, cfg.datasetURL); err != nil {
 			fmt.Println("app: downloading the dataset failed:", err)
@@ -89,9 +97,20 @@ func run(cfg config, client *http.Client, sleep func(time.Duration)) int {
 		}
 		fmt.Println("app: dataset downloaded")
 	}
+	if cfg.join != nil {
+		if code != 0 {
+			fmt.Printf("app: exiting with %d before joining the training group\n", code)
+			return code
+		}
+		if err := cfg.join(); err != nil {
+			fmt.Println("app: joining the training group failed:", err)
+			return 1
+		}
+	}
 	const epochs = 3
+	train := cfg.trainFor(time.Now())
 	for i := 1; i <= epochs; i++ {
-		sleep(cfg.runFor / epochs)
+		sleep(train / epochs)
 		fmt.Printf("app: epoch %d/%d done\n", i, epochs)
 	}
 	fmt.Printf("app: exiting with %d\n", code)

@@ -62,37 +62,60 @@ func demo() error {
 		}
 		step("istio-aux installed: %s", c.PodsSummary(ctx, istioaux.SystemNamespace, ""))
 	}
-	if err := mesh.CreateNamespace(ctx, c.Client(), demoNamespace, mesh.OptedIn); err != nil {
-		return err
-	}
-	job := mesh.TrainingJob("mnist", 2, corev1.RestartPolicyOnFailure, mesh.App{RunFor: "3s"}, nil)
 	if node {
-		// As a user writes it: ServiceAccount admission fills it in.
-		job.Spec.Template.Spec.ServiceAccountName = ""
-	}
-	if _, err := c.Client().BatchV1().Jobs(demoNamespace).Create(ctx, job, metav1.CreateOptions{}); err != nil {
-		return err
-	}
-	step("submitted Job %s/mnist (2 workers, restartPolicy OnFailure; each downloads its dataset through the proxy, then trains 3s)", demoNamespace)
-	if err := timeline(ctx, c, step); err != nil {
+		// The seed's own demo: its TFJob, run by the Kubeflow training
+		// operator (tfjob.go).
+		if err := tfjobStory(ctx, c, logf, step); err != nil {
+			return err
+		}
+	} else if err := jobStory(ctx, c, step); err != nil {
 		return err
 	}
 	kubectl := filepath.Join(c.BinDir(), "kubectl") + " --kubeconfig " + c.Kubeconfig()
 	if node {
 		kubectl = "nsenter --net=" + cluster.NetnsPath() + " " + kubectl
 	}
-	fmt.Printf("\nThe cluster stays up until Ctrl-C. Try:\n  %s get pods,jobs -n %s\n  %s get events -n %s\n  %s logs -n %s -l batch.kubernetes.io/job-name=mnist -c tensorflow\n",
-		kubectl, demoNamespace, kubectl, demoNamespace, kubectl, demoNamespace)
+	kind, selector := "jobs", "batch.kubernetes.io/job-name=mnist"
+	if node {
+		kind, selector = "tfjobs", "training.kubeflow.org/job-name=mnist"
+	}
+	fmt.Printf("\nThe cluster stays up until Ctrl-C. Try:\n  %s get pods,%s -n %s\n  %s get events -n %s\n  %s logs -n %s -l %s -c tensorflow\n",
+		kubectl, kind, demoNamespace, kubectl, demoNamespace, kubectl, demoNamespace, selector)
 	<-ctx.Done()
 	return nil
 }
 
+// jobStory is the demo on kwok's simulated node, where no operator runs:
+// the seed's TFJob as the Job its operator would make, in an opted-in
+// namespace, until it completes.
+func jobStory(ctx context.Context, c *cluster.Cluster, step func(string, ...any)) error {
+	if err := mesh.CreateNamespace(ctx, c.Client(), demoNamespace, mesh.OptedIn); err != nil {
+		return err
+	}
+	job := mesh.TrainingJob("mnist", 2, corev1.RestartPolicyOnFailure, mesh.App{RunFor: "3s"}, nil)
+	if _, err := c.Client().BatchV1().Jobs(demoNamespace).Create(ctx, job, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	step("submitted Job %s/mnist (2 workers, restartPolicy OnFailure; each downloads its dataset through the proxy, then trains 3s)", demoNamespace)
+	return timeline(ctx, c, step, 5*time.Minute, func(ctx context.Context) (bool, error) {
+		j, err := c.Client().BatchV1().Jobs(demoNamespace).Get(ctx, "mnist", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		if mesh.JobHas(j, batchv1.JobComplete) {
+			step("job mnist Complete (%d/2 succeeded)", j.Status.Succeeded)
+			return true, nil
+		}
+		return false, nil
+	})
+}
+
 // timeline prints each pod's phase and ready count when it changes, and the
-// ProxyQuit events, until the Job completes.
-func timeline(ctx context.Context, c *cluster.Cluster, step func(string, ...any)) error {
+// ProxyQuit events, until done or the timeout.
+func timeline(ctx context.Context, c *cluster.Cluster, step func(string, ...any), timeout time.Duration, done func(context.Context) (bool, error)) error {
 	seen := map[string]string{}
 	events := map[string]bool{}
-	return cluster.Poll(ctx, 200*time.Millisecond, 5*time.Minute, func(ctx context.Context) (bool, error) {
+	return cluster.Poll(ctx, 200*time.Millisecond, timeout, func(ctx context.Context) (bool, error) {
 		pods, err := c.Client().CoreV1().Pods(demoNamespace).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err
@@ -129,14 +152,6 @@ func timeline(ctx context.Context, c *cluster.Cluster, step func(string, ...any)
 				step("event %s on pod %s: %s", e.Reason, e.InvolvedObject.Name, e.Message)
 			}
 		}
-		j, err := c.Client().BatchV1().Jobs(demoNamespace).Get(ctx, "mnist", metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		if mesh.JobHas(j, batchv1.JobComplete) {
-			step("job mnist Complete (%d/2 succeeded)", j.Status.Succeeded)
-			return true, nil
-		}
-		return false, nil
+		return done(ctx)
 	})
 }

@@ -3,8 +3,11 @@
 // (test/mesh): the control plane, a node — a real kubelet with containerd
 // in a network namespace of its own where the machine can host one, else
 // kwok's simulation, and it says which and why —, istiod as the injector
-// and istio-aux; submits the reference demo's 2-worker training Job to an
-// opted-in namespace, prints the pod timeline until the Job completes, and
+// and istio-aux. On the real node it then tells the seed's story with its
+// TFJob and the Kubeflow training operator (tfjob.go): stuck without
+// istio-aux, Succeeded once the namespace is opted in; on kwok it submits
+// the TFJob's pods as a 2-worker Job to an opted-in namespace. It prints
+// the pod timeline until the job is done, and
 // stays up until Ctrl-C, when it stops everything it started. With a
 // kubeconfig it runs istio-aux's all-in-one bridge alone against that
 // cluster (the webhook needs in-cluster networking there).

@@ -1,0 +1,45 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	goruntime "runtime"
+	"strings"
+
+	"github.com/istio-aux/istio-aux/test/images"
+)
+
+// KoResolve runs `ko resolve` in dir (the module whose ko:// import paths
+// the manifests name) with args (-f files and flags), building the images
+// into the node's registry under repo, on images.NonRootBase (push it
+// first), and returns the manifests with digest references. Offline
+// (GOPROXY=off): the modules are in the module cache. ko reads dir's
+// .ko.yaml; only the base image and the platform are overridden.
+func KoResolve(ctx context.Context, dir, repo string, args ...string) ([]byte, error) {
+	args = append([]string{"resolve", "--platform=linux/" + goruntime.GOARCH, "--base-import-paths"}, args...)
+	cmd := exec.CommandContext(ctx, filepath.Join(ToolsBinDir(), "ko"), args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(),
+		"KO_DOCKER_REPO="+RegistryAddr+"/"+repo,
+		"KO_DEFAULTBASEIMAGE="+RegistryAddr+strings.TrimPrefix(images.NonRootBase.Ref, images.Registry),
+		"GOPROXY=off")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("ko %s: %w: %s", strings.Join(args, " "), err, lastLines(stderr.String(), 20))
+	}
+	return out, nil
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}

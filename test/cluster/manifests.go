@@ -1,0 +1,43 @@
+package cluster
+
+import (
+	"bytes"
+	"errors"
+	"io"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
+)
+
+// DecodeManifests reads a YAML (or JSON) stream of Kubernetes objects, as
+// `ko resolve` prints them, skipping empty documents.
+func DecodeManifests(manifests []byte) ([]*unstructured.Unstructured, error) {
+	var out []*unstructured.Unstructured
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(manifests), 4096)
+	for {
+		obj := &unstructured.Unstructured{}
+		if err := dec.Decode(&obj.Object); errors.Is(err, io.EOF) {
+			return out, nil
+		} else if err != nil {
+			return nil, err
+		}
+		if len(obj.Object) > 0 {
+			out = append(out, obj)
+		}
+	}
+}
+
+// EncodeManifests writes objects as one YAML stream, for Apply.
+func EncodeManifests(docs []*unstructured.Unstructured) ([]byte, error) {
+	var out bytes.Buffer
+	for _, d := range docs {
+		b, err := yaml.Marshal(d.Object)
+		if err != nil {
+			return nil, err
+		}
+		out.WriteString("---\n")
+		out.Write(b)
+	}
+	return out.Bytes(), nil
+}
