@@ -2,8 +2,8 @@
 # Every Go build here is static and path-free, as ko builds the images and
 # hack/build-*.sh the tools: one build configuration, so that the compiled
 # packages of the tests, the binaries and the images share Go's build cache
-# (a cold `ko resolve` recompiled every dependency otherwise: 5.5 of a cold
-# CI run's 70 minutes).
+# (a cold CI run's `ko resolve` took 334 s recompiling every dependency,
+# and takes 14 s with it).
 export CGO_ENABLED := 0
 export GOFLAGS := $(strip $(GOFLAGS) -trimpath)
 
