@@ -12,11 +12,14 @@ import (
 	"time"
 )
 
-// node is the real node's state: containerd and the kubelet run as the
-// cluster's processes (logs prefixed "containerd|" and "kubelet|"), all of
-// their files are under the cluster dir, and the pods under the run's
-// cgroup.
-type node struct {
+// realNode is the real node, RealNodeName: containerd and the kubelet run
+// as the cluster's processes (logs prefixed "containerd|" and "kubelet|"),
+// all of their files are under the cluster dir, and the pods under the
+// run's cgroup. One serves one cluster.
+type realNode struct {
+	c     *Cluster // set by Start once the node may run here
+	dir   string   // the cluster's work dir
+	procs []nodeProcess
 	// cgroup is the kubelet's cgroupRoot (the run's cgroup): the pods go to
 	// cgroup/kubepods, containerd and its shims sit in cgroup/harness.
 	cgroup string
@@ -24,29 +27,53 @@ type node struct {
 	ctr    string // the ctr binary
 }
 
-// startNode makes the control plane a whole single-node cluster: the
+// nodeProcess is one of the node's processes, named as in the log.
+type nodeProcess struct {
+	name string
+	*Process
+}
+
+// NewRealNode returns a real node for Options.Node: with containerd and
+// the kubelet, kube-proxy, a registry every image is pulled from
+// (PushImage), and CoreDNS. The process must run inside RunInNetns; tests
+// call RequireNode first.
+func NewRealNode() Node { return &realNode{} }
+
+// WorkDirBase is the run's state directory, which the parent removes even
+// if this process dies.
+func (n *realNode) WorkDirBase() string {
+	if insideNetns == "" {
+		return ""
+	}
+	return stateDirOf(insideNetns)
+}
+
+// IP is NodeIP.
+func (n *realNode) IP() string { return NodeIP }
+
+// Start makes the control plane a whole single-node cluster: the
 // registry, containerd and the kubelet, kube-proxy, persistent volumes,
 // then the cluster DNS as a pod (the scheduler places it, the node pulls its
 // image). Every step waits until the part it started works.
-func (c *Cluster) startNode(ctx context.Context) error {
+func (n *realNode) Start(ctx context.Context, c *Cluster) error {
 	if insideNetns == "" {
 		return fmt.Errorf("a real node runs only inside RunInNetns's network namespace (%s)", nodeUnavailable)
 	}
 	if err := nodeAlone(); err != nil {
 		return err
 	}
-	c.node = &node{cgroup: nodeCgroup}
+	n.c, n.dir, n.cgroup = c, c.Dir(), nodeCgroup
 	var took []string
 	for _, step := range []struct {
 		name string
 		run  func(context.Context) error
 	}{
-		{"registry", c.startRegistry},
-		{"containerd", c.startContainerd},
-		{"kubelet Ready", c.startKubelet},
-		{"kube-proxy", c.startKubeProxy},
-		{"volumes", c.startVolumes},
-		{"cluster DNS", c.startClusterDNS},
+		{"registry", n.startRegistry},
+		{"containerd", n.startContainerd},
+		{"kubelet Ready", n.startKubelet},
+		{"kube-proxy", n.startKubeProxy},
+		{"volumes", n.startVolumes},
+		{"cluster DNS", n.startClusterDNS},
 	} {
 		start := time.Now()
 		if err := step.run(ctx); err != nil {
@@ -54,19 +81,27 @@ func (c *Cluster) startNode(ctx context.Context) error {
 		}
 		took = append(took, fmt.Sprintf("%s %s", step.name, time.Since(start).Round(time.Millisecond)))
 	}
-	fmt.Fprintf(logFor(c.opts.Log), "harness| real node up: %s\n", strings.Join(took, ", "))
+	fmt.Fprintf(c.Log(), "harness| real node up: %s\n", strings.Join(took, ", "))
 	return nil
+}
+
+func (n *realNode) path(name string) string { return filepath.Join(n.dir, name) }
+
+// start starts one of the node's processes.
+func (n *realNode) start(name, path string, args ...string) (*Process, error) {
+	p, err := n.c.StartProcess(name, nil, path, args...)
+	if err != nil {
+		return nil, err
+	}
+	n.procs = append(n.procs, nodeProcess{name, p})
+	return p, nil
 }
 
 // NodeCgroup is the real node's cgroup root, the same path below every
 // cgroup hierarchy's mount point: the pods are in NodeCgroup()/kubepods,
-// containerd, its shims and the harness in NodeCgroup()/harness.
-func (c *Cluster) NodeCgroup() string {
-	if c.node == nil {
-		return ""
-	}
-	return c.node.cgroup
-}
+// containerd, its shims and the harness in NodeCgroup()/harness. It is ""
+// outside RunInNetns's namespace.
+func NodeCgroup() string { return nodeCgroup }
 
 // nodeAlone fails when another real node already runs in this namespace:
 // they would share the kubelet's ports and the cgroup.
@@ -77,30 +112,48 @@ func nodeAlone() error {
 	return nil
 }
 
+// Stop stops the node's processes in reverse start order, the pods as
+// soon as the kubelet is gone (they watch the API server too: CoreDNS,
+// istio-aux), then what outlives them all (stopNode).
+func (n *realNode) Stop() error {
+	var errs []error
+	for i := len(n.procs) - 1; i >= 0; i-- {
+		if err := n.procs[i].Stop(); err != nil {
+			errs = append(errs, err)
+		}
+		if n.procs[i].name == "kubelet" {
+			errs = append(errs, n.killPods())
+		}
+	}
+	n.procs = nil
+	errs = append(errs, n.stopNode())
+	return errors.Join(errs...)
+}
+
 // killPods kills the real node's pods, which the kubelet leaves running
 // when it stops. The kubelet must be gone, or it would start them again.
-func (c *Cluster) killPods() error {
-	if c.node == nil {
+func (n *realNode) killPods() error {
+	if n.c == nil {
 		return nil
 	}
-	pods := filepath.Join(c.node.cgroup, "kubepods")
+	pods := filepath.Join(n.cgroup, "kubepods")
 	return killAll(func() map[int]bool { return cgroupPids(pods) }, 15*time.Second)
 }
 
-// stopNode runs after the cluster's processes stopped. containerd's shims
+// stopNode runs after the node's processes stopped. containerd's shims
 // outlive containerd: kill them (and any pod still there), remove the
 // pods' cgroups so the next node starts clean, and unmount what the kubelet
 // and containerd mounted under the cluster dir (the kubelet's root dir on
 // itself, volumes, rootfs overlays, pod network namespaces), which would
 // keep the dir from being removed.
-func (c *Cluster) stopNode() error {
-	if c.node == nil {
+func (n *realNode) stopNode() error {
+	if n.c == nil {
 		return nil
 	}
-	pods := filepath.Join(c.node.cgroup, "kubepods")
+	pods := filepath.Join(n.cgroup, "kubepods")
 	err := killAll(func() map[int]bool {
 		pids := cgroupPids(pods)
-		for _, p := range cgroupPidsNamed(filepath.Join(c.node.cgroup, "harness"), "containerd-shim-runc-v2") {
+		for _, p := range cgroupPidsNamed(filepath.Join(n.cgroup, "harness"), "containerd-shim-runc-v2") {
 			pids[p] = true
 		}
 		return pids
@@ -109,7 +162,7 @@ func (c *Cluster) stopNode() error {
 	errs = append(errs, Poll(context.Background(), 100*time.Millisecond, 5*time.Second, func(context.Context) (bool, error) {
 		return removeCgroup(pods) == nil, nil
 	}))
-	errs = append(errs, unmountUnder(c.dir))
+	errs = append(errs, unmountUnder(n.dir))
 	return errors.Join(errs...)
 }
 

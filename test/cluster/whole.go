@@ -32,6 +32,10 @@ import (
 // under images.Registry, which containerd maps to it.
 const RegistryAddr = NodeIP + ":5000"
 
+// DNSServiceIP is the cluster DNS's Service address (in ServiceCIDR),
+// which the kubelet gives pods as their resolver.
+const DNSServiceIP = "10.96.0.10"
+
 // CoreDNSVersion is the github.com/coredns/coredns version that
 // hack/tools/coredns requires and hack/build-coredns.sh caches under;
 // TestCoreDNSVersionMatchesTools keeps them equal.
@@ -47,23 +51,23 @@ func CoreDNSBin() string {
 
 // startRegistry serves go-containerregistry's registry (crane registry
 // serve) on RegistryAddr, its blobs under the cluster dir.
-func (c *Cluster) startRegistry(ctx context.Context) error {
-	if err := os.Mkdir(c.path("registry"), 0o700); err != nil {
+func (n *realNode) startRegistry(ctx context.Context) error {
+	if err := os.Mkdir(n.path("registry"), 0o700); err != nil {
 		return err
 	}
-	p, err := c.start("registry", nil, filepath.Join(ToolsBinDir(), "crane"),
-		"registry", "serve", "--address", RegistryAddr, "--disk", c.path("registry"))
+	p, err := n.start("registry", filepath.Join(ToolsBinDir(), "crane"),
+		"registry", "serve", "--address", RegistryAddr, "--disk", n.path("registry"))
 	if err != nil {
 		return err
 	}
-	return waitUp(ctx, p, 30*time.Second, func(ctx context.Context) error {
+	return p.WaitUp(ctx, 30*time.Second, func(ctx context.Context) error {
 		return GetOK(ctx, "http://"+RegistryAddr+"/v2/")
 	})
 }
 
 // PushImage pushes img to the node's registry, from which the node pulls
 // it as pods name it (imagePullPolicy as users write it).
-func (c *Cluster) PushImage(ctx context.Context, img images.Image) error {
+func PushImage(ctx context.Context, img images.Image) error {
 	return img.Push(ctx, filepath.Join(ToolsBinDir(), "crane"), RegistryAddr)
 }
 
@@ -90,19 +94,19 @@ conntrack:
 
 // startKubeProxy runs kube-proxy and waits until it has programmed the
 // kubernetes Service.
-func (c *Cluster) startKubeProxy(ctx context.Context) error {
-	cfg := strings.NewReplacer("{{kubeconfig}}", c.path("kube-proxy.kubeconfig"), "{{node}}", RealNodeName,
+func (n *realNode) startKubeProxy(ctx context.Context) error {
+	cfg := strings.NewReplacer("{{kubeconfig}}", n.path("kube-proxy.kubeconfig"), "{{node}}", RealNodeName,
 		"{{podCIDR}}", PodSubnet).Replace(kubeProxyConfig)
-	if err := os.WriteFile(c.path("kube-proxy.yaml"), []byte(cfg), 0o600); err != nil {
+	if err := os.WriteFile(n.path("kube-proxy.yaml"), []byte(cfg), 0o600); err != nil {
 		return err
 	}
-	p, err := c.start("kube-proxy", nil, filepath.Join(c.binDir, "kube-proxy"), "--config="+c.path("kube-proxy.yaml"), "--v=1")
+	p, err := n.start("kube-proxy", filepath.Join(n.c.BinDir(), "kube-proxy"), "--config="+n.path("kube-proxy.yaml"), "--v=1")
 	if err != nil {
 		return err
 	}
 	// Programmed once the kubernetes Service answers on its cluster IP
 	// (through the DNAT rule kube-proxy wrote) with the API server itself.
-	err = waitUp(ctx, p, 60*time.Second, func(ctx context.Context) error {
+	err = p.WaitUp(ctx, 60*time.Second, func(ctx context.Context) error {
 		d := net.Dialer{Timeout: time.Second}
 		conn, err := d.DialContext(ctx, "tcp", net.JoinHostPort(KubernetesServiceIP, "443"))
 		if err != nil {
@@ -111,17 +115,17 @@ func (c *Cluster) startKubeProxy(ctx context.Context) error {
 		return conn.Close()
 	})
 	if err != nil {
-		c.logNetwork()
+		n.logNetwork()
 	}
 	return err
 }
 
 // logNetwork writes the node's routes, addresses and NAT rules to the
 // cluster log: what explains a Service that cannot be reached.
-func (c *Cluster) logNetwork() {
+func (n *realNode) logNetwork() {
 	for _, args := range [][]string{{"ip", "route"}, {"ip", "addr"}, {"iptables-save", "-t", "nat"}} {
 		out, err := exec.Command(args[0], args[1:]...).CombinedOutput()
-		fmt.Fprintf(logFor(c.opts.Log), "harness| %s (%v):\n%s\n", strings.Join(args, " "), err, out)
+		fmt.Fprintf(n.c.Log(), "harness| %s (%v):\n%s\n", strings.Join(args, " "), err, out)
 	}
 }
 
@@ -252,9 +256,9 @@ const localVolumes = 8
 
 // startVolumes creates the node's PersistentVolumes. Their directories are
 // writable by any user: hostPath volumes do not take a pod's fsGroup.
-func (c *Cluster) startVolumes(ctx context.Context) error {
+func (n *realNode) startVolumes(ctx context.Context) error {
 	for i := range localVolumes {
-		dir := c.path(fmt.Sprintf("volumes/local-%d", i))
+		dir := n.path(fmt.Sprintf("volumes/local-%d", i))
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return err
 		}
@@ -271,7 +275,7 @@ func (c *Cluster) startVolumes(ctx context.Context) error {
 					Path: dir, Type: ptr.To(corev1.HostPathDirectory)}},
 			},
 		}
-		if _, err := c.client.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil {
+		if _, err := n.c.Client().CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil {
 			return err
 		}
 	}
@@ -281,17 +285,17 @@ func (c *Cluster) startVolumes(ctx context.Context) error {
 // startClusterDNS pushes the CoreDNS image, installs CoreDNS and waits
 // until it answers for the kubernetes Service through its own Service: the
 // scheduler, the registry, the kubelet and kube-proxy all had to work.
-func (c *Cluster) startClusterDNS(ctx context.Context) error {
+func (n *realNode) startClusterDNS(ctx context.Context) error {
 	img := images.Image{
 		Ref:        images.Registry + "/coredns:" + CoreDNSVersion,
 		Files:      []images.File{{Path: "/coredns", Mode: 0o755, Src: CoreDNSBin()}},
 		Entrypoint: []string{"/coredns"},
 	}
-	if err := c.PushImage(ctx, img); err != nil {
+	if err := PushImage(ctx, img); err != nil {
 		return err
 	}
 	manifests := strings.NewReplacer("{{domain}}", ClusterDomain, "{{image}}", img.Ref, "{{dnsIP}}", DNSServiceIP).Replace(coreDNSManifests)
-	if err := c.Apply(ctx, []byte(manifests)); err != nil {
+	if err := n.c.Apply(ctx, []byte(manifests)); err != nil {
 		return err
 	}
 	want := "kubernetes.default.svc." + ClusterDomain
@@ -306,7 +310,7 @@ func (c *Cluster) startClusterDNS(ctx context.Context) error {
 		return len(addrs) == 1 && addrs[0] == KubernetesServiceIP, fmt.Errorf("%s resolves to %v", want, addrs)
 	})
 	if err != nil {
-		return fmt.Errorf("cluster DNS: %w (coredns pods: %s)", err, c.PodsSummary(ctx, "kube-system", "k8s-app=kube-dns"))
+		return fmt.Errorf("cluster DNS: %w (coredns pods: %s)", err, n.c.PodsSummary(ctx, "kube-system", "k8s-app=kube-dns"))
 	}
 	return nil
 }

@@ -47,7 +47,7 @@ type Installed struct {
 // the webhook mutates pods. The manifests are applied as they are, but for
 // one overlay (knativeOverlay) where the cluster has no Knative Serving.
 func Install(ctx context.Context, c *cluster.Cluster, dir string, log io.Writer) (*Installed, error) {
-	if err := c.PushImage(ctx, images.NonRootBase); err != nil {
+	if err := cluster.PushImage(ctx, images.NonRootBase); err != nil {
 		return nil, err
 	}
 	return (&Installed{c: c, log: log}).apply(ctx, dir)

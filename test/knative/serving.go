@@ -100,7 +100,7 @@ func Install(ctx context.Context, c *cluster.Cluster, log io.Writer) error {
 	if err := c.Kubectl(ctx, "wait", "--for=condition=Established", "--timeout=60s", "crd", "--all"); err != nil {
 		return err
 	}
-	if err := c.PushImage(ctx, images.NonRootBase); err != nil {
+	if err := cluster.PushImage(ctx, images.NonRootBase); err != nil {
 		return err
 	}
 	resolved, err := koResolve(ctx, filepath.Join(m.serving, "config", "core"))

@@ -128,7 +128,7 @@ func installTraefik(ctx context.Context, c *cluster.Cluster) error {
 		Files:      []images.File{{Path: "/traefik", Mode: 0o755, Src: TraefikBin()}},
 		Entrypoint: []string{"/traefik"},
 	}
-	if err := c.PushImage(ctx, img); err != nil {
+	if err := cluster.PushImage(ctx, img); err != nil {
 		return err
 	}
 	return c.Apply(ctx, []byte(strings.ReplaceAll(traefikManifests, "{{image}}", img.Ref)))

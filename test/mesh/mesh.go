@@ -62,7 +62,11 @@ func Start(ctx context.Context, o Options) (m *Mesh, err error) {
 			m = nil
 		}
 	}()
-	if m.Cluster, err = cluster.Start(ctx, cluster.Options{ControllerManager: true, Kwok: !o.Node, Node: o.Node, Log: o.Log}); err != nil {
+	var node cluster.Node
+	if o.Node {
+		node = cluster.NewRealNode()
+	}
+	if m.Cluster, err = cluster.Start(ctx, cluster.Options{ControllerManager: true, Kwok: !o.Node, Node: node, Log: o.Log}); err != nil {
 		return m, err
 	}
 	if o.Node {
@@ -136,7 +140,7 @@ func PushImages(ctx context.Context, c *cluster.Cluster) error {
 			if err != nil {
 				return err
 			}
-			return c.PushImage(ctx, img)
+			return cluster.PushImage(ctx, img)
 		})
 	}
 	if err := g.Wait(); err != nil {

@@ -97,7 +97,7 @@ func sample(t *testing.T, c *cluster.Cluster) usage {
 	pids := c.Pids()
 	u.kubeletCPU, u.kubeletRSS = procUsage(pids["kubelet"])
 	u.containerdCPU, u.containerdRSS = procUsage(pids["containerd"])
-	harness := filepath.Join("/sys/fs/cgroup/memory", c.NodeCgroup(), "harness", "cgroup.procs")
+	harness := filepath.Join("/sys/fs/cgroup/memory", cluster.NodeCgroup(), "harness", "cgroup.procs")
 	b, err := os.ReadFile(harness)
 	if err != nil {
 		t.Fatal(err)
@@ -110,7 +110,7 @@ func sample(t *testing.T, c *cluster.Cluster) usage {
 			u.shimRSS += rss
 		}
 	}
-	pods := filepath.Join(c.NodeCgroup(), "kubepods")
+	pods := filepath.Join(cluster.NodeCgroup(), "kubepods")
 	ns, _ := os.ReadFile(filepath.Join("/sys/fs/cgroup/cpuacct", pods, "cpuacct.usage"))
 	nsec, _ := strconv.ParseFloat(strings.TrimSpace(string(ns)), 64)
 	u.podCPU = nsec / 1e9

@@ -52,7 +52,7 @@ func Install(ctx context.Context, c *cluster.Cluster, log io.Writer, ops ...Oper
 }
 
 func install(ctx context.Context, c *cluster.Cluster, o Operator) error {
-	if err := c.PushImage(ctx, o.Image()); err != nil {
+	if err := cluster.PushImage(ctx, o.Image()); err != nil {
 		return err
 	}
 	if o.Name == TrainingOperator.Name {
@@ -93,7 +93,7 @@ func PushPython(ctx context.Context, c *cluster.Cluster) error {
 	if err != nil {
 		return err
 	}
-	return c.PushImage(ctx, img)
+	return cluster.PushImage(ctx, img)
 }
 
 // Render is what `kubectl kustomize` makes of the operator's overlay
