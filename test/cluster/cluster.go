@@ -2,12 +2,11 @@
 // tests and the demo: etcd and kube-apiserver built from source (see
 // hack/build-k8s.sh) and the real kube-controller-manager, with either kwok
 // (fake node and pod lifecycle, driven by the Stages in test/kwok; the
-// controllers those suites need) or a real node, a whole single-node cluster
-// (whole.go): the default admission plugins and controllers, kube-scheduler,
-// kube-proxy, CoreDNS, an image registry, and containerd, runc and the
-// kubelet, in a network namespace of the test binary's own (RunInNetns).
-// Everything binds 127.0.0.1 on free ports (the real node also its bridge
-// address, NodeIP) and lives in a temporary work directory removed by Stop.
+// controllers those suites need) or a Node, which makes it a whole
+// single-node cluster: here the default admission plugins and controllers
+// and kube-scheduler, the node itself in test/realnode. Everything binds
+// 127.0.0.1 on free ports (with a node, also the node's address) and lives
+// in a temporary work directory removed by Stop.
 //
 // Why not kwokctl's binary runtime for the control plane (checked against
 // sigs.k8s.io/kwok v0.8.0): it starts every component detached (Setsid)
@@ -21,7 +20,7 @@
 // kube-proxy's identities and its admission flags passed through
 // componentsPatches — most of what controlplane.go does. And it runs none
 // of the real node (kubelet, containerd, kube-proxy, CoreDNS, the network
-// namespace), which is where most of this package's code is.
+// namespace), which is most of the harness's code (test/realnode).
 package cluster
 
 import (
@@ -31,6 +30,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -269,6 +269,21 @@ func K8sBinDir() string { return filepath.Join(CacheDir(), "k8s-"+K8sVersion, "b
 
 // KwokDir is the cached kwok build (bin/ and manifests/).
 func KwokDir() string { return filepath.Join(CacheDir(), "kwok-"+KwokVersion) }
+
+// ToolsVersion is the version of module that the tools module
+// hack/tools/<tool> requires: what the hack/build-*.sh scripts build and
+// cache under, which the harness's version constants must equal.
+func ToolsVersion(tool, module string) (string, error) {
+	gomod, err := os.ReadFile(filepath.Join(RepoRoot(), "hack", "tools", tool, "go.mod"))
+	if err != nil {
+		return "", err
+	}
+	m := regexp.MustCompile(`(?m)^\s*(?:require\s+)?` + regexp.QuoteMeta(module) + ` (\S+)`).FindSubmatch(gomod)
+	if m == nil {
+		return "", fmt.Errorf("hack/tools/%s/go.mod: no `require %s <version>` line", tool, module)
+	}
+	return string(m[1]), nil
+}
 
 // WriteKubeconfig writes Dir()/name.kubeconfig and returns its path:
 // server, the cluster's CA, and user authenticating as auth says (a token

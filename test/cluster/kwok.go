@@ -111,12 +111,6 @@ func (c *Cluster) startKwok(ctx context.Context, hctx context.Context) error {
 	return c.startPodHelpers(hctx, NodeName, true)
 }
 
-// Kubectl runs the cached kubectl against the cluster; its output goes to
-// the cluster log and, on failure, into the error.
-func (c *Cluster) Kubectl(ctx context.Context, args ...string) error {
-	return c.kubectlIn(ctx, nil, args...)
-}
-
 // EnsureStub builds the stub pilot-agent into StubDir unless it is there.
 func EnsureStub(ctx context.Context) error {
 	bin := filepath.Join(StubDir(), "pilot-agent")

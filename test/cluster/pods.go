@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -120,4 +121,32 @@ func ContainerStatus(p *corev1.Pod, name string) corev1.ContainerStatus {
 		}
 	}
 	return corev1.ContainerStatus{}
+}
+
+// PodsSummary says where the selected pods of ns are and what they wait
+// for, for an error message.
+func (c *Cluster) PodsSummary(ctx context.Context, ns, selector string) string {
+	pods, err := c.client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		return err.Error()
+	}
+	var parts []string
+	for _, p := range pods.Items {
+		s := fmt.Sprintf("%s %s node=%q", p.Name, p.Status.Phase, p.Spec.NodeName)
+		for _, cond := range p.Status.Conditions {
+			if cond.Status != corev1.ConditionTrue && cond.Message != "" {
+				s += fmt.Sprintf(" %s: %s", cond.Type, cond.Message)
+			}
+		}
+		for _, st := range p.Status.ContainerStatuses {
+			if st.State.Waiting != nil {
+				s += fmt.Sprintf(" %s waiting: %s %s", st.Name, st.State.Waiting.Reason, st.State.Waiting.Message)
+			}
+		}
+		parts = append(parts, s)
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, "; ")
 }

@@ -1,4 +1,4 @@
-package cluster
+package realnode
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/istio-aux/istio-aux/test/cluster"
 	"github.com/istio-aux/istio-aux/test/images"
 )
 
@@ -89,7 +90,7 @@ func cniConfig(name, ipamDir string) ([]byte, error) {
 			"ipam": map[string]any{
 				"type":    "host-local",
 				"ranges":  []any{[]any{map[string]any{"subnet": PodSubnet, "gateway": NodeIP}}},
-				"routes":  []any{map[string]any{"dst": ServiceCIDR}},
+				"routes":  []any{map[string]any{"dst": cluster.ServiceCIDR}},
 				"dataDir": ipamDir,
 			},
 		}},
@@ -98,7 +99,7 @@ func cniConfig(name, ipamDir string) ([]byte, error) {
 
 // startContainerd writes containerd's and the CNI configuration, starts
 // containerd and pushes the sandbox image to the registry.
-func (n *realNode) startContainerd(ctx context.Context) error {
+func (n *Node) startContainerd(ctx context.Context) error {
 	dir := n.path("containerd")
 	n.socket = filepath.Join(dir, "containerd.sock")
 	cniConf := n.path("cni")
@@ -156,4 +157,4 @@ func (n *realNode) startContainerd(ctx context.Context) error {
 }
 
 // ContainerdSocket is the real node's containerd socket (for ctr -a).
-func (n *realNode) ContainerdSocket() string { return n.socket }
+func (n *Node) ContainerdSocket() string { return n.socket }

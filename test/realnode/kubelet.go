@@ -1,4 +1,4 @@
-package cluster
+package realnode
 
 import (
 	"context"
@@ -13,6 +13,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/istio-aux/istio-aux/test/cluster"
 )
 
 // RealNodeName is the real node's name (the kubelet's hostname override).
@@ -74,12 +76,12 @@ registerNode: true
 // socket and the cluster dir (certificates, logs, resolv.conf).
 func kubeletConfigFor(cgroup, socket, dir string) string {
 	return strings.NewReplacer("{{cgroup}}", cgroup, "{{socket}}", socket, "{{nodeIP}}", NodeIP, "{{dir}}", dir,
-		"{{dnsIP}}", DNSServiceIP, "{{domain}}", ClusterDomain).Replace(kubeletConfig)
+		"{{dnsIP}}", DNSServiceIP, "{{domain}}", cluster.ClusterDomain).Replace(kubeletConfig)
 }
 
 // startKubelet starts the kubelet against containerd and waits until its
 // node is Ready.
-func (n *realNode) startKubelet(ctx context.Context) error {
+func (n *Node) startKubelet(ctx context.Context) error {
 	if err := n.kubeletCerts(); err != nil {
 		return err
 	}
@@ -129,7 +131,7 @@ func (n *realNode) startKubelet(ctx context.Context) error {
 
 // nodeRBAC lets kubelets (group system:nodes) do a node's work, as the Node
 // authorizer would, and lets the API server use the kubelet's API.
-func (n *realNode) nodeRBAC(ctx context.Context) error {
+func (n *Node) nodeRBAC(ctx context.Context) error {
 	bindings := []*rbacv1.ClusterRoleBinding{
 		{
 			ObjectMeta: metav1.ObjectMeta{Name: "istio-aux-test:nodes"},

@@ -1,9 +1,11 @@
-package cluster
+package realnode
 
 import (
 	"crypto/x509"
 	"net"
 	"path/filepath"
+
+	"github.com/istio-aux/istio-aux/test/cluster"
 )
 
 // Certificates of the real node, all from the cluster CA: the kubelet's
@@ -15,7 +17,7 @@ import (
 // APIServerArgs are the kube-apiserver flags a real node needs: client
 // certificates are accepted (the kubelet's identity), and the API server
 // presents one to the kubelet, which lets nobody in anonymously.
-func (n *realNode) APIServerArgs(c *Cluster) ([]string, error) {
+func (n *Node) APIServerArgs(c *cluster.Cluster) ([]string, error) {
 	if err := c.IssueCert("apiserver-kubelet-client", apiServerKubeletUser, nil, nil, nil, x509.ExtKeyUsageClientAuth); err != nil {
 		return nil, err
 	}
@@ -32,7 +34,7 @@ func (n *realNode) APIServerArgs(c *Cluster) ([]string, error) {
 const apiServerKubeletUser = "kube-apiserver-kubelet-client"
 
 // kubeletCerts issues the kubelet's serving and client certificates.
-func (n *realNode) kubeletCerts() error {
+func (n *Node) kubeletCerts() error {
 	ips := []net.IP{net.ParseIP(NodeIP), net.IPv4(127, 0, 0, 1)}
 	if err := n.c.IssueCert("kubelet-serving", RealNodeName, nil, ips, []string{RealNodeName}, x509.ExtKeyUsageServerAuth); err != nil {
 		return err

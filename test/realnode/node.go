@@ -1,4 +1,12 @@
-package cluster
+// Package realnode is the test harness's real node (New), which makes
+// test/cluster's control plane a whole single-node cluster, as kubeadm
+// would give one: containerd, runc and the kubelet (RealNodeName, at
+// NodeIP), kube-proxy, an image registry every image is pulled from
+// (PushImage, KoResolve) and CoreDNS (whole.go), in a network namespace of
+// the test binary's own (RunInNetns, netns.go), whose crashed runs the next
+// one sweeps (Cleanup, nodeclean.go). Tests that need it call RequireNode;
+// programs ask NodeUnavailable.
+package realnode
 
 import (
 	"context"
@@ -10,16 +18,18 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/istio-aux/istio-aux/test/cluster"
 )
 
-// realNode is the real node, RealNodeName: containerd and the kubelet run
-// as the cluster's processes (logs prefixed "containerd|" and "kubelet|"),
-// all of their files are under the cluster dir, and the pods under the
-// run's cgroup. One serves one cluster.
-type realNode struct {
-	c     *Cluster // set by Start once the node may run here
-	dir   string   // the cluster's work dir
-	procs []nodeProcess
+// Node is the real node, RealNodeName, a cluster.Node: the registry,
+// containerd, the kubelet and kube-proxy run as the cluster's processes (logs prefixed "containerd|" and
+// "kubelet|"), all of their files are under the cluster dir, and the pods
+// under the run's cgroup. One serves one cluster.
+type Node struct {
+	c     *cluster.Cluster // set by Start once the node may run here
+	dir   string           // the cluster's work dir
+	procs []proc
 	// cgroup is the kubelet's cgroupRoot (the run's cgroup): the pods go to
 	// cgroup/kubepods, containerd and its shims sit in cgroup/harness.
 	cgroup string
@@ -27,21 +37,23 @@ type realNode struct {
 	ctr    string // the ctr binary
 }
 
-// nodeProcess is one of the node's processes, named as in the log.
-type nodeProcess struct {
+// proc is one of the node's processes, named as in the log.
+type proc struct {
 	name string
-	*Process
+	*cluster.Process
 }
 
-// NewRealNode returns a real node for Options.Node: with containerd and
+// New returns a real node for cluster.Options.Node: with containerd and
 // the kubelet, kube-proxy, a registry every image is pulled from
 // (PushImage), and CoreDNS. The process must run inside RunInNetns; tests
 // call RequireNode first.
-func NewRealNode() Node { return &realNode{} }
+func New() *Node { return &Node{} }
+
+var _ cluster.Node = (*Node)(nil)
 
 // WorkDirBase is the run's state directory, which the parent removes even
 // if this process dies.
-func (n *realNode) WorkDirBase() string {
+func (n *Node) WorkDirBase() string {
 	if insideNetns == "" {
 		return ""
 	}
@@ -49,13 +61,13 @@ func (n *realNode) WorkDirBase() string {
 }
 
 // IP is NodeIP.
-func (n *realNode) IP() string { return NodeIP }
+func (n *Node) IP() string { return NodeIP }
 
 // Start makes the control plane a whole single-node cluster: the
 // registry, containerd and the kubelet, kube-proxy, persistent volumes,
 // then the cluster DNS as a pod (the scheduler places it, the node pulls its
 // image). Every step waits until the part it started works.
-func (n *realNode) Start(ctx context.Context, c *Cluster) error {
+func (n *Node) Start(ctx context.Context, c *cluster.Cluster) error {
 	if insideNetns == "" {
 		return fmt.Errorf("a real node runs only inside RunInNetns's network namespace (%s)", nodeUnavailable)
 	}
@@ -85,15 +97,15 @@ func (n *realNode) Start(ctx context.Context, c *Cluster) error {
 	return nil
 }
 
-func (n *realNode) path(name string) string { return filepath.Join(n.dir, name) }
+func (n *Node) path(name string) string { return filepath.Join(n.dir, name) }
 
 // start starts one of the node's processes.
-func (n *realNode) start(name, path string, args ...string) (*Process, error) {
+func (n *Node) start(name, path string, args ...string) (*cluster.Process, error) {
 	p, err := n.c.StartProcess(name, nil, path, args...)
 	if err != nil {
 		return nil, err
 	}
-	n.procs = append(n.procs, nodeProcess{name, p})
+	n.procs = append(n.procs, proc{name, p})
 	return p, nil
 }
 
@@ -115,7 +127,7 @@ func nodeAlone() error {
 // Stop stops the node's processes in reverse start order, the pods as
 // soon as the kubelet is gone (they watch the API server too: CoreDNS,
 // istio-aux), then what outlives them all (stopNode).
-func (n *realNode) Stop() error {
+func (n *Node) Stop() error {
 	var errs []error
 	for i := len(n.procs) - 1; i >= 0; i-- {
 		if err := n.procs[i].Stop(); err != nil {
@@ -132,7 +144,7 @@ func (n *realNode) Stop() error {
 
 // killPods kills the real node's pods, which the kubelet leaves running
 // when it stops. The kubelet must be gone, or it would start them again.
-func (n *realNode) killPods() error {
+func (n *Node) killPods() error {
 	if n.c == nil {
 		return nil
 	}
@@ -146,7 +158,7 @@ func (n *realNode) killPods() error {
 // and containerd mounted under the cluster dir (the kubelet's root dir on
 // itself, volumes, rootfs overlays, pod network namespaces), which would
 // keep the dir from being removed.
-func (n *realNode) stopNode() error {
+func (n *Node) stopNode() error {
 	if n.c == nil {
 		return nil
 	}
@@ -159,7 +171,7 @@ func (n *realNode) stopNode() error {
 		return pids
 	}, 15*time.Second)
 	errs := []error{err}
-	errs = append(errs, Poll(context.Background(), 100*time.Millisecond, 5*time.Second, func(context.Context) (bool, error) {
+	errs = append(errs, cluster.Poll(context.Background(), 100*time.Millisecond, 5*time.Second, func(context.Context) (bool, error) {
 		return removeCgroup(pods) == nil, nil
 	}))
 	errs = append(errs, unmountUnder(n.dir))
