@@ -95,16 +95,7 @@ func (c *Cluster) startKwok(ctx context.Context, hctx context.Context) error {
 		return fmt.Errorf("creating fake node: %w", err)
 	}
 	if err := waitUp(ctx, p, 60*time.Second, func(ctx context.Context) error {
-		n, err := c.client.CoreV1().Nodes().Get(ctx, NodeName, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		for _, cond := range n.Status.Conditions {
-			if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
-				return nil
-			}
-		}
-		return fmt.Errorf("node %s not Ready yet", NodeName)
+		return c.NodeReady(ctx, NodeName)
 	}); err != nil {
 		return err
 	}

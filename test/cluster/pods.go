@@ -110,6 +110,21 @@ func (c *Cluster) ensureExec(ctx context.Context, dyn dynamic.Interface, pod *co
 	return err
 }
 
+// NodeReady fails unless node name is Ready: what Start waits for on
+// kwok's node, and a Node on its kubelet's.
+func (c *Cluster) NodeReady(ctx context.Context, name string) error {
+	n, err := c.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	for _, cond := range n.Status.Conditions {
+		if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
+			return nil
+		}
+	}
+	return fmt.Errorf("node %s not Ready yet", name)
+}
+
 // ContainerStatus is the status of the named container of p, regular or
 // init, or a zero status when p reports none for it yet.
 func ContainerStatus(p *corev1.Pod, name string) corev1.ContainerStatus {

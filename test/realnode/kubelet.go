@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -116,16 +115,7 @@ func (n *Node) startKubelet(ctx context.Context) error {
 		return err
 	}
 	return p.WaitUp(ctx, 60*time.Second, func(ctx context.Context) error {
-		node, err := n.c.Client().CoreV1().Nodes().Get(ctx, RealNodeName, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		for _, cond := range node.Status.Conditions {
-			if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
-				return nil
-			}
-		}
-		return fmt.Errorf("node %s not Ready yet", RealNodeName)
+		return n.c.NodeReady(ctx, RealNodeName)
 	})
 }
 
