@@ -23,9 +23,10 @@ import (
 )
 
 // Node is the real node, RealNodeName, a cluster.Node: the registry,
-// containerd, the kubelet and kube-proxy run as the cluster's processes (logs prefixed "containerd|" and
-// "kubelet|"), all of their files are under the cluster dir, and the pods
-// under the run's cgroup. One serves one cluster.
+// containerd, the kubelet and kube-proxy run as the cluster's processes
+// (logs prefixed "registry|", "containerd|", "kubelet|", "kube-proxy|"),
+// all of their files are under the cluster dir, and the pods under the
+// run's cgroup. One serves one cluster.
 type Node struct {
 	c     *cluster.Cluster // set by Start once the node may run here
 	dir   string           // the cluster's work dir
