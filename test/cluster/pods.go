@@ -19,7 +19,7 @@ var execGVR = schema.GroupVersionResource{Group: "kwok.x-k8s.io", Version: "v1al
 
 // startPodHelpers runs what a real cluster would have and ours lacks:
 //   - a binder (there is no scheduler): every pod without a node goes to
-//     nodeName (kwok's fake node or the real node);
+//     nodeName, kwok's fake node (with a Node, kube-scheduler places pods);
 //   - with kwokExec, a per-pod kwok Exec, so the program kwok runs for
 //     `kubectl exec` (the stub pilot-agent) knows which pod it is in
 //     (POD_NAME, POD_NAMESPACE), as it would inside a real container.
