@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The real-node suite: containerd, runc and the kubelet v1.36 in a network
-# namespace of the test binary's own (test/cluster/netns.go), proving the
+# namespace of the test binary's own (test/realnode/netns.go), proving the
 # kubelet behaviour the kwok Stages imitate (test/node). Installs the node's
 # Debian packages when missing (needs root), builds or reuses the cached
 # Kubernetes binaries; the test builds and imports its own images. Without

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs what the real node in the test harness (test/cluster/node*.go)
+# Installs what the real node in the test harness (test/realnode)
 # needs from Debian, and only what is missing: containerd (+ ctr), runc, the
 # CNI plugins (bridge, host-local, loopback), iptables (the bridge plugin
 # calls it), iproute2 (ip link, ip addr) and util-linux (nsenter).

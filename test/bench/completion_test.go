@@ -27,6 +27,7 @@ import (
 	"github.com/istio-aux/istio-aux/pkg/keys"
 	"github.com/istio-aux/istio-aux/test/cluster"
 	"github.com/istio-aux/istio-aux/test/mesh"
+	"github.com/istio-aux/istio-aux/test/realnode"
 )
 
 // The completion benchmark (issue 17): on the real node (a real kubelet,
@@ -67,7 +68,7 @@ func TestBenchCompletion(t *testing.T) {
 	if !only("completion") {
 		t.Skip("BENCH_ONLY leaves completion out")
 	}
-	cluster.RequireNode(t)
+	realnode.RequireNode(t)
 	// Five pods every 10 s keep the 2-core node below saturation (at one
 	// round every 4 s the load average reached 20 and every way's figures
 	// were the node's queueing).

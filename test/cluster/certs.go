@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"math/big"
 	"net"
+	"os"
 	"time"
 )
 
@@ -89,6 +90,39 @@ func (ca *CA) Serving(dnsNames ...string) (certPEM, keyPEM []byte, err error) {
 		return nil, nil, err
 	}
 	return pemBlock("CERTIFICATE", der), pemBlock("EC PRIVATE KEY", keyDER), nil
+}
+
+// IssueCert issues a certificate from the cluster's CA for cn with the
+// given organizations (groups, for a client), IP and DNS names, for server
+// or client use, and writes the certificate and key as PEM to
+// Dir()/name.crt and Dir()/name.key.
+func (c *Cluster) IssueCert(name, cn string, orgs []string, ips []net.IP, dns []string, usage x509.ExtKeyUsage) error {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: serial(),
+		Subject:      pkix.Name{CommonName: cn, Organization: orgs},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(validity),
+		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
+		ExtKeyUsage:  []x509.ExtKeyUsage{usage},
+		IPAddresses:  ips,
+		DNSNames:     dns,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, c.ca.Cert, &key.PublicKey, c.ca.Key)
+	if err != nil {
+		return fmt.Errorf("signing %s certificate: %w", name, err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(c.path(name+".crt"), pemBlock("CERTIFICATE", der), 0o600); err != nil {
+		return err
+	}
+	return os.WriteFile(c.path(name+".key"), pemBlock("EC PRIVATE KEY", keyDER), 0o600)
 }
 
 // serviceAccountKey is the RSA key pair the apiserver signs and verifies

@@ -2,12 +2,11 @@
 // tests and the demo: etcd and kube-apiserver built from source (see
 // hack/build-k8s.sh) and the real kube-controller-manager, with either kwok
 // (fake node and pod lifecycle, driven by the Stages in test/kwok; the
-// controllers those suites need) or a real node, a whole single-node cluster
-// (whole.go): the default admission plugins and controllers, kube-scheduler,
-// kube-proxy, CoreDNS, an image registry, and containerd, runc and the
-// kubelet, in a network namespace of the test binary's own (RunInNetns).
-// Everything binds 127.0.0.1 on free ports (the real node also its bridge
-// address, NodeIP) and lives in a temporary work directory removed by Stop.
+// controllers those suites need) or a Node, which makes it a whole
+// single-node cluster: here the default admission plugins and controllers
+// and kube-scheduler, the node itself in test/realnode. Everything binds
+// 127.0.0.1 on free ports (with a node, also the node's address) and lives
+// in a temporary work directory removed by Stop.
 //
 // Why not kwokctl's binary runtime for the control plane (checked against
 // sigs.k8s.io/kwok v0.8.0): it starts every component detached (Setsid)
@@ -21,7 +20,7 @@
 // kube-proxy's identities and its admission flags passed through
 // componentsPatches — most of what controlplane.go does. And it runs none
 // of the real node (kubelet, containerd, kube-proxy, CoreDNS, the network
-// namespace), which is where most of this package's code is.
+// namespace), which is most of the harness's code (test/realnode).
 package cluster
 
 import (
@@ -31,10 +30,10 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -59,13 +58,10 @@ type Options struct {
 	// Kwok runs kwok with one fake node, our Stages, a pod binder and a
 	// per-pod Exec so that `kubectl exec` runs the stub pilot-agent.
 	Kwok bool
-	// Node makes a whole single-node cluster, as kubeadm would: the
-	// default admission plugins and controllers, kube-scheduler, and a real
-	// node, RealNodeName (see node.go), with containerd and the kubelet,
-	// kube-proxy, a registry every image is pulled from (PushImage), and
-	// CoreDNS. The process must run inside RunInNetns; tests call
-	// RequireNode first. It implies ControllerManager.
-	Node bool
+	// Node, when set, makes a whole single-node cluster, as kubeadm would:
+	// the default admission plugins and controllers, kube-scheduler, and
+	// this node (see Node). It implies ControllerManager.
+	Node Node
 	// Log receives every process's output; nil discards it.
 	Log io.Writer
 }
@@ -86,11 +82,30 @@ type Cluster struct {
 	mu    sync.Mutex
 	procs []*process // in start order; stopped in reverse
 	quits string     // the stub pilot-agent's record file
-	node  *node      // the real node, with Options.Node
+}
 
-	// extraArgs are flags that other parts of the harness add to a process,
-	// by process name (the real node's for kube-apiserver).
-	extraArgs map[string][]string
+// Node is a real node that joins the control plane (Options.Node) and
+// makes it a whole cluster. Start and Stop call its methods in this order:
+// WorkDirBase, IP and APIServerArgs before kube-apiserver starts, Start
+// once the control plane runs with its scheduler, and Stop first of all.
+type Node interface {
+	// WorkDirBase is the directory the cluster's work directory goes in;
+	// "" is the temporary directory.
+	WorkDirBase() string
+	// IP is the node's address: kube-apiserver advertises it (the
+	// kubernetes Service's endpoint) and serves on it, and its serving
+	// certificate covers it.
+	IP() string
+	// APIServerArgs are the kube-apiserver flags the node needs. It may
+	// issue the certificates they name (IssueCert).
+	APIServerArgs(c *Cluster) ([]string, error)
+	// Start runs the node and returns once it works.
+	Start(ctx context.Context, c *Cluster) error
+	// Stop stops the node, its processes, pods and what they left
+	// mounted; Cluster.Stop calls it before it stops the control plane,
+	// which the node's programs watch. It must stop what a Start that
+	// failed half-way left, and do nothing when Start never ran.
+	Stop() error
 }
 
 // Start brings the control plane up and returns once it serves requests
@@ -100,14 +115,12 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	if opts.Log == nil {
 		opts.Log = io.Discard
 	}
-	if opts.Node && opts.Kwok {
+	if opts.Node != nil && opts.Kwok {
 		return nil, errors.New("options Node and Kwok are exclusive: the pod binder serves one node")
 	}
-	// A real node's files go to the run's state directory, which the
-	// parent removes even if this process dies.
 	base := ""
-	if opts.Node && insideNetns != "" {
-		base = stateDirOf(insideNetns)
+	if opts.Node != nil {
+		base = opts.Node.WorkDirBase()
 	}
 	if base == "" {
 		sweepWorkDirs(os.TempDir())
@@ -125,7 +138,7 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 			c = nil
 		}
 	}()
-	if opts.Node {
+	if opts.Node != nil {
 		c.opts.ControllerManager = true
 	}
 	for _, b := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kubectl"} {
@@ -147,7 +160,7 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 			return nil, err
 		}
 	}
-	if opts.Node {
+	if opts.Node != nil {
 		if err := c.startScheduler(); err != nil {
 			return nil, err
 		}
@@ -157,8 +170,8 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 			return nil, err
 		}
 	}
-	if opts.Node {
-		if err := c.startNode(ctx); err != nil {
+	if opts.Node != nil {
+		if err := opts.Node.Start(ctx, c); err != nil {
 			return nil, err
 		}
 	}
@@ -166,12 +179,14 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 }
 
 // workDirPrefix starts every cluster work dir's name; the pid of the
-// process that made it follows (a real node's goes in its run's state dir,
-// which Cleanup sweeps).
+// process that made it follows (a node's goes where its WorkDirBase says,
+// and the node sweeps it).
 const workDirPrefix = "istio-aux-cluster-"
 
 // sweepWorkDirs removes the work dirs in dir of processes that are gone: a
-// run killed mid-way (SIGKILL, a crash) could not remove its own.
+// run killed mid-way (SIGKILL, a crash) could not remove its own. Nothing
+// is mounted under them: the only mounts are a real node's, in a mount
+// namespace that died with its process, under the node's WorkDirBase.
 func sweepWorkDirs(dir string) {
 	matches, _ := filepath.Glob(filepath.Join(dir, workDirPrefix+"*-*"))
 	for _, m := range matches {
@@ -180,7 +195,6 @@ func sweepWorkDirs(dir string) {
 			continue
 		}
 		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); os.IsNotExist(err) {
-			_ = unmountUnder(m)
 			_ = os.RemoveAll(m)
 		}
 	}
@@ -198,38 +212,41 @@ func (c *Cluster) Client() kubernetes.Interface { return c.client }
 // BinDir holds kubectl, kube-apiserver, etcd and kube-controller-manager.
 func (c *Cluster) BinDir() string { return c.binDir }
 
-// Dir is the cluster's temporary work directory (removed by Stop).
+// Dir is the cluster's temporary work directory (removed by Stop). It
+// holds the CA's certificate, ca.crt, and a kubeconfig per identity of the
+// control plane, <name>.kubeconfig: with a Node, kube-proxy.kubeconfig too.
 func (c *Cluster) Dir() string { return c.dir }
+
+// Log is the cluster's process log, safe for concurrent writes: each line
+// is prefixed with who wrote it ("harness| ").
+func (c *Cluster) Log() io.Writer { return logFor(c.opts.Log) }
 
 // CA is the cluster's certificate authority. Tests use it to issue serving
 // certificates for webhooks on 127.0.0.1 (its PEM is the caBundle).
 func (c *Cluster) CA() *CA { return c.ca }
 
-// Stop stops the harness's clients, then every process in reverse start
-// order (the kubelet, containerd, kwok and kube-controller-manager before
+// Stop stops the harness's clients, then the node (Node.Stop), then every
+// process in reverse start order (kwok and kube-controller-manager before
 // kube-apiserver, which would otherwise wait about a minute for their
-// watches, then etcd), the real node's pods as soon as the kubelet is gone
-// (they watch the API server too: CoreDNS, istio-aux), then its shims, and
-// removes the work directory.
+// watches, then etcd), and removes the work directory.
 func (c *Cluster) Stop() error {
 	if c.cancel != nil {
 		c.cancel()
 	}
 	c.wg.Wait()
+	var errs []error
+	if c.opts.Node != nil {
+		errs = append(errs, c.opts.Node.Stop())
+	}
 	c.mu.Lock()
 	procs := c.procs
 	c.procs = nil
 	c.mu.Unlock()
-	var errs []error
 	for i := len(procs) - 1; i >= 0; i-- {
-		if err := procs[i].stop(15 * time.Second); err != nil {
+		if err := procs[i].stop(stopGrace); err != nil {
 			errs = append(errs, err)
 		}
-		if procs[i].name == "kubelet" {
-			errs = append(errs, c.killPods())
-		}
 	}
-	errs = append(errs, c.stopNode())
 	if os.Getenv("ISTIO_AUX_KEEP_CLUSTER_DIR") == "" {
 		errs = append(errs, os.RemoveAll(c.dir))
 	}
@@ -253,9 +270,25 @@ func K8sBinDir() string { return filepath.Join(CacheDir(), "k8s-"+K8sVersion, "b
 // KwokDir is the cached kwok build (bin/ and manifests/).
 func KwokDir() string { return filepath.Join(CacheDir(), "kwok-"+KwokVersion) }
 
-// writeKubeconfig writes dir/name.kubeconfig: server, the cluster's CA, and
-// user authenticating as auth says (a token or a client certificate).
-func (c *Cluster) writeKubeconfig(name, server, user string, auth *clientcmdapi.AuthInfo) (string, error) {
+// ToolsVersion is the version of module that the tools module
+// hack/tools/<tool> requires: what the hack/build-*.sh scripts build and
+// cache under, which the harness's version constants must equal.
+func ToolsVersion(tool, module string) (string, error) {
+	gomod, err := os.ReadFile(filepath.Join(RepoRoot(), "hack", "tools", tool, "go.mod"))
+	if err != nil {
+		return "", err
+	}
+	m := regexp.MustCompile(`(?m)^\s*(?:require\s+)?` + regexp.QuoteMeta(module) + ` (\S+)`).FindSubmatch(gomod)
+	if m == nil {
+		return "", fmt.Errorf("hack/tools/%s/go.mod: no `require %s <version>` line", tool, module)
+	}
+	return string(m[1]), nil
+}
+
+// WriteKubeconfig writes Dir()/name.kubeconfig and returns its path:
+// server, the cluster's CA, and user authenticating as auth says (a token
+// or a client certificate).
+func (c *Cluster) WriteKubeconfig(name, server, user string, auth *clientcmdapi.AuthInfo) (string, error) {
 	cfg := clientcmdapi.NewConfig()
 	cfg.Clusters["local"] = &clientcmdapi.Cluster{Server: server, CertificateAuthority: c.path("ca.crt")}
 	cfg.AuthInfos[user] = auth

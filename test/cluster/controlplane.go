@@ -51,15 +51,15 @@ func (c *Cluster) startEtcd(ctx context.Context) (string, error) {
 	return url, err
 }
 
-// Addresses of the whole cluster (Options.Node): the API server listens on
+// Addresses of the cluster. With a Node, the API server listens on
 // APIServerPort of every address of the node's network namespace, so that
-// pods reach it on the node IP, and through the kubernetes Service at
-// KubernetesServiceIP; cluster DNS answers at DNSServiceIP.
+// pods reach it on the node's IP, and through the kubernetes Service at
+// KubernetesServiceIP, the first address of ServiceCIDR. Service names end
+// in ClusterDomain, as does the service-account issuer.
 const (
 	APIServerPort       = 6443
 	ServiceCIDR         = "10.96.0.0/16"
 	KubernetesServiceIP = "10.96.0.1"
-	DNSServiceIP        = "10.96.0.10"
 	ClusterDomain       = "cluster.local"
 )
 
@@ -71,7 +71,7 @@ type identity struct{ name, user, group string }
 
 func (c *Cluster) identities() []identity {
 	ids := []identity{{"admin", "admin", "system:masters"}}
-	if !c.opts.Node {
+	if c.opts.Node == nil {
 		return append(ids, identity{"kcm", "system:kube-controller-manager", "system:masters"})
 	}
 	return append(ids,
@@ -120,19 +120,19 @@ func (c *Cluster) startAPIServer(ctx context.Context, etcdURL string) error {
 	// Service.
 	ips := []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}
 	dns := []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc." + ClusterDomain}
-	if c.opts.Node {
-		ips = append(ips, net.ParseIP(NodeIP), net.ParseIP(KubernetesServiceIP))
+	if c.opts.Node != nil {
+		ips = append(ips, net.ParseIP(c.opts.Node.IP()), net.ParseIP(KubernetesServiceIP))
 	}
-	if err := c.certFor("apiserver", "kube-apiserver", nil, ips, dns, x509.ExtKeyUsageServerAuth); err != nil {
+	if err := c.IssueCert("apiserver", "kube-apiserver", nil, ips, dns, x509.ExtKeyUsageServerAuth); err != nil {
 		return err
 	}
 	port := APIServerPort
-	if !c.opts.Node {
+	var nodeArgs []string
+	if c.opts.Node == nil {
 		if port, err = FreePort(); err != nil {
 			return err
 		}
-	}
-	if err := c.addAPIServerNodeArgs(); err != nil {
+	} else if nodeArgs, err = c.opts.Node.APIServerArgs(c); err != nil {
 		return err
 	}
 	args := []string{
@@ -152,12 +152,12 @@ func (c *Cluster) startAPIServer(ctx context.Context, etcdURL string) error {
 		"--profiling=false",
 		"--cert-dir=" + c.path("apiserver-certs"),
 	}
-	if c.opts.Node {
+	if c.opts.Node != nil {
 		// A whole cluster, inside the node's network namespace: every
 		// address of it (loopback and the node IP, nothing else exists
 		// there), the default admission plugins, and the kubernetes
 		// Service's endpoints kept on the node IP by the lease reconciler.
-		args = append(args, "--bind-address=0.0.0.0", "--advertise-address="+NodeIP)
+		args = append(args, "--bind-address=0.0.0.0", "--advertise-address="+c.opts.Node.IP())
 	} else {
 		args = append(args, "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
 			// No service-account controller runs unless kcm does; pods must
@@ -166,13 +166,13 @@ func (c *Cluster) startAPIServer(ctx context.Context, etcdURL string) error {
 			// There is no kube-proxy and no second apiserver to reconcile.
 			"--endpoint-reconciler-type=none")
 	}
-	p, err := c.start("kube-apiserver", nil, filepath.Join(c.binDir, "kube-apiserver"), args...)
+	p, err := c.start("kube-apiserver", nil, filepath.Join(c.binDir, "kube-apiserver"), append(args, nodeArgs...)...)
 	if err != nil {
 		return err
 	}
 	server := fmt.Sprintf("https://127.0.0.1:%d", port)
 	for _, id := range c.identities() {
-		path, err := c.writeKubeconfig(id.name, server, id.name, &clientcmdapi.AuthInfo{Token: secrets[id.name]})
+		path, err := c.WriteKubeconfig(id.name, server, id.name, &clientcmdapi.AuthInfo{Token: secrets[id.name]})
 		if err != nil {
 			return err
 		}
@@ -206,7 +206,7 @@ func (c *Cluster) startControllerManager(ctx context.Context) error {
 		"--service-account-private-key-file=" + c.path("sa.key"),
 		"--root-ca-file=" + c.path("ca.crt"),
 	}
-	if c.opts.Node {
+	if c.opts.Node != nil {
 		// Every default controller (CronJob, Deployment, ReplicaSet,
 		// StatefulSet, EndpointSlice, the token and root-CA publishers…),
 		// each under its own ServiceAccount, as kubeadm runs them; CSRs

@@ -95,26 +95,11 @@ func (c *Cluster) startKwok(ctx context.Context, hctx context.Context) error {
 		return fmt.Errorf("creating fake node: %w", err)
 	}
 	if err := waitUp(ctx, p, 60*time.Second, func(ctx context.Context) error {
-		n, err := c.client.CoreV1().Nodes().Get(ctx, NodeName, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		for _, cond := range n.Status.Conditions {
-			if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
-				return nil
-			}
-		}
-		return fmt.Errorf("node %s not Ready yet", NodeName)
+		return c.NodeReady(ctx, NodeName)
 	}); err != nil {
 		return err
 	}
 	return c.startPodHelpers(hctx, NodeName, true)
-}
-
-// Kubectl runs the cached kubectl against the cluster; its output goes to
-// the cluster log and, on failure, into the error.
-func (c *Cluster) Kubectl(ctx context.Context, args ...string) error {
-	return c.kubectlIn(ctx, nil, args...)
 }
 
 // EnsureStub builds the stub pilot-agent into StubDir unless it is there.

@@ -6,9 +6,9 @@ package cluster
 // Pid is the process id of a process started by StartProcess.
 func (p *Process) Pid() int { return p.p.cmd.Process.Pid }
 
-// Pids maps the name of every control-plane process the cluster runs
-// ("etcd", "kube-apiserver", "kube-controller-manager", "kwok") to its
-// process id.
+// Pids maps the name of every process the cluster runs ("etcd",
+// "kube-apiserver", "kube-controller-manager", "kwok", and what a Node
+// started with StartProcess: "kubelet", "containerd") to its process id.
 func (c *Cluster) Pids() map[string]int {
 	c.mu.Lock()
 	defer c.mu.Unlock()

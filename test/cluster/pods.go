@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -18,7 +19,7 @@ var execGVR = schema.GroupVersionResource{Group: "kwok.x-k8s.io", Version: "v1al
 
 // startPodHelpers runs what a real cluster would have and ours lacks:
 //   - a binder (there is no scheduler): every pod without a node goes to
-//     nodeName (kwok's fake node or the real node);
+//     nodeName, kwok's fake node (with a Node, kube-scheduler places pods);
 //   - with kwokExec, a per-pod kwok Exec, so the program kwok runs for
 //     `kubectl exec` (the stub pilot-agent) knows which pod it is in
 //     (POD_NAME, POD_NAMESPACE), as it would inside a real container.
@@ -109,6 +110,21 @@ func (c *Cluster) ensureExec(ctx context.Context, dyn dynamic.Interface, pod *co
 	return err
 }
 
+// NodeReady fails unless node name is Ready: what Start waits for on
+// kwok's node, and a Node on its kubelet's.
+func (c *Cluster) NodeReady(ctx context.Context, name string) error {
+	n, err := c.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	for _, cond := range n.Status.Conditions {
+		if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
+			return nil
+		}
+	}
+	return fmt.Errorf("node %s not Ready yet", name)
+}
+
 // ContainerStatus is the status of the named container of p, regular or
 // init, or a zero status when p reports none for it yet.
 func ContainerStatus(p *corev1.Pod, name string) corev1.ContainerStatus {
@@ -120,4 +136,32 @@ func ContainerStatus(p *corev1.Pod, name string) corev1.ContainerStatus {
 		}
 	}
 	return corev1.ContainerStatus{}
+}
+
+// PodsSummary says where the selected pods of ns are and what they wait
+// for, for an error message.
+func (c *Cluster) PodsSummary(ctx context.Context, ns, selector string) string {
+	pods, err := c.client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		return err.Error()
+	}
+	var parts []string
+	for _, p := range pods.Items {
+		s := fmt.Sprintf("%s %s node=%q", p.Name, p.Status.Phase, p.Spec.NodeName)
+		for _, cond := range p.Status.Conditions {
+			if cond.Status != corev1.ConditionTrue && cond.Message != "" {
+				s += fmt.Sprintf(" %s: %s", cond.Type, cond.Message)
+			}
+		}
+		for _, st := range p.Status.ContainerStatuses {
+			if st.State.Waiting != nil {
+				s += fmt.Sprintf(" %s waiting: %s %s", st.Name, st.State.Waiting.Reason, st.State.Waiting.Message)
+			}
+		}
+		parts = append(parts, s)
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, "; ")
 }

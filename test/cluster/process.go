@@ -42,11 +42,16 @@ func logFor(w io.Writer) *lockedWriter {
 	return v.(*lockedWriter)
 }
 
-// Process is a child process started by StartProcess.
-type Process struct{ p *process }
+// Process is a child process started by StartProcess or a Cluster's
+// StartProcess.
+type Process struct {
+	p     *process
+	grace time.Duration // how long Stop waits after SIGTERM
+}
 
-// Stop sends SIGTERM, waits up to 10s, then kills; it is idempotent.
-func (p *Process) Stop() error { return p.p.stop(10 * time.Second) }
+// Stop sends SIGTERM, waits up to 10s (a cluster's process: 15s), then
+// kills; it is idempotent.
+func (p *Process) Stop() error { return p.p.stop(p.grace) }
 
 // Kill sends SIGKILL (no chance to clean up, as when a node dies or the
 // OOM killer strikes) and waits until the process is gone; the chaos tests
@@ -75,7 +80,7 @@ func StartProcess(name string, log io.Writer, env []string, path string, args ..
 	if err != nil {
 		return nil, err
 	}
-	return &Process{p}, nil
+	return &Process{p, 10 * time.Second}, nil
 }
 
 func startProcess(name string, log io.Writer, env []string, path string, args ...string) (*process, error) {
@@ -135,8 +140,23 @@ func (p *process) stop(grace time.Duration) error {
 	return fmt.Errorf("%s did not stop within %s and was killed", p.name, grace)
 }
 
+// stopGrace is how long Stop waits for each of a cluster's processes after
+// SIGTERM.
+const stopGrace = 15 * time.Second
+
+// StartProcess starts a process of the cluster's, as it starts its own: its
+// output goes to the cluster's log, Pids names it, and Stop stops it (in
+// reverse start order) unless it was stopped before. A Node starts its
+// processes this way.
+func (c *Cluster) StartProcess(name string, env []string, path string, args ...string) (*Process, error) {
+	p, err := c.start(name, env, path, args...)
+	if err != nil {
+		return nil, err
+	}
+	return &Process{p, stopGrace}, nil
+}
+
 func (c *Cluster) start(name string, env []string, path string, args ...string) (*process, error) {
-	args = append(args, c.extraArgs[name]...)
 	p, err := startProcess(name, c.opts.Log, env, path, args...)
 	if err != nil {
 		return nil, err

@@ -18,6 +18,7 @@ import (
 	"github.com/istio-aux/istio-aux/test/cluster"
 	"github.com/istio-aux/istio-aux/test/images"
 	"github.com/istio-aux/istio-aux/test/knative"
+	"github.com/istio-aux/istio-aux/test/realnode"
 )
 
 // The two ways users install istio-aux, as folders of this repository.
@@ -47,7 +48,7 @@ type Installed struct {
 // the webhook mutates pods. The manifests are applied as they are, but for
 // one overlay (knativeOverlay) where the cluster has no Knative Serving.
 func Install(ctx context.Context, c *cluster.Cluster, dir string, log io.Writer) (*Installed, error) {
-	if err := c.PushImage(ctx, images.NonRootBase); err != nil {
+	if err := realnode.PushImage(ctx, images.NonRootBase); err != nil {
 		return nil, err
 	}
 	return (&Installed{c: c, log: log}).apply(ctx, dir)
@@ -139,7 +140,7 @@ func koResolve(ctx context.Context, folders ...string) ([]byte, error) {
 	for _, f := range folders {
 		args = append(args, "-f", f)
 	}
-	return cluster.KoResolve(ctx, cluster.RepoRoot(), "istio-aux", args...)
+	return realnode.KoResolve(ctx, cluster.RepoRoot(), "istio-aux", args...)
 }
 
 // knativeOverlay decodes the resolved manifests, with the one difference

@@ -1,5 +1,5 @@
 // Package knative installs Knative Serving on the real node's whole cluster
-// (test/cluster with Options.Node), as its users install it: the release's
+// (test/realnode), as its users install it: the release's
 // own config/core manifests, read at run time from the Go module cache,
 // their images built by ko into the node's registry; and Traefik as the
 // networking layer. Nothing of Knative's is copied into this repository.
@@ -19,6 +19,7 @@ import (
 
 	"github.com/istio-aux/istio-aux/test/cluster"
 	"github.com/istio-aux/istio-aux/test/images"
+	"github.com/istio-aux/istio-aux/test/realnode"
 )
 
 // Namespace is Knative Serving's system namespace (config/core/100-namespace.yaml).
@@ -100,7 +101,7 @@ func Install(ctx context.Context, c *cluster.Cluster, log io.Writer) error {
 	if err := c.Kubectl(ctx, "wait", "--for=condition=Established", "--timeout=60s", "crd", "--all"); err != nil {
 		return err
 	}
-	if err := c.PushImage(ctx, images.NonRootBase); err != nil {
+	if err := realnode.PushImage(ctx, images.NonRootBase); err != nil {
 		return err
 	}
 	resolved, err := koResolve(ctx, filepath.Join(m.serving, "config", "core"))
@@ -144,7 +145,7 @@ func Install(ctx context.Context, c *cluster.Cluster, log io.Writer) error {
 // that Knative's controller never resolves a tag against the plain-HTTP
 // registry).
 func koResolve(ctx context.Context, dir string) ([]byte, error) {
-	return cluster.KoResolve(ctx, toolsDir(), "knative", "--sbom=none", "-R", "-f", dir)
+	return realnode.KoResolve(ctx, toolsDir(), "knative", "--sbom=none", "-R", "-f", dir)
 }
 
 // find returns the document of kind and name, or nil.

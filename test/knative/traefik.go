@@ -7,6 +7,7 @@ import (
 
 	"github.com/istio-aux/istio-aux/test/cluster"
 	"github.com/istio-aux/istio-aux/test/images"
+	"github.com/istio-aux/istio-aux/test/realnode"
 )
 
 // TraefikVersion is the github.com/traefik/traefik/v3 version that
@@ -128,7 +129,7 @@ func installTraefik(ctx context.Context, c *cluster.Cluster) error {
 		Files:      []images.File{{Path: "/traefik", Mode: 0o755, Src: TraefikBin()}},
 		Entrypoint: []string{"/traefik"},
 	}
-	if err := c.PushImage(ctx, img); err != nil {
+	if err := realnode.PushImage(ctx, img); err != nil {
 		return err
 	}
 	return c.Apply(ctx, []byte(strings.ReplaceAll(traefikManifests, "{{image}}", img.Ref)))

@@ -20,12 +20,13 @@ import (
 	"github.com/istio-aux/istio-aux/test/images"
 	"github.com/istio-aux/istio-aux/test/istio"
 	"github.com/istio-aux/istio-aux/test/istioaux"
+	"github.com/istio-aux/istio-aux/test/realnode"
 )
 
 // Options say what Start runs.
 type Options struct {
 	// Node runs a real kubelet node instead of kwok. The caller must run
-	// inside the node's network namespace (cluster.RunInNetns).
+	// inside the node's network namespace (realnode.RunInNetns).
 	Node bool
 	// NativeSidecars is istiod's ENABLE_NATIVE_SIDECARS: "false" (the
 	// default: classic sidecars), "true" or "auto".
@@ -62,7 +63,11 @@ func Start(ctx context.Context, o Options) (m *Mesh, err error) {
 			m = nil
 		}
 	}()
-	if m.Cluster, err = cluster.Start(ctx, cluster.Options{ControllerManager: true, Kwok: !o.Node, Node: o.Node, Log: o.Log}); err != nil {
+	var node cluster.Node
+	if o.Node {
+		node = realnode.New()
+	}
+	if m.Cluster, err = cluster.Start(ctx, cluster.Options{ControllerManager: true, Kwok: !o.Node, Node: node, Log: o.Log}); err != nil {
 		return m, err
 	}
 	if o.Node {
@@ -136,7 +141,7 @@ func PushImages(ctx context.Context, c *cluster.Cluster) error {
 			if err != nil {
 				return err
 			}
-			return c.PushImage(ctx, img)
+			return realnode.PushImage(ctx, img)
 		})
 	}
 	if err := g.Wait(); err != nil {

@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/istio-aux/istio-aux/test/cluster"
+	"github.com/istio-aux/istio-aux/test/realnode"
 )
 
 // TestNodeFootprint measures what pods cost the real node: create ->
@@ -97,7 +98,7 @@ func sample(t *testing.T, c *cluster.Cluster) usage {
 	pids := c.Pids()
 	u.kubeletCPU, u.kubeletRSS = procUsage(pids["kubelet"])
 	u.containerdCPU, u.containerdRSS = procUsage(pids["containerd"])
-	harness := filepath.Join("/sys/fs/cgroup/memory", c.NodeCgroup(), "harness", "cgroup.procs")
+	harness := filepath.Join("/sys/fs/cgroup/memory", realnode.NodeCgroup(), "harness", "cgroup.procs")
 	b, err := os.ReadFile(harness)
 	if err != nil {
 		t.Fatal(err)
@@ -110,7 +111,7 @@ func sample(t *testing.T, c *cluster.Cluster) usage {
 			u.shimRSS += rss
 		}
 	}
-	pods := filepath.Join(c.NodeCgroup(), "kubepods")
+	pods := filepath.Join(realnode.NodeCgroup(), "kubepods")
 	ns, _ := os.ReadFile(filepath.Join("/sys/fs/cgroup/cpuacct", pods, "cpuacct.usage"))
 	nsec, _ := strconv.ParseFloat(strings.TrimSpace(string(ns)), 64)
 	u.podCPU = nsec / 1e9

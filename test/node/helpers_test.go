@@ -22,6 +22,7 @@ import (
 	"github.com/istio-aux/istio-aux/test/images"
 	"github.com/istio-aux/istio-aux/test/istioaux"
 	"github.com/istio-aux/istio-aux/test/mesh"
+	"github.com/istio-aux/istio-aux/test/realnode"
 )
 
 // One real node serves every test of the package (each in a namespace of
@@ -46,7 +47,7 @@ var shared struct {
 // CI=true).
 func nodeCluster(t *testing.T) *cluster.Cluster {
 	t.Helper()
-	cluster.RequireNode(t)
+	realnode.RequireNode(t)
 	shared.once.Do(func() {
 		shared.log, shared.closeLog = cluster.ProcessLog("istio-aux-node.log", "NODE_VERBOSE")
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)

@@ -16,6 +16,7 @@ import (
 	"github.com/istio-aux/istio-aux/pkg/keys"
 	"github.com/istio-aux/istio-aux/test/cluster"
 	"github.com/istio-aux/istio-aux/test/istioaux"
+	"github.com/istio-aux/istio-aux/test/realnode"
 )
 
 // istio-aux as users install it (issue 21): `ko apply -f config/` and `ko
@@ -79,7 +80,7 @@ func checkInstalled(t *testing.T, c *cluster.Cluster, aux *istioaux.Installed) {
 			s := status(&p, ctr.Name)
 			// istio-aux's images, and Knative's queue-proxy beside the
 			// function: all built by ko into the node's registry.
-			if !strings.HasPrefix(ctr.Image, cluster.RegistryAddr+"/istio-aux/") && !strings.HasPrefix(ctr.Image, cluster.RegistryAddr+"/knative/queue@") ||
+			if !strings.HasPrefix(ctr.Image, realnode.RegistryAddr+"/istio-aux/") && !strings.HasPrefix(ctr.Image, realnode.RegistryAddr+"/knative/queue@") ||
 				!strings.Contains(ctr.Image, "@sha256:") || s.State.Running == nil {
 				t.Errorf("%s/%s: image %s, state %+v: want a running image built by ko into the node's registry", p.Name, ctr.Name, ctr.Image, s.State)
 			}

@@ -1,9 +1,9 @@
 //go:build e2e
 
-// Package node tests the harness's real node (test/cluster with
-// Options.Node): containerd, runc and the kubelet v1.36 in a network
-// namespace of the test binary's own, with images imported from this
-// repository's test programs. It proves the kubelet behaviour that the kwok
+// Package node tests the harness's real node (test/realnode, joined to
+// test/cluster's control plane): containerd, runc and the kubelet v1.36 in
+// a network namespace of the test binary's own, with images imported from
+// this repository's test programs. It proves the kubelet behaviour that the kwok
 // Stages only imitate: real logs, real exec exit codes, postStart holding
 // the next container, native sidecars, OnFailure restarts and a classic
 // sidecar that keeps a finished pod Running until it is quit.
@@ -16,11 +16,11 @@ import (
 	"os"
 	"testing"
 
-	"github.com/istio-aux/istio-aux/test/cluster"
+	"github.com/istio-aux/istio-aux/test/realnode"
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(cluster.RunInNetns(func() int {
+	os.Exit(realnode.RunInNetns(func() int {
 		code := m.Run()
 		stopShared()
 		return code

@@ -24,6 +24,7 @@ import (
 
 	"github.com/istio-aux/istio-aux/test/cluster"
 	"github.com/istio-aux/istio-aux/test/images"
+	"github.com/istio-aux/istio-aux/test/realnode"
 )
 
 //go:embed overlays
@@ -52,7 +53,7 @@ func Install(ctx context.Context, c *cluster.Cluster, log io.Writer, ops ...Oper
 }
 
 func install(ctx context.Context, c *cluster.Cluster, o Operator) error {
-	if err := c.PushImage(ctx, o.Image()); err != nil {
+	if err := realnode.PushImage(ctx, o.Image()); err != nil {
 		return err
 	}
 	if o.Name == TrainingOperator.Name {
@@ -93,7 +94,7 @@ func PushPython(ctx context.Context, c *cluster.Cluster) error {
 	if err != nil {
 		return err
 	}
-	return c.PushImage(ctx, img)
+	return realnode.PushImage(ctx, img)
 }
 
 // Render is what `kubectl kustomize` makes of the operator's overlay

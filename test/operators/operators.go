@@ -1,5 +1,5 @@
 // Package operators installs, on the real node's whole cluster
-// (test/cluster), the operators whose pods users run through istio-aux:
+// (test/realnode), the operators whose pods users run through istio-aux:
 // the Kubeflow training operator v1 (TFJob, PyTorchJob), and Kubeflow
 // Trainer v2 (TrainJob) with JobSet. Each is built from the Go module
 // proxy (hack/build-operators.sh), pushed to the node's registry as a

@@ -1,4 +1,4 @@
-// Command app is the test workload of the real node (test/cluster), shaped
+// Command app is the test workload of the real node (test/realnode), shaped
 // like the reference demo's training worker: it first "downloads its
 // dataset" through the pod's network, then trains for a while and exits.
 //

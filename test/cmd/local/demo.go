@@ -17,6 +17,7 @@ import (
 	"github.com/istio-aux/istio-aux/test/cluster"
 	"github.com/istio-aux/istio-aux/test/istioaux"
 	"github.com/istio-aux/istio-aux/test/mesh"
+	"github.com/istio-aux/istio-aux/test/realnode"
 )
 
 const demoNamespace = "kubeflow-demo"
@@ -33,11 +34,11 @@ func demo() error {
 	step := func(format string, args ...any) {
 		fmt.Printf("%s  "+format+"\n", append([]any{time.Now().Format("15:04:05.000")}, args...)...)
 	}
-	node := cluster.NodeUnavailable() == ""
+	node := realnode.NodeUnavailable() == ""
 	if node {
-		step("on a real node: the kubelet, containerd and runc in network namespace %s; pods are real", cluster.NetnsPath())
+		step("on a real node: the kubelet, containerd and runc in network namespace %s; pods are real", realnode.NetnsPath())
 	} else {
-		step("on kwok's simulated node (real node unavailable: %s)", cluster.NodeUnavailable())
+		step("on kwok's simulated node (real node unavailable: %s)", realnode.NodeUnavailable())
 	}
 	if node {
 		step("starting a whole cluster (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kube-proxy, a registry, the kubelet, CoreDNS) and istiod (process logs: %s)", logPath)
@@ -73,7 +74,7 @@ func demo() error {
 	}
 	kubectl := filepath.Join(c.BinDir(), "kubectl") + " --kubeconfig " + c.Kubeconfig()
 	if node {
-		kubectl = "nsenter --net=" + cluster.NetnsPath() + " " + kubectl
+		kubectl = "nsenter --net=" + realnode.NetnsPath() + " " + kubectl
 	}
 	kind, selector := "jobs", "batch.kubernetes.io/job-name=mnist"
 	if node {

@@ -23,14 +23,14 @@ import (
 	"path/filepath"
 	"syscall"
 
-	"github.com/istio-aux/istio-aux/test/cluster"
+	"github.com/istio-aux/istio-aux/test/realnode"
 )
 
 func main() {
 	if kc := configuredKubeconfig(); kc != "" {
 		exit(bridgeOnly(kc))
 	}
-	os.Exit(cluster.RunInNetns(func() int { exit(demo()); return 0 }))
+	os.Exit(realnode.RunInNetns(func() int { exit(demo()); return 0 }))
 }
 
 func exit(err error) {

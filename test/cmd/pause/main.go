@@ -1,5 +1,5 @@
 // Command pause is the sandbox ("pause") image of the real node in
-// test/cluster: it holds a pod's namespaces, as registry.k8s.io/pause does,
+// test/realnode: it holds a pod's namespaces, as registry.k8s.io/pause does,
 // which cannot be pulled here. It sleeps until SIGTERM or SIGINT and reaps
 // orphans (it is PID 1 of pods that share their process namespace).
 package main

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/istio-aux/istio-aux/test/cluster"
+	"github.com/istio-aux/istio-aux/test/realnode"
 )
 
 func main() {
@@ -29,7 +30,7 @@ func main() {
 	only := flag.String("only", "", "comma-separated scenarios (namespaces) to record; empty: all")
 	flag.Parse()
 	// The real node's scenarios need its network namespace.
-	os.Exit(cluster.RunInNetns(func() int {
+	os.Exit(realnode.RunInNetns(func() int {
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		defer stop()
 		ctx, cancel := context.WithTimeout(ctx, *timeout)

@@ -18,6 +18,7 @@ import (
 	"github.com/istio-aux/istio-aux/pkg/podevent"
 	"github.com/istio-aux/istio-aux/test/cluster"
 	"github.com/istio-aux/istio-aux/test/mesh"
+	"github.com/istio-aux/istio-aux/test/realnode"
 	"github.com/istio-aux/istio-aux/test/record"
 )
 
@@ -50,7 +51,7 @@ func run(ctx context.Context, out string, scs []scenario) error {
 		if len(group) == 0 {
 			continue
 		}
-		if why := cluster.NodeUnavailable(); node && why != "" {
+		if why := realnode.NodeUnavailable(); node && why != "" {
 			return fmt.Errorf("the real node's scenarios need a real node: %s", why)
 		}
 		got, err := runScenarios(ctx, logf, bridgeDir, group, node)

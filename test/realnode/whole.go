@@ -1,14 +1,12 @@
-package cluster
+package realnode
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"time"
 
@@ -17,14 +15,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/istio-aux/istio-aux/test/cluster"
 	"github.com/istio-aux/istio-aux/test/images"
 )
 
 // What a real node adds to the control plane to make a whole single-node
 // cluster, as kubeadm would give one: kube-proxy (iptables mode), a
 // registry the node pulls every image from, and CoreDNS serving
-// ClusterDomain at DNSServiceIP. All of it lives in the node's network
-// namespace.
+// cluster.ClusterDomain at DNSServiceIP. All of it lives in the node's
+// network namespace.
 
 // RegistryAddr is the registry's address, on the node IP: containerd pulls
 // from it, and ko and crane push to it (plain HTTP: go-containerregistry
@@ -32,38 +31,42 @@ import (
 // under images.Registry, which containerd maps to it.
 const RegistryAddr = NodeIP + ":5000"
 
+// DNSServiceIP is the cluster DNS's Service address (in
+// cluster.ServiceCIDR), which the kubelet gives pods as their resolver.
+const DNSServiceIP = "10.96.0.10"
+
 // CoreDNSVersion is the github.com/coredns/coredns version that
 // hack/tools/coredns requires and hack/build-coredns.sh caches under;
 // TestCoreDNSVersionMatchesTools keeps them equal.
 const CoreDNSVersion = "v1.15.0"
 
 // ToolsBinDir holds ko and crane (hack/build-tools.sh).
-func ToolsBinDir() string { return filepath.Join(CacheDir(), "tools", "bin") }
+func ToolsBinDir() string { return filepath.Join(cluster.CacheDir(), "tools", "bin") }
 
 // CoreDNSBin is the cached CoreDNS build (hack/build-coredns.sh).
 func CoreDNSBin() string {
-	return filepath.Join(CacheDir(), "coredns-"+CoreDNSVersion, "bin", "coredns")
+	return filepath.Join(cluster.CacheDir(), "coredns-"+CoreDNSVersion, "bin", "coredns")
 }
 
 // startRegistry serves go-containerregistry's registry (crane registry
 // serve) on RegistryAddr, its blobs under the cluster dir.
-func (c *Cluster) startRegistry(ctx context.Context) error {
-	if err := os.Mkdir(c.path("registry"), 0o700); err != nil {
+func (n *Node) startRegistry(ctx context.Context) error {
+	if err := os.Mkdir(n.path("registry"), 0o700); err != nil {
 		return err
 	}
-	p, err := c.start("registry", nil, filepath.Join(ToolsBinDir(), "crane"),
-		"registry", "serve", "--address", RegistryAddr, "--disk", c.path("registry"))
+	p, err := n.start("registry", filepath.Join(ToolsBinDir(), "crane"),
+		"registry", "serve", "--address", RegistryAddr, "--disk", n.path("registry"))
 	if err != nil {
 		return err
 	}
-	return waitUp(ctx, p, 30*time.Second, func(ctx context.Context) error {
-		return GetOK(ctx, "http://"+RegistryAddr+"/v2/")
+	return p.WaitUp(ctx, 30*time.Second, func(ctx context.Context) error {
+		return cluster.GetOK(ctx, "http://"+RegistryAddr+"/v2/")
 	})
 }
 
 // PushImage pushes img to the node's registry, from which the node pulls
 // it as pods name it (imagePullPolicy as users write it).
-func (c *Cluster) PushImage(ctx context.Context, img images.Image) error {
+func PushImage(ctx context.Context, img images.Image) error {
 	return img.Push(ctx, filepath.Join(ToolsBinDir(), "crane"), RegistryAddr)
 }
 
@@ -90,38 +93,38 @@ conntrack:
 
 // startKubeProxy runs kube-proxy and waits until it has programmed the
 // kubernetes Service.
-func (c *Cluster) startKubeProxy(ctx context.Context) error {
-	cfg := strings.NewReplacer("{{kubeconfig}}", c.path("kube-proxy.kubeconfig"), "{{node}}", RealNodeName,
+func (n *Node) startKubeProxy(ctx context.Context) error {
+	cfg := strings.NewReplacer("{{kubeconfig}}", n.path("kube-proxy.kubeconfig"), "{{node}}", RealNodeName,
 		"{{podCIDR}}", PodSubnet).Replace(kubeProxyConfig)
-	if err := os.WriteFile(c.path("kube-proxy.yaml"), []byte(cfg), 0o600); err != nil {
+	if err := os.WriteFile(n.path("kube-proxy.yaml"), []byte(cfg), 0o600); err != nil {
 		return err
 	}
-	p, err := c.start("kube-proxy", nil, filepath.Join(c.binDir, "kube-proxy"), "--config="+c.path("kube-proxy.yaml"), "--v=1")
+	p, err := n.start("kube-proxy", filepath.Join(n.c.BinDir(), "kube-proxy"), "--config="+n.path("kube-proxy.yaml"), "--v=1")
 	if err != nil {
 		return err
 	}
 	// Programmed once the kubernetes Service answers on its cluster IP
 	// (through the DNAT rule kube-proxy wrote) with the API server itself.
-	err = waitUp(ctx, p, 60*time.Second, func(ctx context.Context) error {
+	err = p.WaitUp(ctx, 60*time.Second, func(ctx context.Context) error {
 		d := net.Dialer{Timeout: time.Second}
-		conn, err := d.DialContext(ctx, "tcp", net.JoinHostPort(KubernetesServiceIP, "443"))
+		conn, err := d.DialContext(ctx, "tcp", net.JoinHostPort(cluster.KubernetesServiceIP, "443"))
 		if err != nil {
 			return fmt.Errorf("the kubernetes Service is not served yet: %w", err)
 		}
 		return conn.Close()
 	})
 	if err != nil {
-		c.logNetwork()
+		n.logNetwork()
 	}
 	return err
 }
 
 // logNetwork writes the node's routes, addresses and NAT rules to the
 // cluster log: what explains a Service that cannot be reached.
-func (c *Cluster) logNetwork() {
+func (n *Node) logNetwork() {
 	for _, args := range [][]string{{"ip", "route"}, {"ip", "addr"}, {"iptables-save", "-t", "nat"}} {
 		out, err := exec.Command(args[0], args[1:]...).CombinedOutput()
-		fmt.Fprintf(logFor(c.opts.Log), "harness| %s (%v):\n%s\n", strings.Join(args, " "), err, out)
+		fmt.Fprintf(n.c.Log(), "harness| %s (%v):\n%s\n", strings.Join(args, " "), err, out)
 	}
 }
 
@@ -252,9 +255,9 @@ const localVolumes = 8
 
 // startVolumes creates the node's PersistentVolumes. Their directories are
 // writable by any user: hostPath volumes do not take a pod's fsGroup.
-func (c *Cluster) startVolumes(ctx context.Context) error {
+func (n *Node) startVolumes(ctx context.Context) error {
 	for i := range localVolumes {
-		dir := c.path(fmt.Sprintf("volumes/local-%d", i))
+		dir := n.path(fmt.Sprintf("volumes/local-%d", i))
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return err
 		}
@@ -271,7 +274,7 @@ func (c *Cluster) startVolumes(ctx context.Context) error {
 					Path: dir, Type: ptr.To(corev1.HostPathDirectory)}},
 			},
 		}
-		if _, err := c.client.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil {
+		if _, err := n.c.Client().CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil {
 			return err
 		}
 	}
@@ -281,99 +284,32 @@ func (c *Cluster) startVolumes(ctx context.Context) error {
 // startClusterDNS pushes the CoreDNS image, installs CoreDNS and waits
 // until it answers for the kubernetes Service through its own Service: the
 // scheduler, the registry, the kubelet and kube-proxy all had to work.
-func (c *Cluster) startClusterDNS(ctx context.Context) error {
+func (n *Node) startClusterDNS(ctx context.Context) error {
 	img := images.Image{
 		Ref:        images.Registry + "/coredns:" + CoreDNSVersion,
 		Files:      []images.File{{Path: "/coredns", Mode: 0o755, Src: CoreDNSBin()}},
 		Entrypoint: []string{"/coredns"},
 	}
-	if err := c.PushImage(ctx, img); err != nil {
+	if err := PushImage(ctx, img); err != nil {
 		return err
 	}
-	manifests := strings.NewReplacer("{{domain}}", ClusterDomain, "{{image}}", img.Ref, "{{dnsIP}}", DNSServiceIP).Replace(coreDNSManifests)
-	if err := c.Apply(ctx, []byte(manifests)); err != nil {
+	manifests := strings.NewReplacer("{{domain}}", cluster.ClusterDomain, "{{image}}", img.Ref, "{{dnsIP}}", DNSServiceIP).Replace(coreDNSManifests)
+	if err := n.c.Apply(ctx, []byte(manifests)); err != nil {
 		return err
 	}
-	want := "kubernetes.default.svc." + ClusterDomain
+	want := "kubernetes.default.svc." + cluster.ClusterDomain
 	r := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
 		return (&net.Dialer{Timeout: time.Second}).DialContext(ctx, network, net.JoinHostPort(DNSServiceIP, "53"))
 	}}
-	err := Poll(ctx, 200*time.Millisecond, 2*time.Minute, func(ctx context.Context) (bool, error) {
+	err := cluster.Poll(ctx, 200*time.Millisecond, 2*time.Minute, func(ctx context.Context) (bool, error) {
 		addrs, err := r.LookupHost(ctx, want)
 		if err != nil {
 			return false, err
 		}
-		return len(addrs) == 1 && addrs[0] == KubernetesServiceIP, fmt.Errorf("%s resolves to %v", want, addrs)
+		return len(addrs) == 1 && addrs[0] == cluster.KubernetesServiceIP, fmt.Errorf("%s resolves to %v", want, addrs)
 	})
 	if err != nil {
-		return fmt.Errorf("cluster DNS: %w (coredns pods: %s)", err, c.PodsSummary(ctx, "kube-system", "k8s-app=kube-dns"))
+		return fmt.Errorf("cluster DNS: %w (coredns pods: %s)", err, n.c.PodsSummary(ctx, "kube-system", "k8s-app=kube-dns"))
 	}
 	return nil
-}
-
-// PodsSummary says where the selected pods of ns are and what they wait
-// for, for an error message.
-func (c *Cluster) PodsSummary(ctx context.Context, ns, selector string) string {
-	pods, err := c.client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
-	if err != nil {
-		return err.Error()
-	}
-	var parts []string
-	for _, p := range pods.Items {
-		s := fmt.Sprintf("%s %s node=%q", p.Name, p.Status.Phase, p.Spec.NodeName)
-		for _, cond := range p.Status.Conditions {
-			if cond.Status != corev1.ConditionTrue && cond.Message != "" {
-				s += fmt.Sprintf(" %s: %s", cond.Type, cond.Message)
-			}
-		}
-		for _, st := range p.Status.ContainerStatuses {
-			if st.State.Waiting != nil {
-				s += fmt.Sprintf(" %s waiting: %s %s", st.Name, st.State.Waiting.Reason, st.State.Waiting.Message)
-			}
-		}
-		parts = append(parts, s)
-	}
-	if len(parts) == 0 {
-		return "none"
-	}
-	return strings.Join(parts, "; ")
-}
-
-// Apply applies manifests (YAML, several documents) with kubectl apply
-// --server-side, as the cluster's admin.
-func (c *Cluster) Apply(ctx context.Context, manifests []byte) error {
-	return c.kubectlIn(ctx, manifests, "apply", "--server-side", "--field-manager=istio-aux-harness", "-f", "-")
-}
-
-// Delete deletes what manifests name and waits until it is gone.
-func (c *Cluster) Delete(ctx context.Context, manifests []byte) error {
-	return c.kubectlIn(ctx, manifests, "delete", "--ignore-not-found", "--wait", "-f", "-")
-}
-
-// kubectlIn runs kubectl with stdin; its output goes to the cluster log
-// and, on failure, into the error.
-func (c *Cluster) kubectlIn(ctx context.Context, stdin []byte, args ...string) error {
-	cmd := exec.CommandContext(ctx, filepath.Join(c.binDir, "kubectl"), append([]string{"--kubeconfig=" + c.kubeconfig}, args...)...)
-	cmd.Stdin = bytes.NewReader(stdin)
-	out, err := cmd.CombinedOutput()
-	fmt.Fprintf(logFor(c.opts.Log), "kubectl %s| %s\n", args[0], strings.TrimSpace(string(out)))
-	if err != nil {
-		return fmt.Errorf("kubectl %s: %w: %s", strings.Join(args, " "), err, out)
-	}
-	return nil
-}
-
-// ToolsVersion is the version of module that the tools module
-// hack/tools/<tool> requires: what the hack/build-*.sh scripts build and
-// cache under, which the harness's version constants must equal.
-func ToolsVersion(tool, module string) (string, error) {
-	gomod, err := os.ReadFile(filepath.Join(RepoRoot(), "hack", "tools", tool, "go.mod"))
-	if err != nil {
-		return "", err
-	}
-	m := regexp.MustCompile(`(?m)^\s*(?:require\s+)?` + regexp.QuoteMeta(module) + ` (\S+)`).FindSubmatch(gomod)
-	if m == nil {
-		return "", fmt.Errorf("hack/tools/%s/go.mod: no `require %s <version>` line", tool, module)
-	}
-	return string(m[1]), nil
 }

@@ -1,4 +1,4 @@
-package cluster
+package realnode
 
 import (
 	"fmt"
@@ -6,6 +6,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+
+	"github.com/istio-aux/istio-aux/test/cluster"
 )
 
 // cniBinDir is where Debian's containernetworking-plugins installs the
@@ -43,12 +45,12 @@ func nodeSupport() string {
 		return fmt.Sprintf("%s missing (run hack/node-deps.sh)", strings.Join(missing, ", "))
 	}
 	for _, b := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "kubelet", "kube-proxy"} {
-		if _, err := os.Stat(filepath.Join(K8sBinDir(), b)); err != nil {
+		if _, err := os.Stat(filepath.Join(cluster.K8sBinDir(), b)); err != nil {
 			missing = append(missing, b)
 		}
 	}
 	if len(missing) > 0 {
-		return fmt.Sprintf("%s missing in %s (run hack/build-k8s.sh)", strings.Join(missing, ", "), K8sBinDir())
+		return fmt.Sprintf("%s missing in %s (run hack/build-k8s.sh)", strings.Join(missing, ", "), cluster.K8sBinDir())
 	}
 	for bin, script := range map[string]string{
 		filepath.Join(ToolsBinDir(), "crane"): "hack/build-tools.sh",

@@ -1,4 +1,4 @@
-package cluster
+package realnode
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/istio-aux/istio-aux/test/cluster"
 	"github.com/istio-aux/istio-aux/test/images"
 )
 
@@ -89,7 +90,7 @@ func cniConfig(name, ipamDir string) ([]byte, error) {
 			"ipam": map[string]any{
 				"type":    "host-local",
 				"ranges":  []any{[]any{map[string]any{"subnet": PodSubnet, "gateway": NodeIP}}},
-				"routes":  []any{map[string]any{"dst": ServiceCIDR}},
+				"routes":  []any{map[string]any{"dst": cluster.ServiceCIDR}},
 				"dataDir": ipamDir,
 			},
 		}},
@@ -98,15 +99,14 @@ func cniConfig(name, ipamDir string) ([]byte, error) {
 
 // startContainerd writes containerd's and the CNI configuration, starts
 // containerd and pushes the sandbox image to the registry.
-func (c *Cluster) startContainerd(ctx context.Context) error {
-	n := c.node
-	dir := c.path("containerd")
+func (n *Node) startContainerd(ctx context.Context) error {
+	dir := n.path("containerd")
 	n.socket = filepath.Join(dir, "containerd.sock")
-	cniConf := c.path("cni")
+	cniConf := n.path("cni")
 	if err := os.MkdirAll(cniConf, 0o755); err != nil {
 		return err
 	}
-	conf, err := cniConfig(insideNetns, c.path("cni-ipam"))
+	conf, err := cniConfig(insideNetns, n.path("cni-ipam"))
 	if err != nil {
 		return err
 	}
@@ -134,14 +134,14 @@ func (c *Cluster) startContainerd(ctx context.Context) error {
 	var pauseImg images.Image
 	go func() {
 		var err error
-		pauseImg, err = images.Pause(ctx, c.path("images"))
+		pauseImg, err = images.Pause(ctx, n.path("images"))
 		pause <- err
 	}()
-	p, err := c.start("containerd", nil, "containerd", "--config", filepath.Join(dir, "config.toml"))
+	p, err := n.start("containerd", "containerd", "--config", filepath.Join(dir, "config.toml"))
 	if err != nil {
 		return err
 	}
-	if err := waitUp(ctx, p, 30*time.Second, func(ctx context.Context) error {
+	if err := p.WaitUp(ctx, 30*time.Second, func(ctx context.Context) error {
 		out, err := exec.CommandContext(ctx, n.ctr, "-a", n.socket, "version").CombinedOutput()
 		if err != nil {
 			return fmt.Errorf("ctr version: %w: %s", err, out)
@@ -153,13 +153,8 @@ func (c *Cluster) startContainerd(ctx context.Context) error {
 	if err := <-pause; err != nil {
 		return err
 	}
-	return c.PushImage(ctx, pauseImg)
+	return PushImage(ctx, pauseImg)
 }
 
 // ContainerdSocket is the real node's containerd socket (for ctr -a).
-func (c *Cluster) ContainerdSocket() string {
-	if c.node == nil {
-		return ""
-	}
-	return c.node.socket
-}
+func (n *Node) ContainerdSocket() string { return n.socket }

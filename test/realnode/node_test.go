@@ -1,4 +1,4 @@
-package cluster
+package realnode
 
 import (
 	"encoding/json"
@@ -8,6 +8,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"sigs.k8s.io/yaml"
+
+	"github.com/istio-aux/istio-aux/test/cluster"
 )
 
 func TestDeepestCgroup(t *testing.T) {
@@ -80,8 +82,8 @@ func TestCNIConfigRoutesOnlyTheServiceRange(t *testing.T) {
 		t.Errorf("CNI plugin = %+v", p)
 	}
 	// The one route: the Service range, through the node (kube-proxy).
-	if len(p.IPAM.Routes) != 1 || p.IPAM.Routes[0].Dst != ServiceCIDR {
-		t.Errorf("CNI routes = %+v, want only %s", p.IPAM.Routes, ServiceCIDR)
+	if len(p.IPAM.Routes) != 1 || p.IPAM.Routes[0].Dst != cluster.ServiceCIDR {
+		t.Errorf("CNI routes = %+v, want only %s", p.IPAM.Routes, cluster.ServiceCIDR)
 	}
 }
 

@@ -1,4 +1,4 @@
-package cluster
+package realnode
 
 import (
 	"context"
@@ -11,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/istio-aux/istio-aux/test/cluster"
 )
 
 // Cleanup removes what earlier real-node runs left on this machine when
@@ -92,7 +94,7 @@ func (r *run) sweep(log io.Writer) error {
 	}
 	for _, root := range r.cgroupRoots() {
 		// A killed process leaves its cgroup a moment after SIGKILL lands.
-		err := Poll(context.Background(), 100*time.Millisecond, 5*time.Second, func(context.Context) (bool, error) {
+		err := cluster.Poll(context.Background(), 100*time.Millisecond, 5*time.Second, func(context.Context) (bool, error) {
 			return removeCgroup(root) == nil, nil
 		})
 		if err != nil {
@@ -170,7 +172,7 @@ func netnsPids(ino uint64) map[int]bool {
 // processes (a shim restarting a container) are caught on the next round.
 func killAll(list func() map[int]bool, timeout time.Duration) error {
 	var left map[int]bool
-	err := Poll(context.Background(), 100*time.Millisecond, timeout, func(context.Context) (bool, error) {
+	err := cluster.Poll(context.Background(), 100*time.Millisecond, timeout, func(context.Context) (bool, error) {
 		left = list()
 		for pid := range left {
 			_ = syscall.Kill(pid, syscall.SIGKILL)

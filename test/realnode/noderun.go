@@ -1,4 +1,4 @@
-package cluster
+package realnode
 
 import (
 	"encoding/json"
@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/istio-aux/istio-aux/test/cluster"
 )
 
 // run is one RunInNetns in the parent: its cgroup and state directory carry
@@ -88,7 +90,7 @@ func newRun(pid int) (r *run, err error) {
 		// The node reaches Service IPs as pods do, through kube-proxy's
 		// rules: it needs a route to their range (there is no default
 		// route to carry it).
-		{"route", "add", ServiceCIDR, "dev", bridgeName},
+		{"route", "add", cluster.ServiceCIDR, "dev", bridgeName},
 		// The bridge plugin will need veth pairs: prove the kernel has them.
 		{"link", "add", "ia-probe0", "type", "veth", "peer", "name", "ia-probe1"},
 		{"link", "del", "ia-probe0"},

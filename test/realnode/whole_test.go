@@ -1,11 +1,15 @@
-package cluster
+package realnode
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/istio-aux/istio-aux/test/cluster"
+)
 
 // TestCoreDNSVersionMatchesTools keeps CoreDNSVersion equal to what
 // hack/tools/coredns pins (and hack/build-coredns.sh therefore builds).
 func TestCoreDNSVersionMatchesTools(t *testing.T) {
-	v, err := ToolsVersion("coredns", "github.com/coredns/coredns")
+	v, err := cluster.ToolsVersion("coredns", "github.com/coredns/coredns")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package cluster
+package realnode
 
 import (
 	"errors"
@@ -12,8 +12,8 @@ import (
 	"syscall"
 )
 
-// The real node (Options.Node) and everything that talks to it run inside
-// a network namespace that RunInNetns creates, so that nothing the kubelet,
+// The real node (cluster.Options.Node) and everything that talks to it run
+// inside a network namespace that RunInNetns creates, so that nothing the kubelet,
 // containerd, the CNI plugins or the tests do reaches the machine's own
 // network: the bridge, the pods' veths, iptables rules and ip_forward live
 // and die with the namespace, and 127.0.0.1 inside is private to the run.
@@ -61,10 +61,10 @@ var (
 var nodeUnavailable = "RunInNetns was not called (TestMain must call it)"
 
 // RunInNetns runs run (a test binary's m.Run, or a program's main) inside a
-// new network namespace where Options.Node can start a real node, and
-// returns its exit code. Call it from TestMain:
+// new network namespace where a real node (New) can start, and returns its
+// exit code. Call it from TestMain:
 //
-//	func TestMain(m *testing.M) { os.Exit(cluster.RunInNetns(m.Run)) }
+//	func TestMain(m *testing.M) { os.Exit(realnode.RunInNetns(m.Run)) }
 //
 // It first removes what crashed earlier runs left (Cleanup). Where the
 // machine cannot host a real node (not root, binaries or kernel features

@@ -1,4 +1,4 @@
-package cluster
+package realnode
 
 import (
 	"context"
@@ -8,11 +8,12 @@ import (
 	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/istio-aux/istio-aux/test/cluster"
 )
 
 // RealNodeName is the real node's name (the kubelet's hostname override).
@@ -74,38 +75,38 @@ registerNode: true
 // socket and the cluster dir (certificates, logs, resolv.conf).
 func kubeletConfigFor(cgroup, socket, dir string) string {
 	return strings.NewReplacer("{{cgroup}}", cgroup, "{{socket}}", socket, "{{nodeIP}}", NodeIP, "{{dir}}", dir,
-		"{{dnsIP}}", DNSServiceIP, "{{domain}}", ClusterDomain).Replace(kubeletConfig)
+		"{{dnsIP}}", DNSServiceIP, "{{domain}}", cluster.ClusterDomain).Replace(kubeletConfig)
 }
 
 // startKubelet starts the kubelet against containerd and waits until its
 // node is Ready.
-func (c *Cluster) startKubelet(ctx context.Context) error {
-	if err := c.kubeletCerts(); err != nil {
+func (n *Node) startKubelet(ctx context.Context) error {
+	if err := n.kubeletCerts(); err != nil {
 		return err
 	}
-	if err := c.nodeRBAC(ctx); err != nil {
+	if err := n.nodeRBAC(ctx); err != nil {
 		return err
 	}
 	files := map[string]string{
 		"resolv.conf":  "nameserver 127.0.0.1\n",
-		"kubelet.yaml": kubeletConfigFor(c.node.cgroup, c.node.socket, c.dir),
+		"kubelet.yaml": kubeletConfigFor(n.cgroup, n.socket, n.dir),
 	}
 	for name, data := range files {
-		if err := os.WriteFile(c.path(name), []byte(data), 0o600); err != nil {
+		if err := os.WriteFile(n.path(name), []byte(data), 0o600); err != nil {
 			return err
 		}
 	}
-	kubeconfig, err := c.writeKubeconfig("kubelet", c.rest.Host, "kubelet-client", &clientcmdapi.AuthInfo{
-		ClientCertificate: c.path("kubelet-client.crt"), ClientKey: c.path("kubelet-client.key")})
+	kubeconfig, err := n.c.WriteKubeconfig("kubelet", n.c.RESTConfig().Host, "kubelet-client", &clientcmdapi.AuthInfo{
+		ClientCertificate: n.path("kubelet-client.crt"), ClientKey: n.path("kubelet-client.key")})
 	if err != nil {
 		return err
 	}
-	p, err := c.start("kubelet", nil, filepath.Join(c.binDir, "kubelet"),
-		"--config="+c.path("kubelet.yaml"),
+	p, err := n.start("kubelet", filepath.Join(n.c.BinDir(), "kubelet"),
+		"--config="+n.path("kubelet.yaml"),
 		"--kubeconfig="+kubeconfig,
 		// Neither is in the configuration file; both default to /var/lib/kubelet.
-		"--root-dir="+c.path("kubelet"),
-		"--cert-dir="+c.path("kubelet-pki"),
+		"--root-dir="+n.path("kubelet"),
+		"--cert-dir="+n.path("kubelet-pki"),
 		"--hostname-override="+RealNodeName,
 		"--node-ip="+NodeIP,
 		"--v=1",
@@ -113,23 +114,14 @@ func (c *Cluster) startKubelet(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return waitUp(ctx, p, 60*time.Second, func(ctx context.Context) error {
-		n, err := c.client.CoreV1().Nodes().Get(ctx, RealNodeName, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		for _, cond := range n.Status.Conditions {
-			if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
-				return nil
-			}
-		}
-		return fmt.Errorf("node %s not Ready yet", RealNodeName)
+	return p.WaitUp(ctx, 60*time.Second, func(ctx context.Context) error {
+		return n.c.NodeReady(ctx, RealNodeName)
 	})
 }
 
 // nodeRBAC lets kubelets (group system:nodes) do a node's work, as the Node
 // authorizer would, and lets the API server use the kubelet's API.
-func (c *Cluster) nodeRBAC(ctx context.Context) error {
+func (n *Node) nodeRBAC(ctx context.Context) error {
 	bindings := []*rbacv1.ClusterRoleBinding{
 		{
 			ObjectMeta: metav1.ObjectMeta{Name: "istio-aux-test:nodes"},
@@ -143,7 +135,7 @@ func (c *Cluster) nodeRBAC(ctx context.Context) error {
 		},
 	}
 	for _, b := range bindings {
-		_, err := c.client.RbacV1().ClusterRoleBindings().Create(ctx, b, metav1.CreateOptions{})
+		_, err := n.c.Client().RbacV1().ClusterRoleBindings().Create(ctx, b, metav1.CreateOptions{})
 		if err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("creating ClusterRoleBinding %s: %w", b.Name, err)
 		}
