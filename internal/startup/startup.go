@@ -6,11 +6,15 @@ package startup
 
 import (
 	"context"
+	"errors"
 	"os"
 	"runtime/debug"
 
 	"go.uber.org/zap"
+	"k8s.io/client-go/rest"
 	"knative.dev/pkg/signals"
+
+	"github.com/istio-aux/istio-aux/internal/logging"
 )
 
 // Context returns the context a command runs in, cancelled on SIGTERM or
@@ -24,6 +28,18 @@ func Context(gcPercent int) context.Context {
 		debug.SetGCPercent(gcPercent)
 	}
 	return signals.NewContext()
+}
+
+// Logger returns the component's logger (internal/logging, configured from
+// the cluster rc points at) once a command has read its configuration, and
+// exits through Exit when reading it failed: errs are the configuration's
+// errors, nil ones ignored, all of them logged.
+func Logger(ctx context.Context, rc *rest.Config, component string, errs ...error) *zap.SugaredLogger {
+	logger := logging.New(ctx, rc, component)
+	if err := errors.Join(errs...); err != nil {
+		Exit(logger, "Invalid configuration", err)
+	}
+	return logger
 }
 
 // Exit ends a command: with an error it logs msg and err and exits with

@@ -149,17 +149,12 @@ func copyPolicy(p *corev1.ContainerRestartPolicy) *corev1.ContainerRestartPolicy
 }
 
 func cloneRules(in Rules) Rules {
-	if in == nil {
-		return nil
-	}
-	out := make(Rules, len(in))
-	for i, r := range in {
-		out[i] = Rule{Action: r.Action}
-		if r.ExitCodes != nil {
-			out[i].ExitCodes = &ExitCodes{Operator: r.ExitCodes.Operator, Values: append(Codes(nil), r.ExitCodes.Values...)}
+	return rulesOf(in, func(r Rule) Rule {
+		if r.ExitCodes == nil {
+			return Rule{Action: r.Action}
 		}
-	}
-	return out
+		return Rule{Action: r.Action, ExitCodes: newExitCodes(r.ExitCodes.Operator, r.ExitCodes.Values)}
+	})
 }
 
 func packStatuses(in Statuses) []packedStatus {

@@ -180,14 +180,29 @@ func copyRules(in []corev1.ContainerRestartRule) Rules {
 	if len(in) == 0 {
 		return nil
 	}
+	return rulesOf(in, func(r corev1.ContainerRestartRule) Rule {
+		if r.ExitCodes == nil {
+			return Rule{Action: r.Action}
+		}
+		return Rule{Action: r.Action, ExitCodes: newExitCodes(r.ExitCodes.Operator, r.ExitCodes.Values)}
+	})
+}
+
+// rulesOf makes Rules of in, one rule per element; nil stays nil.
+func rulesOf[E any](in []E, rule func(E) Rule) Rules {
+	if in == nil {
+		return nil
+	}
 	out := make(Rules, len(in))
 	for i, r := range in {
-		out[i] = Rule{Action: r.Action}
-		if r.ExitCodes != nil {
-			out[i].ExitCodes = &ExitCodes{Operator: r.ExitCodes.Operator, Values: append(Codes(nil), r.ExitCodes.Values...)}
-		}
+		out[i] = rule(r)
 	}
 	return out
+}
+
+// newExitCodes is a rule's condition, with its own copy of values.
+func newExitCodes(op corev1.ContainerRestartRuleOnExitCodesOperator, values []int32) *ExitCodes {
+	return &ExitCodes{Operator: op, Values: append(Codes(nil), values...)}
 }
 
 func statusesOf(in []corev1.ContainerStatus) Statuses {

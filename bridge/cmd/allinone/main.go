@@ -8,7 +8,6 @@ package main
 
 import (
 	"context"
-	"errors"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/rest"
@@ -17,7 +16,6 @@ import (
 	"github.com/istio-aux/istio-aux/bridge/app"
 	"github.com/istio-aux/istio-aux/bridge/dispatch"
 	"github.com/istio-aux/istio-aux/functions/proxyquit"
-	"github.com/istio-aux/istio-aux/internal/logging"
 	"github.com/istio-aux/istio-aux/internal/startup"
 )
 
@@ -27,10 +25,7 @@ func main() {
 	fcfg, fnErr := proxyquit.ConfigFromEnv()
 	fcfg.Decision = cfg.Decision // read once, shared
 	rc, rcErr := app.RESTConfig(cfg)
-	logger := logging.New(ctx, rc, app.Component)
-	if err := errors.Join(cfgErr, fnErr, rcErr); err != nil {
-		startup.Exit(logger, "Invalid configuration", err)
-	}
+	logger := startup.Logger(ctx, rc, app.Component, cfgErr, fnErr, rcErr)
 	var fn *proxyquit.Function
 	inProcess := func(ctx context.Context, rc *rest.Config, reg prometheus.Registerer) (dispatch.Sink, error) {
 		if cfg.Sink != "" {

@@ -11,13 +11,10 @@
 package main
 
 import (
-	"errors"
-
 	"go.uber.org/zap"
 	knlogging "knative.dev/pkg/logging"
 
 	"github.com/istio-aux/istio-aux/bridge/app"
-	"github.com/istio-aux/istio-aux/internal/logging"
 	"github.com/istio-aux/istio-aux/internal/startup"
 )
 
@@ -25,10 +22,7 @@ func main() {
 	ctx := startup.Context(50)
 	cfg, cfgErr := app.ConfigFromEnv()
 	rc, rcErr := app.RESTConfig(cfg)
-	logger := logging.New(ctx, rc, app.Component)
-	if err := errors.Join(cfgErr, rcErr); err != nil {
-		startup.Exit(logger, "Invalid configuration", err)
-	}
+	logger := startup.Logger(ctx, rc, app.Component, cfgErr, rcErr)
 	logger.Infow("Starting", zap.String("role", string(cfg.Role)), zap.Bool("embeddedNATS", cfg.NATSURL == ""), zap.String("sink", cfg.Sink))
 	startup.Exit(logger, "Bridge failed", app.Run(knlogging.WithLogger(ctx, logger), cfg, rc, app.HTTPSink(cfg)))
 }

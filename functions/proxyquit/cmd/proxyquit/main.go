@@ -7,7 +7,6 @@ package main
 
 import (
 	"cmp"
-	"errors"
 	"net"
 	"os"
 
@@ -18,7 +17,6 @@ import (
 	knlogging "knative.dev/pkg/logging"
 
 	"github.com/istio-aux/istio-aux/functions/proxyquit"
-	"github.com/istio-aux/istio-aux/internal/logging"
 	"github.com/istio-aux/istio-aux/internal/startup"
 )
 
@@ -26,10 +24,7 @@ func main() {
 	ctx := startup.Context(0)
 	cfg, cfgErr := proxyquit.ConfigFromEnv()
 	rc, rcErr := clientcmd.BuildConfigFromFlags("", os.Getenv("KUBECONFIG")) // empty: in-cluster
-	logger := logging.New(ctx, rc, proxyquit.Component)
-	if err := errors.Join(cfgErr, rcErr); err != nil {
-		startup.Exit(logger, "Invalid configuration", err)
-	}
+	logger := startup.Logger(ctx, rc, proxyquit.Component, cfgErr, rcErr)
 	ctx = knlogging.WithLogger(ctx, logger)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
