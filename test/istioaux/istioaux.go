@@ -228,7 +228,10 @@ func (a *IstioAux) StartBridgeAs(shape Shape) error {
 		return err
 	}
 	readyz := "http://127.0.0.1:" + strconv.Itoa(metrics) + "/readyz"
-	return a.bridge.WaitUp(context.Background(), 30*time.Second, func(ctx context.Context) error {
+	// Ready once every opted-in namespace's pods are listed: seconds here,
+	// longer with a thousand namespaces on a busy API server (the namespaces
+	// bench), so the deadline is a bound on a broken start, not a target.
+	return a.bridge.WaitUp(context.Background(), 3*time.Minute, func(ctx context.Context) error {
 		return cluster.GetOK(ctx, readyz)
 	})
 }
