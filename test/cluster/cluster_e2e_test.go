@@ -6,6 +6,7 @@ import (
 	"context"
 	"io"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -60,8 +61,22 @@ func TestKwokPodLifecycle(t *testing.T) {
 			return status(p, "app").State.Terminated != nil && status(p, "istio-proxy").State.Running != nil
 		})
 		t.Setenv("KUBECTL_REMOTE_COMMAND_WEBSOCKETS", transport)
-		if err := c.Kubectl(ctx, "exec", "-n", "default", name, "-c", "istio-proxy", "--",
-			"pilot-agent", "request", "POST", "quitquitquit"); err != nil {
+		// kwok serves an exec once its own cache holds the pod's Exec, which
+		// the harness creates with the pod: on a cluster just started that
+		// can trail the pod's Running (seen once: "no exec found").
+		err := cluster.Poll(ctx, 200*time.Millisecond, 30*time.Second, func(ctx context.Context) (bool, error) {
+			err := c.Kubectl(ctx, "exec", "-n", "default", name, "-c", "istio-proxy", "--",
+				"pilot-agent", "request", "POST", "quitquitquit")
+			switch {
+			case err == nil:
+				return true, nil
+			case strings.Contains(err.Error(), "no exec found"):
+				return false, err // polled again; the last one explains a timeout
+			default:
+				return false, cluster.Permanent(err)
+			}
+		})
+		if err != nil {
 			t.Fatal(err)
 		}
 		p := waitPod(t, c, name, func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodSucceeded })
