@@ -28,16 +28,7 @@ if [[ ! -f "${dir}/compiled" ]]; then
   echo "compiled knative serving in $((SECONDS - start))s" >&2
 fi
 
-tools="${root}/hack/tools/traefik"
-version="$(cd "${tools}" && go list -m -f '{{.Version}}' github.com/traefik/traefik/v3)"
-bin="${cache}/traefik-${version}/bin"
-mkdir -p "${bin}"
-if [[ ! -x "${bin}/traefik" ]]; then
-  start=${SECONDS}
-  echo "building traefik ${version} ..." >&2
-  # Static: it runs in a one-layer image without libc.
-  (cd "${tools}" && go build -trimpath -ldflags "-s -w" -o "${bin}/traefik.tmp" github.com/traefik/traefik/v3/cmd/traefik)
-  mv "${bin}/traefik.tmp" "${bin}/traefik"
-  echo "built traefik in $((SECONDS - start))s" >&2
-fi
-echo "${bin}"
+# shellcheck source=hack/build-pinned.sh
+source "${root}/hack/build-pinned.sh"
+build_pinned traefik github.com/traefik/traefik/v3 traefik traefik github.com/traefik/traefik/v3/cmd/traefik
+echo "${pinned_bin}"

@@ -13,27 +13,14 @@ set -o errexit -o nounset -o pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cache="${ISTIO_AUX_CACHE:-${root}/_output}"
 
-# build <tools module> <module> <cache name> <binary> <import path> [ldflags]
-build() {
-  local tools="${root}/hack/tools/$1" module="$2" name="$3" binary="$4" pkg="$5" ldflags="-s -w ${6:-}"
-  local version
-  version="$(cd "${tools}" && go list -m -f '{{.Version}}' "${module}")"
-  local bin="${cache}/${name}-${version}/bin"
-  [[ -x "${bin}/${binary}" ]] && return 0
-  mkdir -p "${bin}"
-  local start=${SECONDS}
-  echo "building ${binary} (${module} ${version}) ..." >&2
-  # Static: the image is one layer without libc.
-  (cd "${tools}" && GOFLAGS=-mod=mod CGO_ENABLED=0 go build -trimpath -ldflags "${ldflags}" -o "${bin}/${binary}.tmp" "${pkg}")
-  mv "${bin}/${binary}.tmp" "${bin}/${binary}"
-  echo "built ${binary} in $((SECONDS - start))s" >&2
-}
+# shellcheck source=hack/build-pinned.sh
+source "${root}/hack/build-pinned.sh"
 
-build training-operator github.com/kubeflow/training-operator training-operator training-operator \
+build_pinned training-operator github.com/kubeflow/training-operator training-operator training-operator \
   github.com/kubeflow/training-operator/cmd/training-operator.v1
-build trainer github.com/kubeflow/trainer/v2 trainer trainer-controller-manager \
+build_pinned trainer github.com/kubeflow/trainer/v2 trainer trainer-controller-manager \
   github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager
 # JobSet reports v0.0.0-main without its version stamped in.
 jobset="$(cd "${root}/hack/tools/trainer" && go list -m -f '{{.Version}}' sigs.k8s.io/jobset)"
-build trainer sigs.k8s.io/jobset jobset jobset sigs.k8s.io/jobset \
+build_pinned trainer sigs.k8s.io/jobset jobset jobset sigs.k8s.io/jobset \
   "-X sigs.k8s.io/jobset/pkg/version.GitVersion=${jobset}"

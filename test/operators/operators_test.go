@@ -35,7 +35,7 @@ func TestBuildScriptCachesWhereTheHarnessLooks(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, o := range []Operator{TrainingOperator, JobSet, Trainer} {
-		call := fmt.Sprintf("build %s %s %s %s ", o.Tool, o.Module, o.Name, o.Binary)
+		call := fmt.Sprintf("build_pinned %s %s %s %s ", o.Tool, o.Module, o.Name, o.Binary)
 		if !strings.Contains(strings.ReplaceAll(string(script), "\\\n  ", ""), call) {
 			t.Errorf("hack/build-operators.sh has no %q: it would not build %s", call, o.Bin())
 		}
