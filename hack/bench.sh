@@ -33,18 +33,19 @@ cpu="$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)"
 load_start="$(cut -d' ' -f1-3 /proc/loadavg)"
 started=${SECONDS}
 
+# want PART: BENCH_ONLY (comma-separated) selects PART, or is empty.
+want() { [[ -z "${BENCH_ONLY:-}" || ",${BENCH_ONLY// /}," == *",$1,"* ]]; }
+
 echo "building (control plane, kubelet, kwok, istiod, istio-aux binaries, stubs) ..." >&2
 hack/build-k8s.sh >/dev/null
 hack/build-kwok.sh >/dev/null
 hack/build-istio.sh >/dev/null
-# The real node's packages, for the completion part (as root; it says so).
-if ((EUID == 0)) && { [[ -z "${BENCH_ONLY:-}" ]] || [[ ",${BENCH_ONLY// /}," == *",completion,"* ]] || [[ ",${BENCH_ONLY// /}," == *",knative,"* ]]; }; then
+# The real node's packages, for the completion and knative parts (as root; it says so).
+if ((EUID == 0)) && { want completion || want knative; }; then
   hack/node-deps.sh
 fi
 hack/build-ours.sh ./test/bench/cmd/fullinformer ./functions/proxyquit/cmd/proxyquit github.com/nats-io/nats-server/v2
 
-# want PART: BENCH_ONLY (comma-separated) selects PART, or is empty.
-want() { [[ -z "${BENCH_ONLY:-}" || ",${BENCH_ONLY// /}," == *",$1,"* ]]; }
 row() { printf '%s\t%s\t%s\t%s\t%s\n' "$@" >>"${rows}"; }
 # metric NAME reads the value before a unit in `go test -bench` output.
 metric() { awk -v unit="$2" '{for (i = 2; i <= NF; i++) if ($i == unit) {print $(i-1); exit}}' <<<"$1"; }
