@@ -222,9 +222,11 @@ func newWatcher(cfg Config, rc *rest.Config, nc *nats.Conn, js jetstream.JetStre
 func serve(ctx context.Context, addr string, profiling bool, g prometheus.Gatherer, ready []func() bool, listening chan<- net.Addr) error {
 	mux := http.NewServeMux()
 	if profiling {
-		// Go's profiles, for measuring (make bench); off by default.
+		// Go's profiles and execution trace, for measuring (make bench);
+		// off by default.
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
 		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
 	mux.Handle("/metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
