@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"github.com/istio-aux/istio-aux/pkg/keys"
+	"github.com/istio-aux/istio-aux/test/bench/quitter"
 	"github.com/istio-aux/istio-aux/test/cluster"
 	"github.com/istio-aux/istio-aux/test/mesh"
 )
@@ -27,9 +28,6 @@ const parkedNode = "bench-parked"
 
 // app is the run-to-completion container of every bench pod.
 const app = "app"
-
-// quitArgv is what every implementation execs in istio-proxy.
-var quitArgv = []string{"pilot-agent", "request", "POST", "quitquitquit"}
 
 // benchPod is a Job worker as Istio's injector leaves it: the sidecar's
 // status annotation, a proxy with its usual arguments and environment, and
@@ -118,19 +116,7 @@ func createPods(ctx context.Context, cs kubernetes.Interface, ns, prefix string,
 
 var status = cluster.ContainerStatus
 
-// waiting is "every app terminated, a classic proxy running": the moment a
-// reaction clock starts.
-func waiting(p *corev1.Pod) bool {
-	if status(p, keys.ProxyContainer).State.Running == nil {
-		return false
-	}
-	for _, c := range p.Spec.Containers {
-		if c.Name != keys.ProxyContainer && status(p, c.Name).State.Terminated == nil {
-			return false
-		}
-	}
-	return len(p.Spec.Containers) > 1
-}
+var waiting = quitter.Waiting
 
 // waitRunning polls until every pod in ns runs its app.
 func waitRunning(ctx context.Context, cs kubernetes.Interface, ns string, n int, timeout time.Duration) ([]corev1.Pod, error) {

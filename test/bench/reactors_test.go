@@ -9,74 +9,21 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
-	watchtools "k8s.io/client-go/tools/watch"
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/istio-aux/istio-aux/functions/proxyquit"
 	"github.com/istio-aux/istio-aux/pkg/keys"
+	"github.com/istio-aux/istio-aux/test/bench/quitter"
 )
 
-// The two comparison points of the reaction benchmark. Both exec through
-// the same client-go executor as istio-aux's function, so only the path
-// to the exec differs.
-
-// floor is the least any watcher can do: a bare pod watch that, the first
-// time it sees "app terminated, proxy running", starts the exec at once in
-// its own goroutine (retrying a failed or timed-out one). No cache, no
-// queue, no decision, no re-read.
-func floor(ctx context.Context, cs kubernetes.Interface, ex proxyquit.Execer, ns string) (stop func(), errs *atomic.Int64, err error) {
-	ctx, cancel := context.WithCancel(ctx)
-	errs = &atomic.Int64{}
-	w, err := podWatch(ctx, cs, ns, "")
-	if err != nil {
-		cancel()
-		return nil, nil, err
-	}
-	var fired sync.Map
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		defer w.Stop()
-		for ev := range w.ResultChan() {
-			pod, ok := ev.Object.(*corev1.Pod)
-			if !ok || !waiting(pod) {
-				continue
-			}
-			if _, dup := fired.LoadOrStore(pod.UID, true); dup {
-				continue
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				// Like every implementation, it gives an exec a deadline
-				// and tries again until one succeeds.
-				for ctx.Err() == nil {
-					ectx, ecancel := context.WithTimeout(ctx, 10*time.Second)
-					_, err := ex.Exec(ectx, pod.Namespace, pod.Name, keys.ProxyContainer, quitArgv)
-					ecancel()
-					if err == nil {
-						return
-					}
-					if ctx.Err() == nil {
-						errs.Add(1)
-					}
-					select { // spacing retries, as any controller would
-					case <-ctx.Done():
-					case <-time.After(100 * time.Millisecond):
-					}
-				}
-			}()
-		}
-	}()
-	return func() { cancel(); wg.Wait() }, errs, nil
-}
+// The two comparison points of the reaction benchmark: the floor
+// (quitter.Floor) and serial. Both exec through the same client-go
+// executor as istio-aux's function, so only the path to the exec differs.
+var floor = quitter.Floor
 
 // serial is the reference implementation's approach: a full-pod informer,
 // a rate-limited queue and one worker that reconciles pods one at a time
@@ -112,9 +59,9 @@ func serial(ctx context.Context, cs kubernetes.Interface, ex proxyquit.Execer, n
 				return
 			}
 			pod, err := inf.Lister().Pods(key.Namespace).Get(key.Name)
-			if err == nil && waiting(pod) {
+			if err == nil && quitter.Waiting(pod) {
 				ectx, ecancel := context.WithTimeout(ctx, 10*time.Second)
-				if _, err := ex.Exec(ectx, key.Namespace, key.Name, keys.ProxyContainer, quitArgv); err != nil && ctx.Err() == nil {
+				if _, err := ex.Exec(ectx, key.Namespace, key.Name, keys.ProxyContainer, quitter.QuitArgv); err != nil && ctx.Err() == nil {
 					errs.Add(1)
 					q.AddRateLimited(key)
 				} else {
@@ -134,7 +81,7 @@ func seen(ctx context.Context, cs kubernetes.Interface, ns string) (stop func(),
 	ctx, cancel := context.WithCancel(ctx)
 	var mu sync.Mutex
 	times := map[types.UID]time.Time{}
-	w, err := podWatch(ctx, cs, ns, "")
+	w, err := quitter.PodWatch(ctx, cs, ns, "")
 	if err != nil {
 		cancel()
 		return nil, nil, err
@@ -145,7 +92,7 @@ func seen(ctx context.Context, cs kubernetes.Interface, ns string) (stop func(),
 		defer w.Stop()
 		for ev := range w.ResultChan() {
 			now := time.Now()
-			if pod, ok := ev.Object.(*corev1.Pod); ok && waiting(pod) {
+			if pod, ok := ev.Object.(*corev1.Pod); ok && quitter.Waiting(pod) {
 				mu.Lock()
 				if _, has := times[pod.UID]; !has {
 					times[pod.UID] = now
@@ -163,21 +110,4 @@ func seen(ctx context.Context, cs kubernetes.Interface, ns string) (stop func(),
 		}
 		return out
 	}, nil
-}
-
-// podWatch watches the pods of ns ("": every namespace) that match the
-// label selector ("": all) from now on, resuming from the last event it
-// delivered whenever the API server ends the watch: the API server closes
-// watchers that fall behind, which a 200-pod burst on 2 cores makes happen,
-// and a bare watch would then silently stop seeing pods.
-func podWatch(ctx context.Context, cs kubernetes.Interface, ns, selector string) (watch.Interface, error) {
-	list, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{Limit: 1})
-	if err != nil {
-		return nil, err
-	}
-	lw := &cache.ListWatch{WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-		o.LabelSelector = selector
-		return cs.CoreV1().Pods(ns).Watch(ctx, o)
-	}}
-	return watchtools.NewRetryWatcherWithContext(ctx, list.ResourceVersion, lw)
 }

@@ -1,0 +1,63 @@
+// Command floorquit is the completion benchmark's floor quitter as a
+// process of its own, so that its CPU can be read beside istio-aux's: a
+// bare pod watch on $NAMESPACE that execs the proxy's quit the moment it
+// sees the app terminated (test/bench/quitter.Floor), through the same
+// client-go executor as istio-aux's function. It writes "ready" to
+// $READY_FILE once watching and runs until SIGTERM, then prints how many
+// execs it retried.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/istio-aux/istio-aux/functions/proxyquit"
+	"github.com/istio-aux/istio-aux/test/bench/quitter"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	if err := run(ctx, os.Getenv("KUBECONFIG"), os.Getenv("NAMESPACE"), os.Getenv("READY_FILE")); err != nil {
+		fmt.Fprintln(os.Stderr, "floorquit:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, kubeconfig, ns, readyFile string) error {
+	if ns == "" {
+		return fmt.Errorf("NAMESPACE is empty: the floor quits the pods of one namespace")
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return fmt.Errorf("kubeconfig: %w", err)
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	ex, err := proxyquit.NewRemoteExecer(cfg)
+	if err != nil {
+		return err
+	}
+	stopFloor, errs, err := quitter.Floor(ctx, cs, ex, ns)
+	if err != nil {
+		return err
+	}
+	if readyFile != "" {
+		if err := os.WriteFile(readyFile, []byte("ready"), 0o644); err != nil {
+			stopFloor()
+			return err
+		}
+	}
+	<-ctx.Done()
+	stopFloor()
+	fmt.Fprintf(os.Stderr, "floorquit: %d execs retried\n", errs.Load())
+	return nil
+}
