@@ -1,8 +1,9 @@
 // Command floorquit is the completion benchmark's floor quitter as a
 // process of its own, so that its CPU can be read beside istio-aux's: a
 // bare pod watch on $NAMESPACE that execs the proxy's quit the moment it
-// sees the app terminated (test/bench/quitter.Floor), through the same
-// client-go executor as istio-aux's function. It writes "ready" to
+// sees the app terminated (test/bench/quitter.Floor), reading pods as
+// protobuf and execing through the same client-go executor as istio-aux's
+// function. It writes "ready" to
 // $READY_FILE once watching and runs until SIGTERM, then prints how many
 // execs it retried.
 package main
@@ -14,6 +15,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -38,6 +40,10 @@ func run(ctx context.Context, kubeconfig, ns, readyFile string) error {
 	if err != nil {
 		return fmt.Errorf("kubeconfig: %w", err)
 	}
+	// Protobuf, as istio-aux's own client reads pods: the floor is the
+	// least a watcher spends, and JSON would cost it more.
+	cfg.ContentType = runtime.ContentTypeProtobuf
+	cfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return err
