@@ -30,9 +30,11 @@ type Options struct {
 	// Workers bounds this replica's deliveries under way (default 64): the
 	// concurrency the function sees from it.
 	Workers int
-	// PerNamespace bounds one namespace's deliveries under way (default a
-	// quarter of Workers): its share. The rest stays free for the other
-	// namespaces, whatever one of them has waiting.
+	// PerNamespace bounds one namespace's deliveries under way while
+	// another namespace has events waiting (default a quarter of Workers):
+	// its share. Alone, a namespace borrows the idle workers but the last
+	// PerNamespace, which stay free for the other namespaces whatever it
+	// has waiting (fair.go).
 	PerNamespace int
 	// BaseDelay and MaxDelay bound the exponential back-off of a retry (by
 	// attempt), and the wait before re-creating a lost consumer. Defaults
@@ -105,7 +107,7 @@ const (
 // reports false until it is.
 func (d *Dispatcher) Run(ctx context.Context) error {
 	logger := logging.FromContext(ctx)
-	q := newQueue(d.o.PerNamespace)
+	q := newQueue(d.o.PerNamespace, d.o.Workers)
 	var wg sync.WaitGroup
 	defer func() {
 		wg.Wait()

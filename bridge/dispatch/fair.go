@@ -9,13 +9,19 @@ import (
 
 // queue holds the messages a dispatcher took from the consumer until a
 // worker has delivered them: one FIFO per namespace, served in turn, and no
-// namespace with more than perNamespace deliveries under way. A namespace
-// with a thousand events waiting (a tenant's pods whose quits fail, a burst
-// of Jobs) then delays another namespace's event by at most one turn, not by
-// its whole backlog. When only one namespace has work, it gets every worker
-// up to its cap.
+// namespace with more than perNamespace deliveries under way while another
+// has messages waiting. A namespace with a thousand events waiting (a
+// tenant's pods whose quits fail, a burst of Jobs) then delays another
+// namespace's event by at most one turn, not by its whole backlog. When it
+// is the only one waiting, it borrows the idle workers beyond its share, up
+// to borrowMax deliveries under way in all: the last perNamespace workers
+// are never lent, so a namespace whose event arrives during the loan starts
+// at once, and the loan ends as the borrowed deliveries finish. A burst of
+// 200 Jobs in one namespace waited for 16 workers while 48 idled (its p99
+// 4.35x the floor's in make bench).
 type queue struct {
 	perNamespace int
+	borrowMax    int
 
 	mu        sync.Mutex
 	changed   chan struct{} // closed and replaced on every push and done
@@ -37,8 +43,11 @@ type item struct {
 	namespace string
 }
 
-func newQueue(perNamespace int) *queue {
-	return &queue{perNamespace: max(perNamespace, 1), changed: make(chan struct{}),
+// newQueue serves namespaces in turn, perNamespace deliveries each, for a
+// dispatcher of workers deliveries under way at once.
+func newQueue(perNamespace, workers int) *queue {
+	perNamespace = max(perNamespace, 1)
+	return &queue{perNamespace: perNamespace, borrowMax: workers - perNamespace, changed: make(chan struct{}),
 		byNS: map[string]*nsQueue{}, held: map[jetstream.Msg]struct{}{}}
 }
 
@@ -62,7 +71,8 @@ func (q *queue) push(msg jetstream.Msg, namespace string) {
 }
 
 // next takes the first waiting message of the first namespace in turn that
-// is under its cap, waiting for one until ctx is done (ok false).
+// is under its cap (or may borrow), waiting for one until ctx is done (ok
+// false).
 func (q *queue) next(ctx context.Context) (item, bool) {
 	for {
 		q.mu.Lock()
@@ -83,7 +93,7 @@ func (q *queue) next(ctx context.Context) (item, bool) {
 func (q *queue) take() (item, bool) {
 	for i, name := range q.ring {
 		ns := q.byNS[name]
-		if ns.inFlight >= q.perNamespace {
+		if ns.inFlight >= q.perNamespace && !q.mayBorrow() {
 			continue
 		}
 		msg := ns.waiting[0]
@@ -100,6 +110,13 @@ func (q *queue) take() (item, bool) {
 		return item{msg: msg, namespace: name}, true
 	}
 	return item{}, false
+}
+
+// mayBorrow reports whether the namespace at its share may take one more:
+// it is the only one with messages waiting, and the workers it would use
+// are not the last perNamespace.
+func (q *queue) mayBorrow() bool {
+	return len(q.ring) == 1 && q.inFlightN < q.borrowMax
 }
 
 // done ends a delivery taken with next: the message is settled.
