@@ -16,7 +16,6 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"github.com/istio-aux/istio-aux/pkg/keys"
-	"github.com/istio-aux/istio-aux/test/bench/quitter"
 	"github.com/istio-aux/istio-aux/test/cluster"
 	"github.com/istio-aux/istio-aux/test/mesh"
 )
@@ -115,8 +114,6 @@ func createPods(ctx context.Context, cs kubernetes.Interface, ns, prefix string,
 }
 
 var status = cluster.ContainerStatus
-
-var waiting = quitter.Waiting
 
 // waitRunning polls until every pod in ns runs its app.
 func waitRunning(ctx context.Context, cs kubernetes.Interface, ns string, n int, timeout time.Duration) ([]corev1.Pod, error) {

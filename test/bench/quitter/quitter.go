@@ -19,6 +19,7 @@ import (
 
 	"github.com/istio-aux/istio-aux/functions/proxyquit"
 	"github.com/istio-aux/istio-aux/pkg/keys"
+	"github.com/istio-aux/istio-aux/test/cluster"
 )
 
 // QuitArgv is what every implementation execs in istio-proxy.
@@ -80,6 +81,7 @@ func Floor(ctx context.Context, cs kubernetes.Interface, ex proxyquit.Execer, ns
 // Waiting is "every app terminated, a classic proxy running": the moment a
 // reaction clock starts.
 func Waiting(p *corev1.Pod) bool {
+	status := cluster.ContainerStatus
 	if status(p, keys.ProxyContainer).State.Running == nil {
 		return false
 	}
@@ -89,15 +91,6 @@ func Waiting(p *corev1.Pod) bool {
 		}
 	}
 	return len(p.Spec.Containers) > 1
-}
-
-func status(p *corev1.Pod, name string) corev1.ContainerStatus {
-	for _, s := range p.Status.ContainerStatuses {
-		if s.Name == name {
-			return s
-		}
-	}
-	return corev1.ContainerStatus{}
 }
 
 // PodWatch watches the pods of ns ("": every namespace) that match the
