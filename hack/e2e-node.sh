@@ -14,17 +14,9 @@ STAGES_TITLE="e2e-node stage times"
 # shellcheck source=hack/stages.sh
 source hack/stages.sh
 
-if ((EUID == 0)); then
-  timed "node packages" hack/node-deps.sh
-fi
-timed "kubernetes binaries" hack/build-k8s.sh >/dev/null
-# istiod and pilot-agent for the mesh scenarios, the Envoy stand-in and
-# istio-aux's own binaries.
-timed "istiod + pilot-agent" hack/build-istio.sh >/dev/null
-timed "istio-aux binaries + stubs" hack/build-ours.sh
-# The real node's whole cluster: CoreDNS, and ko and crane (its registry).
-timed "coredns" hack/build-coredns.sh >/dev/null
-timed "ko + crane" hack/build-tools.sh >/dev/null
+# shellcheck source=hack/node-builds.sh
+source hack/node-builds.sh
+node_builds
 # Knative Serving (compiled for ko) and Traefik, its networking layer:
 # config/'s function is a Knative Service (test/knative).
 timed "knative serving + traefik" hack/build-knative.sh >/dev/null

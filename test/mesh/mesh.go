@@ -25,9 +25,11 @@ import (
 
 // Options say what Start runs.
 type Options struct {
-	// Node runs a real kubelet node instead of kwok. The caller must run
-	// inside the node's network namespace (realnode.RunInNetns).
+	// Node runs real kubelet nodes instead of kwok. The caller must run
+	// inside RunInNetns's network namespace (realnode.RunInNetns).
 	Node bool
+	// Nodes is how many real nodes (default 1).
+	Nodes int
 	// NativeSidecars is istiod's ENABLE_NATIVE_SIDECARS: "false" (the
 	// default: classic sidecars), "true" or "auto".
 	NativeSidecars string
@@ -42,7 +44,9 @@ type Mesh struct {
 	Cluster *cluster.Cluster
 	Istiod  *istio.Istiod
 	Aux     *istioaux.IstioAux
-	log     io.Writer
+	// Nodes are the real nodes (Options.Node), nil on kwok.
+	Nodes *realnode.Nodes
+	log   io.Writer
 }
 
 // Start brings the stack up; on error everything started is stopped.
@@ -65,7 +69,8 @@ func Start(ctx context.Context, o Options) (m *Mesh, err error) {
 	}()
 	var node cluster.Node
 	if o.Node {
-		node = realnode.New()
+		m.Nodes = realnode.New(o.Nodes)
+		node = m.Nodes
 	}
 	if m.Cluster, err = cluster.Start(ctx, cluster.Options{ControllerManager: true, Kwok: !o.Node, Node: node, Log: o.Log}); err != nil {
 		return m, err

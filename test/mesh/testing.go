@@ -45,3 +45,15 @@ func Stuck(p *corev1.Pod, app string) bool {
 		cluster.ContainerStatus(p, app).State.Terminated != nil &&
 		cluster.ContainerStatus(p, keys.ProxyContainer).State.Running != nil
 }
+
+// ProxyFirstWithHold reports whether Istio injected istio-proxy as the
+// first container with the postStart `pilot-agent wait`: what the hold
+// asks for.
+func ProxyFirstWithHold(p *corev1.Pod) bool {
+	if len(p.Spec.Containers) == 0 || p.Spec.Containers[0].Name != keys.ProxyContainer {
+		return false
+	}
+	h := p.Spec.Containers[0].Lifecycle
+	return h != nil && h.PostStart != nil && h.PostStart.Exec != nil &&
+		strings.Join(h.PostStart.Exec.Command, " ") == "pilot-agent wait"
+}

@@ -98,8 +98,8 @@ func sample(t *testing.T, c *cluster.Cluster) usage {
 	pids := c.Pids()
 	u.kubeletCPU, u.kubeletRSS = procUsage(pids["kubelet"])
 	u.containerdCPU, u.containerdRSS = procUsage(pids["containerd"])
-	harness := filepath.Join("/sys/fs/cgroup/memory", realnode.NodeCgroup(), "harness", "cgroup.procs")
-	b, err := os.ReadFile(harness)
+	system := filepath.Join("/sys/fs/cgroup/memory", realnode.NodeCgroup("node-0"), "system", "cgroup.procs")
+	b, err := os.ReadFile(system)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +111,7 @@ func sample(t *testing.T, c *cluster.Cluster) usage {
 			u.shimRSS += rss
 		}
 	}
-	pods := filepath.Join(realnode.NodeCgroup(), "kubepods")
+	pods := filepath.Join(realnode.NodeCgroup("node-0"), "kubepods")
 	ns, _ := os.ReadFile(filepath.Join("/sys/fs/cgroup/cpuacct", pods, "cpuacct.usage"))
 	nsec, _ := strconv.ParseFloat(strings.TrimSpace(string(ns)), 64)
 	u.podCPU = nsec / 1e9

@@ -16,6 +16,7 @@ import (
 	"github.com/istio-aux/istio-aux/pkg/keys"
 	"github.com/istio-aux/istio-aux/test/cluster"
 	"github.com/istio-aux/istio-aux/test/istioaux"
+	"github.com/istio-aux/istio-aux/test/mesh"
 	"github.com/istio-aux/istio-aux/test/realnode"
 )
 
@@ -104,7 +105,7 @@ func seedStory(t *testing.T, c *cluster.Cluster) {
 		t.Errorf("mnist: %d succeeded, want 2", j.Status.Succeeded)
 	}
 	for _, p := range jobPods(t, c, ns, "mnist") {
-		if !proxyFirstWithHold(&p) || status(&p, "tensorflow").RestartCount != 0 {
+		if !mesh.ProxyFirstWithHold(&p) || status(&p, "tensorflow").RestartCount != 0 {
 			t.Errorf("%s: containers %v, app restarts %d: want the hold and a first attempt that worked",
 				p.Name, containerNames(&p), status(&p, "tensorflow").RestartCount)
 		}

@@ -53,7 +53,7 @@ func TestNodeMnistWithoutIstioAux(t *testing.T) {
 		if _, ok := p.Annotations[keys.AnnotationProxyConfig]; ok {
 			t.Errorf("%s: mutated outside the opt-in: %s", p.Name, p.Annotations[keys.AnnotationProxyConfig])
 		}
-		if last := p.Spec.Containers[len(p.Spec.Containers)-1].Name; last != keys.ProxyContainer || proxyFirstWithHold(&p) {
+		if last := p.Spec.Containers[len(p.Spec.Containers)-1].Name; last != keys.ProxyContainer || mesh.ProxyFirstWithHold(&p) {
 			t.Errorf("%s: Istio injected istio-proxy as %v; want it last, with no hold", p.Name, containerNames(&p))
 		}
 		// The app started before its proxy was ready: its first attempt
@@ -109,7 +109,7 @@ func TestNodeMnistWithIstioAux(t *testing.T) {
 		if !strings.Contains(p.Annotations[keys.AnnotationProxyConfig], "holdApplicationUntilProxyStarts: true") {
 			t.Errorf("%s: %s = %q, want the hold", p.Name, keys.AnnotationProxyConfig, p.Annotations[keys.AnnotationProxyConfig])
 		}
-		if !proxyFirstWithHold(&p) {
+		if !mesh.ProxyFirstWithHold(&p) {
 			t.Errorf("%s: containers %v: Istio did not put istio-proxy first with its postStart wait", p.Name, containerNames(&p))
 		}
 		app := status(&p, "tensorflow")

@@ -12,7 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/istio-aux/istio-aux/pkg/keys"
 	"github.com/istio-aux/istio-aux/test/cluster"
 	"github.com/istio-aux/istio-aux/test/mesh"
 )
@@ -109,15 +108,4 @@ func waitEvent(t *testing.T, c *cluster.Cluster, ns, pod, reason string) {
 	}); err != nil {
 		t.Fatalf("no %s Event on %s/%s: %v", reason, ns, pod, err)
 	}
-}
-
-// proxyFirstWithHold reports whether Istio injected istio-proxy as the first
-// container with the postStart `pilot-agent wait`: what the hold asks for.
-func proxyFirstWithHold(p *corev1.Pod) bool {
-	if len(p.Spec.Containers) == 0 || p.Spec.Containers[0].Name != keys.ProxyContainer {
-		return false
-	}
-	h := p.Spec.Containers[0].Lifecycle
-	return h != nil && h.PostStart != nil && h.PostStart.Exec != nil &&
-		strings.Join(h.PostStart.Exec.Command, " ") == "pilot-agent wait"
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/istio-aux/istio-aux/pkg/keys"
 	"github.com/istio-aux/istio-aux/test/cluster"
+	"github.com/istio-aux/istio-aux/test/mesh"
 	"github.com/istio-aux/istio-aux/test/operators"
 )
 
@@ -140,7 +141,7 @@ func checkQuitOnce(t *testing.T, c *cluster.Cluster, ns string, p *corev1.Pod, a
 	if !strings.Contains(p.Annotations[keys.AnnotationProxyConfig], "holdApplicationUntilProxyStarts: true") {
 		t.Errorf("%s: %s = %q, want the hold", p.Name, keys.AnnotationProxyConfig, p.Annotations[keys.AnnotationProxyConfig])
 	}
-	if !proxyFirstWithHold(p) {
+	if !mesh.ProxyFirstWithHold(p) {
 		t.Errorf("%s: containers %v: istio-proxy not first with its postStart wait", p.Name, containerNames(p))
 	}
 	s := status(p, app)

@@ -18,9 +18,9 @@ import (
 // hierarchy mounted here: the kubelet takes one cgroupRoot for all of them
 // (cgroup v1, cgroupfs driver), and runc also creates pod cgroups in the
 // named systemd and the unified (hybrid) hierarchies. Everything a run
-// starts sits below it: the harness (root/harness, joined by the child, so
-// containerd's shims too) and the pods (root/kubepods). Killing what is in
-// it and removing it is the cleanup.
+// starts sits below it: the harness (root/harness, joined by the child)
+// and each node (root/<node>: its daemons and shims in system, its pods in
+// kubepods). Killing what is in it and removing it is the cleanup.
 
 // cgroupMounts returns the mount point of every cgroup hierarchy.
 func cgroupMounts() ([]string, error) {
@@ -138,12 +138,16 @@ func inheritCpuset(path string) error {
 }
 
 // joinCgroup moves this process (every thread) into path in every hierarchy.
-func joinCgroup(path string) error {
+func joinCgroup(path string) error { return joinCgroupPid(os.Getpid(), path) }
+
+// joinCgroupPid moves process pid (every thread) into path in every
+// hierarchy.
+func joinCgroupPid(p int, path string) error {
 	mounts, err := cgroupMounts()
 	if err != nil {
 		return err
 	}
-	pid := []byte(strconv.Itoa(os.Getpid()))
+	pid := []byte(strconv.Itoa(p))
 	for _, m := range mounts {
 		if err := os.WriteFile(filepath.Join(m, path, "cgroup.procs"), pid, 0o644); err != nil {
 			return fmt.Errorf("joining cgroup %s: %w", filepath.Join(m, path), err)

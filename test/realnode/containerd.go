@@ -70,14 +70,18 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
     endpoint = ["http://{{registry}}"]
 `
 
-// cniConfig is the pod network: a bridge that already exists (created with
-// the node IP by RunInNetns) and host-local addresses, with no default
-// route (pods reach the pod subnet, and the Service range through the node,
-// where kube-proxy's rules are) and no masquerading. isGateway keeps the
-// node IP on the bridge; the plugin then also turns on net.ipv4.ip_forward,
-// inside the run's namespace. hairpinMode lets a pod reach itself through a
-// Service (kube-proxy masquerades that case).
-func cniConfig(name, ipamDir string) ([]byte, error) {
+// cniConfig is a node's pod network: its bridge, which already exists
+// (plugIn made it with the gateway address), and host-local addresses
+// from the node's range, with routes to the cluster's pods, its Services
+// and the LAN through the node, and no default route and no masquerading:
+// nothing off the cluster is reachable. isGateway keeps the gateway address
+// on the bridge. hairpinMode lets a pod reach itself through a Service
+// (kube-proxy masquerades that case).
+func cniConfig(name, podCIDR, gateway, ipamDir string) ([]byte, error) {
+	routes := []any{}
+	for _, dst := range []string{cluster.ServiceCIDR, ClusterCIDR, LANCIDR} {
+		routes = append(routes, map[string]any{"dst": dst})
+	}
 	return json.MarshalIndent(map[string]any{
 		"cniVersion": "0.4.0",
 		"name":       name,
@@ -89,16 +93,16 @@ func cniConfig(name, ipamDir string) ([]byte, error) {
 			"hairpinMode": true,
 			"ipam": map[string]any{
 				"type":    "host-local",
-				"ranges":  []any{[]any{map[string]any{"subnet": PodSubnet, "gateway": NodeIP}}},
-				"routes":  []any{map[string]any{"dst": cluster.ServiceCIDR}},
+				"ranges":  []any{[]any{map[string]any{"subnet": podCIDR, "gateway": gateway}}},
+				"routes":  routes,
 				"dataDir": ipamDir,
 			},
 		}},
 	}, "", "  ")
 }
 
-// startContainerd writes containerd's and the CNI configuration, starts
-// containerd and pushes the sandbox image to the registry.
+// startContainerd writes containerd's and the CNI configuration and starts
+// containerd.
 func (n *Node) startContainerd(ctx context.Context) error {
 	dir := n.path("containerd")
 	n.socket = filepath.Join(dir, "containerd.sock")
@@ -106,7 +110,7 @@ func (n *Node) startContainerd(ctx context.Context) error {
 	if err := os.MkdirAll(cniConf, 0o755); err != nil {
 		return err
 	}
-	conf, err := cniConfig(insideNetns, n.path("cni-ipam"))
+	conf, err := cniConfig(insideNetns, n.PodCIDR(), n.gateway(), n.path("cni-ipam"))
 	if err != nil {
 		return err
 	}
@@ -117,7 +121,8 @@ func (n *Node) startContainerd(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if n.ctr, err = exec.LookPath("ctr"); err != nil {
+	ctr, err := exec.LookPath("ctr")
+	if err != nil {
 		return err
 	}
 	cfg := strings.NewReplacer("{{dir}}", dir, "{{socket}}", n.socket, "{{pause}}", images.PauseRef,
@@ -129,32 +134,18 @@ func (n *Node) startContainerd(ctx context.Context) error {
 	if err := os.WriteFile(filepath.Join(dir, "config.toml"), []byte(cfg), 0o600); err != nil {
 		return err
 	}
-	// The sandbox image builds while containerd starts.
-	pause := make(chan error, 1)
-	var pauseImg images.Image
-	go func() {
-		var err error
-		pauseImg, err = images.Pause(ctx, n.path("images"))
-		pause <- err
-	}()
 	p, err := n.start("containerd", "containerd", "--config", filepath.Join(dir, "config.toml"))
 	if err != nil {
 		return err
 	}
-	if err := p.WaitUp(ctx, 30*time.Second, func(ctx context.Context) error {
-		out, err := exec.CommandContext(ctx, n.ctr, "-a", n.socket, "version").CombinedOutput()
+	return p.WaitUp(ctx, 30*time.Second, func(ctx context.Context) error {
+		out, err := exec.CommandContext(ctx, ctr, "-a", n.socket, "version").CombinedOutput()
 		if err != nil {
 			return fmt.Errorf("ctr version: %w: %s", err, out)
 		}
 		return nil
-	}); err != nil {
-		return err
-	}
-	if err := <-pause; err != nil {
-		return err
-	}
-	return PushImage(ctx, pauseImg)
+	})
 }
 
-// ContainerdSocket is the real node's containerd socket (for ctr -a).
+// ContainerdSocket is the node's containerd socket (for ctr -a).
 func (n *Node) ContainerdSocket() string { return n.socket }

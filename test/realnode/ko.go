@@ -20,12 +20,18 @@ import (
 // (GOPROXY=off): the modules are in the module cache. ko reads dir's
 // .ko.yaml; only the base image and the platform are overridden.
 func KoResolve(ctx context.Context, dir, repo string, args ...string) ([]byte, error) {
+	return KoResolveOn(ctx, images.NonRootBase, dir, repo, args...)
+}
+
+// KoResolveOn is KoResolve on another base image (push it first): every
+// image built on it is a new image, as a new release's.
+func KoResolveOn(ctx context.Context, base images.Image, dir, repo string, args ...string) ([]byte, error) {
 	args = append([]string{"resolve", "--platform=linux/" + goruntime.GOARCH, "--base-import-paths"}, args...)
 	cmd := exec.CommandContext(ctx, filepath.Join(ToolsBinDir(), "ko"), args...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(),
 		"KO_DOCKER_REPO="+RegistryAddr+"/"+repo,
-		"KO_DEFAULTBASEIMAGE="+RegistryAddr+strings.TrimPrefix(images.NonRootBase.Ref, images.Registry),
+		"KO_DEFAULTBASEIMAGE="+RegistryAddr+strings.TrimPrefix(base.Ref, images.Registry),
 		"GOPROXY=off")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr

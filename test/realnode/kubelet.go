@@ -16,9 +16,6 @@ import (
 	"github.com/istio-aux/istio-aux/test/cluster"
 )
 
-// RealNodeName is the real node's name (the kubelet's hostname override).
-const RealNodeName = "node-0"
-
 // kubeletConfig is the kubelet's configuration file. What each setting
 // avoids on this kind of machine:
 //   - failCgroupV1 false: since 1.35 the kubelet refuses cgroup v1 by default;
@@ -60,7 +57,7 @@ tlsPrivateKeyFile: {{dir}}/kubelet-serving.key
 authentication:
   anonymous: {enabled: false}
   webhook: {enabled: false}
-  x509: {clientCAFile: {{dir}}/ca.crt}
+  x509: {clientCAFile: {{ca}}}
 authorization:
   mode: Webhook
 podLogsDir: {{dir}}/pod-logs
@@ -72,9 +69,10 @@ registerNode: true
 `
 
 // kubeletConfigFor fills kubeletConfig in: the cgroup root, containerd's
-// socket and the cluster dir (certificates, logs, resolv.conf).
-func kubeletConfigFor(cgroup, socket, dir string) string {
-	return strings.NewReplacer("{{cgroup}}", cgroup, "{{socket}}", socket, "{{nodeIP}}", NodeIP, "{{dir}}", dir,
+// socket, the node's address and dir (its certificates, logs,
+// resolv.conf), and the cluster CA's certificate.
+func kubeletConfigFor(cgroup, socket, nodeIP, dir, ca string) string {
+	return strings.NewReplacer("{{cgroup}}", cgroup, "{{socket}}", socket, "{{nodeIP}}", nodeIP, "{{dir}}", dir, "{{ca}}", ca,
 		"{{dnsIP}}", DNSServiceIP, "{{domain}}", cluster.ClusterDomain).Replace(kubeletConfig)
 }
 
@@ -84,44 +82,62 @@ func (n *Node) startKubelet(ctx context.Context) error {
 	if err := n.kubeletCerts(); err != nil {
 		return err
 	}
-	if err := n.nodeRBAC(ctx); err != nil {
-		return err
-	}
 	files := map[string]string{
 		"resolv.conf":  "nameserver 127.0.0.1\n",
-		"kubelet.yaml": kubeletConfigFor(n.cgroup, n.socket, n.dir),
+		"kubelet.yaml": kubeletConfigFor(n.cgroup(), n.socket, n.IP(), n.dir(), filepath.Join(n.nodes.dir, "ca.crt")),
 	}
 	for name, data := range files {
 		if err := os.WriteFile(n.path(name), []byte(data), 0o600); err != nil {
 			return err
 		}
 	}
-	kubeconfig, err := n.c.WriteKubeconfig("kubelet", n.c.RESTConfig().Host, "kubelet-client", &clientcmdapi.AuthInfo{
+	kubeconfig, err := n.nodes.c.WriteKubeconfig(n.name+"-kubelet", lanAPIServer, "kubelet-client", &clientcmdapi.AuthInfo{
 		ClientCertificate: n.path("kubelet-client.crt"), ClientKey: n.path("kubelet-client.key")})
 	if err != nil {
 		return err
 	}
-	p, err := n.start("kubelet", filepath.Join(n.c.BinDir(), "kubelet"),
-		"--config="+n.path("kubelet.yaml"),
-		"--kubeconfig="+kubeconfig,
+	args := []string{
+		"--config=" + n.path("kubelet.yaml"),
+		"--kubeconfig=" + kubeconfig,
 		// Neither is in the configuration file; both default to /var/lib/kubelet.
-		"--root-dir="+n.path("kubelet"),
-		"--cert-dir="+n.path("kubelet-pki"),
-		"--hostname-override="+RealNodeName,
-		"--node-ip="+NodeIP,
+		"--root-dir=" + n.path("kubelet"),
+		"--cert-dir=" + n.path("kubelet-pki"),
+		"--hostname-override=" + n.name,
+		"--node-ip=" + n.IP(),
 		"--v=1",
-	)
-	if err != nil {
-		return err
 	}
-	return p.WaitUp(ctx, 60*time.Second, func(ctx context.Context) error {
-		return n.c.NodeReady(ctx, RealNodeName)
-	})
+	// The kubelet exits when containerd's CRI is not serving yet, which
+	// after a power-off takes a moment longer than containerd's own API (it
+	// recovers the sandboxes it knew): as systemd restarts it on a machine,
+	// it is started again, a second later.
+	for attempt := 1; ; attempt++ {
+		p, err := n.start("kubelet", filepath.Join(n.nodes.c.BinDir(), "kubelet"), args...)
+		if err != nil {
+			return err
+		}
+		err = p.WaitUp(ctx, 60*time.Second, func(ctx context.Context) error {
+			return n.nodes.c.NodeReady(ctx, n.name)
+		})
+		if exited, _ := p.Exited(); err == nil || !exited || attempt == kubeletStarts {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second): // systemd's RestartSec, not a wait for anything
+		}
+	}
 }
+
+// kubeletStarts bounds the kubelet's restarts at a node's boot.
+const kubeletStarts = 20
+
+// lanAPIServer is kube-apiserver as the nodes reach it, on the LAN.
+var lanAPIServer = fmt.Sprintf("https://%s:%d", ControlPlaneIP, cluster.APIServerPort)
 
 // nodeRBAC lets kubelets (group system:nodes) do a node's work, as the Node
 // authorizer would, and lets the API server use the kubelet's API.
-func (n *Node) nodeRBAC(ctx context.Context) error {
+func (ns *Nodes) nodeRBAC(ctx context.Context) error {
 	bindings := []*rbacv1.ClusterRoleBinding{
 		{
 			ObjectMeta: metav1.ObjectMeta{Name: "istio-aux-test:nodes"},
@@ -135,7 +151,7 @@ func (n *Node) nodeRBAC(ctx context.Context) error {
 		},
 	}
 	for _, b := range bindings {
-		_, err := n.c.Client().RbacV1().ClusterRoleBindings().Create(ctx, b, metav1.CreateOptions{})
+		_, err := ns.c.Client().RbacV1().ClusterRoleBindings().Create(ctx, b, metav1.CreateOptions{})
 		if err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("creating ClusterRoleBinding %s: %w", b.Name, err)
 		}

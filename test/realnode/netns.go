@@ -12,22 +12,26 @@ import (
 	"syscall"
 )
 
-// The real node (cluster.Options.Node) and everything that talks to it run
-// inside a network namespace that RunInNetns creates, so that nothing the kubelet,
-// containerd, the CNI plugins or the tests do reaches the machine's own
-// network: the bridge, the pods' veths, iptables rules and ip_forward live
-// and die with the namespace, and 127.0.0.1 inside is private to the run.
+// The real nodes (cluster.Options.Node) and everything that talks to them run
+// inside a network namespace that RunInNetns creates, so that nothing the
+// kubelets, containerd, the CNI plugins or the tests do reaches the machine's
+// own network: the bridges, the veths, iptables rules and ip_forward live
+// and die with the namespaces, and 127.0.0.1 inside is private to the run.
+//
+// That namespace is the control plane's machine: etcd, kube-apiserver, the
+// controllers, the registry and the test binary itself, on ControlPlaneIP
+// of a bridge, the cluster's LAN. Each node is a machine of its own
+// (machine.go): a network namespace plugged into the LAN, a mount namespace
+// and a cgroup of its own.
 //
 // The test binary re-executes itself inside: the parent (outside) creates
-// the namespace, its bridge and a cgroup, runs the child through
+// the namespace, its LAN and a cgroup, runs the child through
 // `nsenter --net` in a fresh private mount namespace, waits, and removes
 // whatever the child left (see nodeclean.go). Not `ip netns exec`: it
 // remounts /sys for the namespace, and the cgroup hierarchies mounted under
-// /sys/fs/cgroup are gone in the child, where the kubelet and runc need them. The child mounts private
-// tmpfs over /run, /var/log, /var/lib/kubelet and /var/lib/cni, where
-// containerd and the kubelet write regardless of the directories they are
-// given (shim sockets, /var/log/containers, the device plugin socket, CNI
-// result caches), so those vanish with it.
+// /sys/fs/cgroup are gone in the child, where the kubelet and runc need
+// them. The child mounts private tmpfs over /run and /var/log, so that what
+// it starts writes there for this run only.
 const (
 	// envNetns marks the child; its value is the namespace's name.
 	envNetns = "ISTIO_AUX_NODE_NETNS"
@@ -38,12 +42,19 @@ const (
 	netnsPrefix = "istio-aux-node-"
 )
 
-// Addresses of the real node. The node IP is the bridge's address: the
-// kubelet refuses 127.0.0.1, and the API server reaches the kubelet there
-// for exec and logs. Pods get addresses in PodSubnet and no default route.
+// Addresses of the cluster. The control plane's machine is ControlPlaneIP
+// on the LAN (LANCIDR): kube-apiserver advertises it and the registry
+// serves on it; node i is 10.87.0.(10+i) there. Node i's pods get
+// addresses in 10.88.(16i).0/20 of ClusterCIDR and no default route: a
+// route to the cluster's pods, its Services and the LAN, through their
+// node, as a host-gw network would set them.
 const (
-	NodeIP     = "10.88.0.1"
-	PodSubnet  = "10.88.0.0/16"
+	ControlPlaneIP = "10.87.0.1"
+	LANCIDR        = "10.87.0.0/24"
+	ClusterCIDR    = "10.88.0.0/16"
+	// lanBridge is the LAN, in the control plane's namespace; bridgeName is
+	// each node's pod bridge, in the node's.
+	lanBridge  = "ia-lan"
 	bridgeName = "ia-br0"
 )
 
@@ -71,6 +82,9 @@ var nodeUnavailable = "RunInNetns was not called (TestMain must call it)"
 // missing) it says why on stderr and calls run in this process;
 // RequireNode then skips the tests, or fails them when CI=true.
 func RunInNetns(run func() int) int {
+	if ready := os.Getenv(envHolder); ready != "" {
+		return hold(ready)
+	}
 	if insideNetns != "" {
 		if err := enterChild(insideNetns); err != nil {
 			fmt.Fprintf(os.Stderr, "real node: %v\n", err)
@@ -221,13 +235,13 @@ func enterChild(name string) error {
 			return err
 		}
 	}
-	return shadow("/var/lib", "/run/istio-aux-shadow/var-lib", "kubelet", "cni")
+	return nil
 }
 
-// privateDirs get a tmpfs of their own in the child: containerd 1.6 puts
-// shim sockets under /run/containerd/s whatever its state dir, and the
-// kubelet links container logs in /var/log/containers whatever its
-// podLogsDir.
+// privateDirs get a tmpfs of their own in the child, and again in each
+// node's mount namespace: containerd 1.6 puts shim sockets under
+// /run/containerd/s whatever its state dir, and the kubelet links
+// container logs in /var/log/containers whatever its podLogsDir.
 var privateDirs = []string{"/run", "/var/log"}
 
 func mountTmpfs(dir string) error {

@@ -1,10 +1,13 @@
-// Package realnode is the test harness's real node (New), which makes
-// test/cluster's control plane a whole single-node cluster, as kubeadm
-// would give one: containerd, runc and the kubelet (RealNodeName, at
-// NodeIP), kube-proxy, an image registry every image is pulled from
-// (PushImage, KoResolve) and CoreDNS (whole.go), in a network namespace of
-// the test binary's own (RunInNetns, netns.go), whose crashed runs the next
-// one sweeps (Cleanup, nodeclean.go). Tests that need it call RequireNode;
+// Package realnode is the test harness's real nodes (New), which make
+// test/cluster's control plane a whole cluster, as kubeadm would give one:
+// one to sixteen nodes, each a machine of its own (machine.go: a network
+// namespace on the cluster's LAN, a mount namespace, a cgroup) running
+// containerd, runc, the kubelet and kube-proxy; an image registry every
+// image is pulled from (PushImage, KoResolve), local volumes and CoreDNS
+// (whole.go). All of it lives in a network namespace of the test binary's
+// own (RunInNetns, netns.go), whose crashed runs the next one sweeps
+// (Cleanup, nodeclean.go). A node can be powered off, partitioned, healed
+// and powered on again (Node). Tests that need nodes call RequireNode;
 // programs ask NodeUnavailable.
 package realnode
 
@@ -19,163 +22,160 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/istio-aux/istio-aux/test/cluster"
 )
 
-// Node is the real node, RealNodeName, a cluster.Node: the registry,
-// containerd, the kubelet and kube-proxy run as the cluster's processes
-// (logs prefixed "registry|", "containerd|", "kubelet|", "kube-proxy|"),
-// all of their files are under the cluster dir, and the pods under the
-// run's cgroup. One serves one cluster.
-type Node struct {
-	c     *cluster.Cluster // set by Start once the node may run here
+// MaxNodes is how many nodes the addresses leave room for: sixteen /20s
+// of pods in ClusterCIDR.
+const MaxNodes = 16
+
+// Nodes are the real nodes of a whole cluster, a cluster.Node: what they
+// share runs as the cluster's processes in the control plane's namespace
+// (the registry, logged "registry|"), each node's as processes of that
+// node (logged "kubelet|" on a single node, "node-1/kubelet|" on several).
+// All of their files are under the cluster dir. One serves one cluster.
+type Nodes struct {
+	c     *cluster.Cluster // set by Start once the nodes may run here
 	dir   string           // the cluster's work dir
-	procs []proc
-	// cgroup is the kubelet's cgroupRoot (the run's cgroup): the pods go to
-	// cgroup/kubepods, containerd and its shims sit in cgroup/harness.
-	cgroup string
-	socket string // containerd's
-	ctr    string // the ctr binary
+	procs []proc           // the cluster-wide ones
+	nodes []*Node
 }
 
-// proc is one of the node's processes, named as in the log.
+// proc is one of the processes the nodes run, named as in the log.
 type proc struct {
 	name string
 	*cluster.Process
 }
 
-// New returns a real node for cluster.Options.Node: with containerd and
-// the kubelet, kube-proxy, a registry every image is pulled from
-// (PushImage), and CoreDNS. The process must run inside RunInNetns; tests
-// call RequireNode first.
-func New() *Node { return &Node{} }
+// New returns n real nodes (1 to MaxNodes) for cluster.Options.Node,
+// named node-0, node-1, …, with a registry every image is pulled from
+// (PushImage), local volumes and CoreDNS. The process must run inside
+// RunInNetns; tests call RequireNode first.
+func New(n int) *Nodes {
+	n = max(1, min(n, MaxNodes))
+	ns := &Nodes{}
+	for i := range n {
+		ns.nodes = append(ns.nodes, &Node{nodes: ns, index: i, name: fmt.Sprintf("node-%d", i)})
+	}
+	return ns
+}
 
-var _ cluster.Node = (*Node)(nil)
+var _ cluster.Node = (*Nodes)(nil)
 
 // WorkDirBase is the run's state directory, which the parent removes even
 // if this process dies.
-func (n *Node) WorkDirBase() string {
+func (ns *Nodes) WorkDirBase() string {
 	if insideNetns == "" {
 		return ""
 	}
 	return stateDirOf(insideNetns)
 }
 
-// IP is NodeIP.
-func (n *Node) IP() string { return NodeIP }
+// IP is ControlPlaneIP, where kube-apiserver serves the nodes.
+func (ns *Nodes) IP() string { return ControlPlaneIP }
 
-// Start makes the control plane a whole single-node cluster: the
-// registry, containerd and the kubelet, kube-proxy, persistent volumes,
-// then the cluster DNS as a pod (the scheduler places it, the node pulls its
-// image). Every step waits until the part it started works.
-func (n *Node) Start(ctx context.Context, c *cluster.Cluster) error {
+// Names are the nodes' names, in start order.
+func (ns *Nodes) Names() []string {
+	out := make([]string, len(ns.nodes))
+	for i, n := range ns.nodes {
+		out[i] = n.name
+	}
+	return out
+}
+
+// Node is the node named name, or nil.
+func (ns *Nodes) Node(name string) *Node {
+	for _, n := range ns.nodes {
+		if n.name == name {
+			return n
+		}
+	}
+	return nil
+}
+
+// Start makes the control plane a whole cluster: the registry, then every
+// node at once (its machine, containerd, the kubelet Ready, kube-proxy),
+// the local volumes, then the cluster DNS as pods (the scheduler places
+// them, the nodes pull their image). Every step waits until the part it
+// started works.
+func (ns *Nodes) Start(ctx context.Context, c *cluster.Cluster) error {
 	if insideNetns == "" {
-		return fmt.Errorf("a real node runs only inside RunInNetns's network namespace (%s)", nodeUnavailable)
+		return fmt.Errorf("real nodes run only inside RunInNetns's network namespace (%s)", nodeUnavailable)
 	}
-	if err := nodeAlone(); err != nil {
-		return err
-	}
-	n.c, n.dir, n.cgroup = c, c.Dir(), nodeCgroup
+	ns.c, ns.dir = c, c.Dir()
 	var took []string
 	for _, step := range []struct {
 		name string
 		run  func(context.Context) error
 	}{
-		{"registry", n.startRegistry},
-		{"containerd", n.startContainerd},
-		{"kubelet Ready", n.startKubelet},
-		{"kube-proxy", n.startKubeProxy},
-		{"volumes", n.startVolumes},
-		{"cluster DNS", n.startClusterDNS},
+		{"registry", ns.startRegistry},
+		{"node RBAC and certificates", ns.prepare},
+		{fmt.Sprintf("%d node(s) Ready", len(ns.nodes)), ns.bootAll},
+		{"volumes", ns.startVolumes},
+		{"cluster DNS", ns.startClusterDNS},
 	} {
 		start := time.Now()
 		if err := step.run(ctx); err != nil {
-			return fmt.Errorf("real node, %s: %w", step.name, err)
+			return fmt.Errorf("real nodes, %s: %w", step.name, err)
 		}
 		took = append(took, fmt.Sprintf("%s %s", step.name, time.Since(start).Round(time.Millisecond)))
 	}
-	fmt.Fprintf(c.Log(), "harness| real node up: %s\n", strings.Join(took, ", "))
+	fmt.Fprintf(c.Log(), "harness| real nodes up: %s\n", strings.Join(took, ", "))
 	return nil
 }
 
-func (n *Node) path(name string) string { return filepath.Join(n.dir, name) }
+// bootAll boots every node at once.
+func (ns *Nodes) bootAll(ctx context.Context) error {
+	g, gctx := errgroup.WithContext(ctx)
+	for _, n := range ns.nodes {
+		g.Go(func() error {
+			if err := n.boot(gctx); err != nil {
+				return fmt.Errorf("%s: %w", n.name, err)
+			}
+			return nil
+		})
+	}
+	return g.Wait()
+}
 
-// start starts one of the node's processes.
-func (n *Node) start(name, path string, args ...string) (*cluster.Process, error) {
-	p, err := n.c.StartProcess(name, nil, path, args...)
+func (ns *Nodes) path(name string) string { return filepath.Join(ns.dir, name) }
+
+// start starts one of the cluster-wide processes, in the control plane's
+// namespace.
+func (ns *Nodes) start(name, path string, args ...string) (*cluster.Process, error) {
+	p, err := ns.c.StartProcess(name, nil, path, args...)
 	if err != nil {
 		return nil, err
 	}
-	n.procs = append(n.procs, proc{name, p})
+	ns.procs = append(ns.procs, proc{name, p})
 	return p, nil
 }
 
-// NodeCgroup is the real node's cgroup root, the same path below every
-// cgroup hierarchy's mount point: the pods are in NodeCgroup()/kubepods,
-// containerd, its shims and the harness in NodeCgroup()/harness. It is ""
-// outside RunInNetns's namespace.
-func NodeCgroup() string { return nodeCgroup }
-
-// nodeAlone fails when another real node already runs in this namespace:
-// they would share the kubelet's ports and the cgroup.
-func nodeAlone() error {
-	for _, p := range cgroupPidsNamed(nodeCgroup, "kubelet") {
-		return fmt.Errorf("a kubelet (pid %d) already runs in this namespace: one real node at a time", p)
+// NodeCgroup is node name's cgroup root, the same path below every cgroup
+// hierarchy's mount point: its pods are in NodeCgroup(name)/kubepods,
+// containerd, its shims, the kubelet and kube-proxy in
+// NodeCgroup(name)/system. It is "" outside RunInNetns's namespace.
+func NodeCgroup(name string) string {
+	if nodeCgroup == "" {
+		return ""
 	}
-	return nil
+	return filepath.Join(nodeCgroup, name)
 }
 
-// Stop stops the node's processes in reverse start order, the pods as
-// soon as the kubelet is gone (they watch the API server too: CoreDNS,
-// istio-aux), then what outlives them all (stopNode).
-func (n *Node) Stop() error {
+// Stop stops every node (its processes in reverse start order, the pods as
+// soon as the kubelet is gone, then everything left in its cgroup), then
+// the cluster-wide processes.
+func (ns *Nodes) Stop() error {
 	var errs []error
-	for i := len(n.procs) - 1; i >= 0; i-- {
-		if err := n.procs[i].Stop(); err != nil {
-			errs = append(errs, err)
-		}
-		if n.procs[i].name == "kubelet" {
-			errs = append(errs, n.killPods())
-		}
+	for _, n := range ns.nodes {
+		errs = append(errs, n.stop())
 	}
-	n.procs = nil
-	errs = append(errs, n.stopNode())
-	return errors.Join(errs...)
-}
-
-// killPods kills the real node's pods, which the kubelet leaves running
-// when it stops. The kubelet must be gone, or it would start them again.
-func (n *Node) killPods() error {
-	if n.c == nil {
-		return nil
+	for i := len(ns.procs) - 1; i >= 0; i-- {
+		errs = append(errs, ns.procs[i].Stop())
 	}
-	pods := filepath.Join(n.cgroup, "kubepods")
-	return killAll(func() map[int]bool { return cgroupPids(pods) }, 15*time.Second)
-}
-
-// stopNode runs after the node's processes stopped. containerd's shims
-// outlive containerd: kill them (and any pod still there), remove the
-// pods' cgroups so the next node starts clean, and unmount what the kubelet
-// and containerd mounted under the cluster dir (the kubelet's root dir on
-// itself, volumes, rootfs overlays, pod network namespaces), which would
-// keep the dir from being removed.
-func (n *Node) stopNode() error {
-	if n.c == nil {
-		return nil
-	}
-	pods := filepath.Join(n.cgroup, "kubepods")
-	err := killAll(func() map[int]bool {
-		pids := cgroupPids(pods)
-		for _, p := range cgroupPidsNamed(filepath.Join(n.cgroup, "harness"), "containerd-shim-runc-v2") {
-			pids[p] = true
-		}
-		return pids
-	}, 15*time.Second)
-	errs := []error{err}
-	errs = append(errs, cluster.Poll(context.Background(), 100*time.Millisecond, 5*time.Second, func(context.Context) (bool, error) {
-		return removeCgroup(pods) == nil, nil
-	}))
-	errs = append(errs, unmountUnder(n.dir))
+	ns.procs = nil
 	return errors.Join(errs...)
 }
 
@@ -192,14 +192,14 @@ func cgroupPidsNamed(root, name string) []int {
 	return out
 }
 
-// unmountUnder detaches every mount at or below dir in this mount
-// namespace, deepest first.
-func unmountUnder(dir string) error {
+// unmountWhere detaches every mount of this mount namespace that keep
+// accepts, deepest first.
+func unmountWhere(keep func(fstype, mountPoint string) bool) error {
 	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {
 		return err
 	}
-	mounts, err := mountPoints(f, func(_, mp string) bool { return mp == dir || strings.HasPrefix(mp, dir+"/") })
+	mounts, err := mountPoints(f, keep)
 	f.Close()
 	if err != nil {
 		return err

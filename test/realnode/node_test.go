@@ -51,10 +51,10 @@ func TestMountPoints(t *testing.T) {
 	}
 }
 
-// The pod network must never give pods a way off the node: no default
-// route, no masquerading; the bridge keeps the node IP.
+// The pod network must never give pods a way off the cluster: no default
+// route, no masquerading; the bridge keeps the gateway address.
 func TestCNIConfigRoutesOnlyTheServiceRange(t *testing.T) {
-	b, err := cniConfig("istio-aux-node-1", "/tmp/ipam")
+	b, err := cniConfig("istio-aux-node-1", "10.88.16.0/20", "10.88.16.1", "/tmp/ipam")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,12 +78,20 @@ func TestCNIConfigRoutesOnlyTheServiceRange(t *testing.T) {
 	}
 	p := conf.Plugins[0]
 	if p.Type != "bridge" || p.Bridge != bridgeName || !p.IsGateway || p.IPMasq ||
-		p.IPAM.Ranges[0][0].Subnet != PodSubnet || p.IPAM.Ranges[0][0].Gateway != NodeIP {
+		p.IPAM.Ranges[0][0].Subnet != "10.88.16.0/20" || p.IPAM.Ranges[0][0].Gateway != "10.88.16.1" {
 		t.Errorf("CNI plugin = %+v", p)
 	}
-	// The one route: the Service range, through the node (kube-proxy).
-	if len(p.IPAM.Routes) != 1 || p.IPAM.Routes[0].Dst != cluster.ServiceCIDR {
-		t.Errorf("CNI routes = %+v, want only %s", p.IPAM.Routes, cluster.ServiceCIDR)
+	// The routes: the Service range (kube-proxy), the other nodes' pods and
+	// the LAN, each through the node; nothing else.
+	var dsts []string
+	for _, r := range p.IPAM.Routes {
+		if r.GW != "" {
+			t.Errorf("route %+v names a gateway: the node's address is the one", r)
+		}
+		dsts = append(dsts, r.Dst)
+	}
+	if diff := cmp.Diff([]string{cluster.ServiceCIDR, ClusterCIDR, LANCIDR}, dsts); diff != "" {
+		t.Errorf("CNI routes (-want +got):\n%s", diff)
 	}
 }
 
@@ -91,13 +99,13 @@ func TestCNIConfigRoutesOnlyTheServiceRange(t *testing.T) {
 // machine (FACTS.md, "A real node on this machine").
 func TestKubeletConfigKeepsWhatThisMachineNeeds(t *testing.T) {
 	var cfg map[string]any
-	if err := yaml.Unmarshal([]byte(kubeletConfigFor("/run-1", "/tmp/c.sock", "/tmp/c")), &cfg); err != nil {
+	if err := yaml.Unmarshal([]byte(kubeletConfigFor("/run-1", "/tmp/c.sock", "10.87.0.11", "/tmp/c", "/tmp/ca.crt")), &cfg); err != nil {
 		t.Fatal(err)
 	}
 	want := map[string]any{
 		"failCgroupV1": false, "cgroupDriver": "cgroupfs", "failSwapOn": false, "oomScoreAdj": float64(0),
 		"imageGCHighThresholdPercent": float64(100), "readOnlyPort": float64(0),
-		"cgroupRoot": "/run-1", "containerRuntimeEndpoint": "unix:///tmp/c.sock", "address": NodeIP,
+		"cgroupRoot": "/run-1", "containerRuntimeEndpoint": "unix:///tmp/c.sock", "address": "10.87.0.11",
 	}
 	for k, v := range want {
 		if cfg[k] != v {

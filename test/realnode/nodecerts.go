@@ -3,6 +3,7 @@ package realnode
 import (
 	"crypto/x509"
 	"net"
+	"os"
 	"path/filepath"
 
 	"github.com/istio-aux/istio-aux/test/cluster"
@@ -14,10 +15,13 @@ import (
 // in group system:nodes, which is how the API server knows a kubelet), and
 // the API server's client certificate for the kubelet (exec, logs).
 
-// APIServerArgs are the kube-apiserver flags a real node needs: client
-// certificates are accepted (the kubelet's identity), and the API server
-// presents one to the kubelet, which lets nobody in anonymously.
-func (n *Node) APIServerArgs(c *cluster.Cluster) ([]string, error) {
+// APIServerArgs are the kube-apiserver flags real nodes need: client
+// certificates are accepted (the kubelets' identity), and the API server
+// presents one to the kubelets, which let nobody in anonymously. The control
+// plane's machine is no node and runs no kube-proxy, as a managed control
+// plane: the API server reaches webhooks and aggregated APIs at their pods'
+// addresses (their Services' endpoints), not at cluster IPs.
+func (ns *Nodes) APIServerArgs(c *cluster.Cluster) ([]string, error) {
 	if err := c.IssueCert("apiserver-kubelet-client", apiServerKubeletUser, nil, nil, nil, x509.ExtKeyUsageClientAuth); err != nil {
 		return nil, err
 	}
@@ -26,6 +30,7 @@ func (n *Node) APIServerArgs(c *cluster.Cluster) ([]string, error) {
 		"--client-ca-file=" + path("ca.crt"),
 		"--kubelet-client-certificate=" + path("apiserver-kubelet-client.crt"),
 		"--kubelet-client-key=" + path("apiserver-kubelet-client.key"),
+		"--enable-aggregator-routing=true",
 	}, nil
 }
 
@@ -33,11 +38,28 @@ func (n *Node) APIServerArgs(c *cluster.Cluster) ([]string, error) {
 // as kubeadm names it.
 const apiServerKubeletUser = "kube-apiserver-kubelet-client"
 
-// kubeletCerts issues the kubelet's serving and client certificates.
+// kubeletCerts issues the kubelet's serving and client certificates into
+// the node's dir.
 func (n *Node) kubeletCerts() error {
-	ips := []net.IP{net.ParseIP(NodeIP), net.IPv4(127, 0, 0, 1)}
-	if err := n.c.IssueCert("kubelet-serving", RealNodeName, nil, ips, []string{RealNodeName}, x509.ExtKeyUsageServerAuth); err != nil {
-		return err
+	c := n.nodes.c
+	ips := []net.IP{net.ParseIP(n.IP()), net.IPv4(127, 0, 0, 1)}
+	issued := map[string]func() error{
+		"kubelet-serving": func() error {
+			return c.IssueCert(n.name+"-kubelet-serving", n.name, nil, ips, []string{n.name}, x509.ExtKeyUsageServerAuth)
+		},
+		"kubelet-client": func() error {
+			return c.IssueCert(n.name+"-kubelet-client", "system:node:"+n.name, []string{"system:nodes"}, nil, nil, x509.ExtKeyUsageClientAuth)
+		},
 	}
-	return n.c.IssueCert("kubelet-client", "system:node:"+RealNodeName, []string{"system:nodes"}, nil, nil, x509.ExtKeyUsageClientAuth)
+	for name, issue := range issued {
+		if err := issue(); err != nil {
+			return err
+		}
+		for _, ext := range []string{".crt", ".key"} {
+			if err := os.Rename(filepath.Join(c.Dir(), n.name+"-"+name+ext), n.path(name+ext)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/istio-aux/istio-aux/test/cluster"
+	"golang.org/x/sys/unix"
 )
 
 // run is one RunInNetns in the parent: its cgroup and state directory carry
@@ -43,6 +43,13 @@ type runRecord struct {
 	CreatedCgroupDirs []string `json:"createdCgroupDirs,omitempty"`
 }
 
+// The main thread stands for the process: /proc/<pid>/ns/net is its
+// namespace, which `ip link ... netns <pid>` (plugIn) and whoever enters
+// this process's namespaces read. A goroutine that moves its thread into
+// another namespace (newNetns, Node.DialContext) must never be on it: the
+// main goroutine keeps it.
+func init() { runtime.LockOSThread() }
+
 func (r *run) netnsPath() string { return netnsPathOf(r.name) }
 func (r *run) stateDir() string  { return stateDirOf(r.name) }
 
@@ -51,9 +58,8 @@ func netnsPathOf(name string) string { return filepath.Join(stateDirOf(name), "n
 
 // newRun creates the state directory first (so that a concurrent Cleanup
 // never takes a starting run for a dead one), then the cgroup and the
-// network namespace with loopback and the bridge up. The bridge carries the
-// node IP before the kubelet starts, as the kubelet needs it, and the route
-// to the Service range.
+// network namespace with loopback and the LAN up: the control plane's
+// machine, which the nodes plug into (machine.go).
 func newRun(pid int) (r *run, err error) {
 	r = &run{name: netnsPrefix + strconv.Itoa(pid)}
 	r.Pid = pid
@@ -84,14 +90,10 @@ func newRun(pid int) (r *run, err error) {
 	}
 	steps := [][]string{
 		{"link", "set", "lo", "up"},
-		{"link", "add", bridgeName, "type", "bridge"},
-		{"addr", "add", NodeIP + "/16", "dev", bridgeName},
-		{"link", "set", bridgeName, "up"},
-		// The node reaches Service IPs as pods do, through kube-proxy's
-		// rules: it needs a route to their range (there is no default
-		// route to carry it).
-		{"route", "add", cluster.ServiceCIDR, "dev", bridgeName},
-		// The bridge plugin will need veth pairs: prove the kernel has them.
+		{"link", "add", lanBridge, "type", "bridge"},
+		{"addr", "add", ControlPlaneIP + "/24", "dev", lanBridge},
+		{"link", "set", lanBridge, "up"},
+		// The nodes will need veth pairs: prove the kernel has them.
 		{"link", "add", "ia-probe0", "type", "veth", "peer", "name", "ia-probe1"},
 		{"link", "del", "ia-probe0"},
 	}
@@ -105,22 +107,49 @@ func newRun(pid int) (r *run, err error) {
 }
 
 // newNetns creates a network namespace and keeps it alive by bind-mounting
-// it on file. A thread of this process enters the namespace to make it;
-// that thread stays locked and ends with its goroutine, so no other code
-// ever runs in the namespace by accident.
+// it on file.
 func newNetns(file string) error {
 	if err := os.WriteFile(file, nil, 0o600); err != nil {
 		return err
 	}
+	return inNetns(func() error { return syscall.Unshare(syscall.CLONE_NEWNET) }, func() error {
+		src := fmt.Sprintf("/proc/self/task/%d/ns/net", syscall.Gettid())
+		return syscall.Mount(src, file, "", syscall.MS_BIND, "")
+	})
+}
+
+// inNetns runs fn on a thread of this process that enter moved into a
+// network namespace (a new one, or another's), locked to its goroutine,
+// and moves the thread back before it is unlocked: no other code ever runs
+// in the namespace by accident, and the thread lives on. (A thread that
+// ended would SIGKILL every process it had started: their parent-death
+// signal follows the thread, not the process.) If it cannot go back, it
+// stays locked and ends with its goroutine. Never the main thread: init
+// keeps it for the main goroutine. What fn makes (a socket, a mount)
+// belongs to the namespace it was made in.
+func inNetns(enter, fn func() error) error {
 	errc := make(chan error, 1)
 	go func() {
-		runtime.LockOSThread() // never unlocked: the thread exits with the goroutine
-		if err := syscall.Unshare(syscall.CLONE_NEWNET); err != nil {
+		runtime.LockOSThread()
+		back, err := os.Open("/proc/thread-self/ns/net")
+		if err != nil {
+			runtime.UnlockOSThread()
 			errc <- err
 			return
 		}
-		src := fmt.Sprintf("/proc/self/task/%d/ns/net", syscall.Gettid())
-		errc <- syscall.Mount(src, file, "", syscall.MS_BIND, "")
+		defer back.Close()
+		if err := enter(); err != nil {
+			if unix.Setns(int(back.Fd()), unix.CLONE_NEWNET) == nil {
+				runtime.UnlockOSThread()
+			}
+			errc <- err
+			return
+		}
+		err = fn()
+		if unix.Setns(int(back.Fd()), unix.CLONE_NEWNET) == nil {
+			runtime.UnlockOSThread()
+		}
+		errc <- err
 	}()
 	return <-errc
 }

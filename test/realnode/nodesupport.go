@@ -16,7 +16,7 @@ const cniBinDir = "/usr/lib/cni"
 
 // nodeTools are the programs the real node runs from PATH; all come from
 // Debian packages that hack/node-deps.sh installs.
-var nodeTools = []string{"nsenter", "ip", "iptables", "containerd", "containerd-shim-runc-v2", "ctr", "runc"}
+var nodeTools = []string{"nsenter", "unshare", "ip", "iptables", "containerd", "containerd-shim-runc-v2", "ctr", "runc"}
 
 // EnvNoNode, set to a reason, keeps RunInNetns from starting a real node
 // (make run's ISTIO_AUX_NODE=0).

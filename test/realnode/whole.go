@@ -13,23 +13,22 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/istio-aux/istio-aux/test/cluster"
 	"github.com/istio-aux/istio-aux/test/images"
 )
 
-// What a real node adds to the control plane to make a whole single-node
-// cluster, as kubeadm would give one: kube-proxy (iptables mode), a
-// registry the node pulls every image from, and CoreDNS serving
-// cluster.ClusterDomain at DNSServiceIP. All of it lives in the node's
-// network namespace.
+// What real nodes add to the control plane to make a whole cluster, as
+// kubeadm would give one: kube-proxy (iptables mode) on every node, a
+// registry the nodes pull every image from, local volumes, and CoreDNS
+// serving cluster.ClusterDomain at DNSServiceIP.
 
-// RegistryAddr is the registry's address, on the node IP: containerd pulls
-// from it, and ko and crane push to it (plain HTTP: go-containerregistry
-// speaks HTTP to private addresses). Every image of the harness is named
-// under images.Registry, which containerd maps to it.
-const RegistryAddr = NodeIP + ":5000"
+// RegistryAddr is the registry's address, on the control plane's machine:
+// containerd pulls from it, and ko and crane push to it (plain HTTP:
+// go-containerregistry speaks HTTP to private addresses). Every image of
+// the harness is named under images.Registry, which containerd maps to it.
+const RegistryAddr = ControlPlaneIP + ":5000"
 
 // DNSServiceIP is the cluster DNS's Service address (in
 // cluster.ServiceCIDR), which the kubelet gives pods as their resolver.
@@ -50,12 +49,12 @@ func CoreDNSBin() string {
 
 // startRegistry serves go-containerregistry's registry (crane registry
 // serve) on RegistryAddr, its blobs under the cluster dir.
-func (n *Node) startRegistry(ctx context.Context) error {
-	if err := os.Mkdir(n.path("registry"), 0o700); err != nil {
+func (ns *Nodes) startRegistry(ctx context.Context) error {
+	if err := os.Mkdir(ns.path("registry"), 0o700); err != nil {
 		return err
 	}
-	p, err := n.start("registry", filepath.Join(ToolsBinDir(), "crane"),
-		"registry", "serve", "--address", RegistryAddr, "--disk", n.path("registry"))
+	p, err := ns.start("registry", filepath.Join(ToolsBinDir(), "crane"),
+		"registry", "serve", "--address", RegistryAddr, "--disk", ns.path("registry"))
 	if err != nil {
 		return err
 	}
@@ -70,8 +69,42 @@ func PushImage(ctx context.Context, img images.Image) error {
 	return img.Push(ctx, filepath.Join(ToolsBinDir(), "crane"), RegistryAddr)
 }
 
+// prepare does what every node needs once: the kubelets' RBAC, the sandbox
+// image in the registry, kube-proxy's kubeconfig on the LAN, the local
+// volumes' StorageClass.
+func (ns *Nodes) prepare(ctx context.Context) error {
+	if err := ns.nodeRBAC(ctx); err != nil {
+		return err
+	}
+	pause, err := images.Pause(ctx, ns.path("images"))
+	if err != nil {
+		return err
+	}
+	if err := PushImage(ctx, pause); err != nil {
+		return err
+	}
+	if err := ns.lanKubeconfig("kube-proxy"); err != nil {
+		return err
+	}
+	return ns.c.Apply(ctx, []byte(localStorageClass))
+}
+
+// lanKubeconfig writes <name>-lan.kubeconfig: the control plane's identity
+// name (<name>.kubeconfig), reaching the API server on the LAN, as a
+// node's process must.
+func (ns *Nodes) lanKubeconfig(name string) error {
+	cfg, err := clientcmd.LoadFromFile(ns.path(name + ".kubeconfig"))
+	if err != nil {
+		return err
+	}
+	for _, cl := range cfg.Clusters {
+		cl.Server = lanAPIServer
+	}
+	return clientcmd.WriteToFile(*cfg, ns.path(name+"-lan.kubeconfig"))
+}
+
 // kubeProxyConfig is kube-proxy's configuration: iptables mode in the
-// node's network namespace. Conntrack's table size and timeouts are left
+// node's network namespace; every node's pods are the cluster's. Conntrack's table size and timeouts are left
 // as the kernel has them (0): nf_conntrack_max is not per namespace and is
 // read-only inside one.
 const kubeProxyConfig = `apiVersion: kubeproxy.config.k8s.io/v1alpha1
@@ -94,20 +127,20 @@ conntrack:
 // startKubeProxy runs kube-proxy and waits until it has programmed the
 // kubernetes Service.
 func (n *Node) startKubeProxy(ctx context.Context) error {
-	cfg := strings.NewReplacer("{{kubeconfig}}", n.path("kube-proxy.kubeconfig"), "{{node}}", RealNodeName,
-		"{{podCIDR}}", PodSubnet).Replace(kubeProxyConfig)
+	cfg := strings.NewReplacer("{{kubeconfig}}", n.nodes.path("kube-proxy-lan.kubeconfig"), "{{node}}", n.name,
+		"{{podCIDR}}", ClusterCIDR).Replace(kubeProxyConfig)
 	if err := os.WriteFile(n.path("kube-proxy.yaml"), []byte(cfg), 0o600); err != nil {
 		return err
 	}
-	p, err := n.start("kube-proxy", filepath.Join(n.c.BinDir(), "kube-proxy"), "--config="+n.path("kube-proxy.yaml"), "--v=1")
+	p, err := n.start("kube-proxy", filepath.Join(n.nodes.c.BinDir(), "kube-proxy"), "--config="+n.path("kube-proxy.yaml"), "--v=1")
 	if err != nil {
 		return err
 	}
-	// Programmed once the kubernetes Service answers on its cluster IP
-	// (through the DNAT rule kube-proxy wrote) with the API server itself.
+	// Programmed once the kubernetes Service answers on its cluster IP, as
+	// the node's processes reach it (through the DNAT rule kube-proxy
+	// wrote), with the API server itself.
 	err = p.WaitUp(ctx, 60*time.Second, func(ctx context.Context) error {
-		d := net.Dialer{Timeout: time.Second}
-		conn, err := d.DialContext(ctx, "tcp", net.JoinHostPort(cluster.KubernetesServiceIP, "443"))
+		conn, err := n.DialContext(ctx, "tcp", net.JoinHostPort(cluster.KubernetesServiceIP, "443"))
 		if err != nil {
 			return fmt.Errorf("the kubernetes Service is not served yet: %w", err)
 		}
@@ -123,13 +156,13 @@ func (n *Node) startKubeProxy(ctx context.Context) error {
 // cluster log: what explains a Service that cannot be reached.
 func (n *Node) logNetwork() {
 	for _, args := range [][]string{{"ip", "route"}, {"ip", "addr"}, {"iptables-save", "-t", "nat"}} {
-		out, err := exec.Command(args[0], args[1:]...).CombinedOutput()
-		fmt.Fprintf(n.c.Log(), "harness| %s (%v):\n%s\n", strings.Join(args, " "), err, out)
+		out, err := exec.Command("nsenter", append([]string{"--net=" + n.netns()}, args...)...).CombinedOutput()
+		fmt.Fprintf(n.nodes.c.Log(), "harness| %s: %s (%v):\n%s\n", n.name, strings.Join(args, " "), err, out)
 	}
 }
 
-// coreDNSManifests is the cluster DNS as kubeadm installs it (one replica:
-// one node), with the plugins hack/tools/coredns links. No forward plugin:
+// coreDNSManifests is the cluster DNS as kubeadm installs it, with the
+// plugins hack/tools/coredns links. No forward plugin:
 // there is nothing upstream to forward to.
 const coreDNSManifests = `apiVersion: v1
 kind: ServiceAccount
@@ -194,7 +227,7 @@ metadata:
   labels:
     k8s-app: kube-dns
 spec:
-  replicas: 1
+  replicas: {{replicas}}
   selector:
     matchLabels:
       k8s-app: kube-dns
@@ -206,6 +239,15 @@ spec:
       serviceAccountName: coredns
       priorityClassName: system-cluster-critical
       dnsPolicy: Default
+      affinity:
+        podAntiAffinity:
+          preferredDuringSchedulingIgnoredDuringExecution:
+            - weight: 100
+              podAffinityTerm:
+                topologyKey: kubernetes.io/hostname
+                labelSelector:
+                  matchLabels:
+                    k8s-app: kube-dns
       tolerations:
         - key: node-role.kubernetes.io/control-plane
           effect: NoSchedule
@@ -247,44 +289,65 @@ spec:
     - {name: metrics, port: 9153, protocol: TCP}
 `
 
-// localVolumes is how many PersistentVolumes the node offers: a kubeadm
-// cluster has no storage provisioner either, and an administrator
-// provisions volumes for it by hand, as here: hostPath directories under the
-// cluster dir, without a class, so that claims without one bind to them.
+// localStorageClass is the cluster's default StorageClass for the local
+// volumes an administrator provisions by hand (startVolumes), as on a
+// kubeadm cluster, which has no provisioner: a claim binds once its pod is
+// scheduled, to a volume on the pod's node.
+const localStorageClass = `apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata:
+  name: local
+  annotations:
+    storageclass.kubernetes.io/is-default-class: "true"
+provisioner: kubernetes.io/no-provisioner
+volumeBindingMode: WaitForFirstConsumer
+reclaimPolicy: Retain
+`
+
+// localVolumes is how many PersistentVolumes each node offers.
 const localVolumes = 8
 
-// startVolumes creates the node's PersistentVolumes. Their directories are
-// writable by any user: hostPath volumes do not take a pod's fsGroup.
-func (n *Node) startVolumes(ctx context.Context) error {
-	for i := range localVolumes {
-		dir := n.path(fmt.Sprintf("volumes/local-%d", i))
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return err
-		}
-		if err := os.Chmod(dir, 0o777|os.ModeSticky); err != nil {
-			return err
-		}
-		pv := &corev1.PersistentVolume{
-			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("local-%d", i)},
-			Spec: corev1.PersistentVolumeSpec{
-				Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("10Gi")},
-				AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-				PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
-				PersistentVolumeSource: corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{
-					Path: dir, Type: ptr.To(corev1.HostPathDirectory)}},
-			},
-		}
-		if _, err := n.c.Client().CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil {
-			return err
+// startVolumes creates each node's local PersistentVolumes: directories on
+// its disk (its dir), reachable from that node only. They are writable by
+// any user, whatever fsGroup a pod asks for.
+func (ns *Nodes) startVolumes(ctx context.Context) error {
+	for _, n := range ns.nodes {
+		for i := range localVolumes {
+			dir := n.path(fmt.Sprintf("volumes/local-%d", i))
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				return err
+			}
+			if err := os.Chmod(dir, 0o777|os.ModeSticky); err != nil {
+				return err
+			}
+			pv := &corev1.PersistentVolume{
+				ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-local-%d", n.name, i)},
+				Spec: corev1.PersistentVolumeSpec{
+					Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("10Gi")},
+					AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+					PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
+					StorageClassName:              "local",
+					PersistentVolumeSource:        corev1.PersistentVolumeSource{Local: &corev1.LocalVolumeSource{Path: dir}},
+					NodeAffinity: &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+						MatchExpressions: []corev1.NodeSelectorRequirement{{
+							Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpIn, Values: []string{n.name}}},
+					}}}},
+				},
+			}
+			if _, err := ns.c.Client().CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
 }
 
-// startClusterDNS pushes the CoreDNS image, installs CoreDNS and waits
-// until it answers for the kubernetes Service through its own Service: the
-// scheduler, the registry, the kubelet and kube-proxy all had to work.
-func (n *Node) startClusterDNS(ctx context.Context) error {
+// startClusterDNS pushes the CoreDNS image, installs CoreDNS (two replicas
+// on two nodes where there are two, as kubeadm) and waits until it answers
+// for the kubernetes Service through its own Service, asked from the first
+// node: the scheduler, the registry, a kubelet and kube-proxy all had to
+// work.
+func (ns *Nodes) startClusterDNS(ctx context.Context) error {
 	img := images.Image{
 		Ref:        images.Registry + "/coredns:" + CoreDNSVersion,
 		Files:      []images.File{{Path: "/coredns", Mode: 0o755, Src: CoreDNSBin()}},
@@ -293,14 +356,13 @@ func (n *Node) startClusterDNS(ctx context.Context) error {
 	if err := PushImage(ctx, img); err != nil {
 		return err
 	}
-	manifests := strings.NewReplacer("{{domain}}", cluster.ClusterDomain, "{{image}}", img.Ref, "{{dnsIP}}", DNSServiceIP).Replace(coreDNSManifests)
-	if err := n.c.Apply(ctx, []byte(manifests)); err != nil {
+	manifests := strings.NewReplacer("{{domain}}", cluster.ClusterDomain, "{{image}}", img.Ref, "{{dnsIP}}", DNSServiceIP,
+		"{{replicas}}", fmt.Sprint(min(2, len(ns.nodes)))).Replace(coreDNSManifests)
+	if err := ns.c.Apply(ctx, []byte(manifests)); err != nil {
 		return err
 	}
 	want := "kubernetes.default.svc." + cluster.ClusterDomain
-	r := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
-		return (&net.Dialer{Timeout: time.Second}).DialContext(ctx, network, net.JoinHostPort(DNSServiceIP, "53"))
-	}}
+	r := ns.nodes[0].Resolver()
 	err := cluster.Poll(ctx, 200*time.Millisecond, 2*time.Minute, func(ctx context.Context) (bool, error) {
 		addrs, err := r.LookupHost(ctx, want)
 		if err != nil {
@@ -309,7 +371,15 @@ func (n *Node) startClusterDNS(ctx context.Context) error {
 		return len(addrs) == 1 && addrs[0] == cluster.KubernetesServiceIP, fmt.Errorf("%s resolves to %v", want, addrs)
 	})
 	if err != nil {
-		return fmt.Errorf("cluster DNS: %w (coredns pods: %s)", err, n.c.PodsSummary(ctx, "kube-system", "k8s-app=kube-dns"))
+		return fmt.Errorf("cluster DNS: %w (coredns pods: %s)", err, ns.c.PodsSummary(ctx, "kube-system", "k8s-app=kube-dns"))
 	}
 	return nil
+}
+
+// Resolver asks the cluster DNS, as the node's pods do: through its
+// Service, from inside the node.
+func (n *Node) Resolver() *net.Resolver {
+	return &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		return n.DialContext(ctx, network, net.JoinHostPort(DNSServiceIP, "53"))
+	}}
 }
