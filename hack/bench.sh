@@ -2,6 +2,7 @@
 # Benchmarks (make bench): prints ONE table of measured figures.
 #   webhook   in-process Admit latency; pod CREATE latency with/without the webhook
 #   bridge    updates/s through the pipeline into JetStream; RSS vs a full-pod informer
+#   fsync     an acknowledged publish with NATS fsyncing every write vs its default
 #   outside   bridge CPU and RSS with 10,000 churning pods outside the opt-in, vs none
 #   namespaces  1,000 opted-in namespaces of 10 pods vs one of 10,000: the bridge's
 #             RSS and start, the API server's CPU
@@ -12,7 +13,7 @@
 #   completion  app exit -> pod Succeeded / Job Complete on the real node:
 #             istio-aux vs Istio's native sidecar vs a floor vs serial; and
 #             istio-aux's CPU per pod vs the node's
-# BENCH_QUICK=1 runs a small version (a few minutes); BENCH_ONLY=admit,
+# BENCH_QUICK=1 runs a small version (a few minutes); BENCH_ONLY=admit,fsync,
 # pipeline,admission,memory,outside,namespaces,reaction,scale,completion,knative
 # runs only those parts. The table is also
 # written to ${BENCH_OUT:-_output/bench.txt}. Method: docs/bench.md.
@@ -66,6 +67,19 @@ if want admit; then
   admit="$(go test -run XXX -bench 'BenchmarkAdmitLatency$' -benchtime "${admit_n}x" -count 1 ./webhook/ | grep '^BenchmarkAdmitLatency')"
   p50="$(metric "${admit}" p50-µs)"; p99="$(metric "${admit}" p99-µs)"
   row webhook "in-process admission (review decoded, Admit, answer encoded) p50 / p99 (n=${admit_n})" "${p50} / ${p99} µs" "p99 ≤ 200 µs" "$(ok le "${p99}" 200)"
+fi
+
+if want fsync; then
+  echo "NATS: an acknowledged publish with sync_interval always vs the 2-minute default ..." >&2
+  n=5000
+  [[ -n "${quick}" ]] && n=1000
+  fsync="$(go test -run XXX -bench 'BenchmarkPublishFsync' -benchtime "${n}x" -count 1 ./bridge/transport/ | grep '^BenchmarkPublishFsync')"
+  fs_default="$(awk '/default/ {print $3 / 1000}' <<<"${fsync}")"
+  fs_always="$(awk '/always/ {print $3 / 1000}' <<<"${fsync}")"
+  fs_ratio="$(awk -v a="${fs_always}" -v d="${fs_default}" 'BEGIN {printf "%.1f", a / d}')"
+  # Priced per event, one a pod that finished: a few a second at most.
+  row nats "acked publish, fsync every write (config/nats) / every 2 min (default), one at a time (n=${n})" \
+    "${fs_always} / ${fs_default} µs (${fs_ratio}x)" "≤ 5 ms an event" "$(ok le "${fs_always}" 5000)"
 fi
 
 if want pipeline; then

@@ -25,19 +25,36 @@ func TestConfigFromLookup(t *testing.T) {
 		check   func(Config) bool
 		wantErr bool
 	}{
-		"defaults": {env: nil, check: func(c Config) bool {
+		"defaults": {env: map[string]string{"SYSTEM_NAMESPACE": "istio-aux"}, check: func(c Config) bool {
 			return c.Role == RoleAll && c.Stream == "ISTIO_AUX" && c.Resync == 5*time.Minute &&
 				c.MetricsAddr == ":9090" && c.NATSURL == "" && c.NATSSecretDir == "" && c.Sink == "" && c.Decision.ExtraSidecars == nil
+		}},
+		// config/500-bridge.yaml: every replica stands for the one Lease
+		// under its pod's name.
+		"election": {env: map[string]string{"SYSTEM_NAMESPACE": "istio-aux", "POD_NAME": "istio-aux-bridge-7d9f-x2"}, check: func(c Config) bool {
+			e := c.Election
+			return e.Lease == DefaultLease && e.Namespace == "istio-aux" && e.Identity == "istio-aux-bridge-7d9f-x2" &&
+				e.LeaseDuration == 15*time.Second && e.RenewDeadline == 10*time.Second && e.RetryPeriod == 2*time.Second
+		}},
+		"election without a pod name takes the host name": {env: map[string]string{"SYSTEM_NAMESPACE": "istio-aux"}, check: func(c Config) bool {
+			return c.Election.Identity != ""
+		}},
+		"election off": {env: map[string]string{"ISTIO_AUX_LEASE": ""}, check: func(c Config) bool {
+			return c.Election.Lease == ""
+		}},
+		"a Lease needs its namespace": {env: nil, wantErr: true},
+		"a dispatcher needs no Lease": {env: map[string]string{"ISTIO_AUX_ROLE": "dispatch", "K_SINK": "http://f"}, check: func(c Config) bool {
+			return c.Election.Lease == ""
 		}},
 		"dispatch role with a sink": {env: map[string]string{"ISTIO_AUX_ROLE": "dispatch", "K_SINK": "http://f"}, check: func(c Config) bool {
 			return c.Role == RoleDispatch && !c.Role.Watches() && c.Role.Dispatches() && c.Sink == "http://f"
 		}},
 		// config/500-bridge.yaml mounts the NATS credentials there; the
 		// variable went unread before the bridge ran in a cluster.
-		"NATS credentials directory": {env: map[string]string{"NATS_SECRET_DIR": "/etc/istio-aux/nats"}, check: func(c Config) bool {
+		"NATS credentials directory": {env: map[string]string{"SYSTEM_NAMESPACE": "istio-aux", "NATS_SECRET_DIR": "/etc/istio-aux/nats"}, check: func(c Config) bool {
 			return c.NATSSecretDir == "/etc/istio-aux/nats"
 		}},
-		"resync and sidecars": {env: map[string]string{"ISTIO_AUX_RESYNC": "10m", "ISTIO_AUX_SIDECARS": "vault-agent, fluent-bit"}, check: func(c Config) bool {
+		"resync and sidecars": {env: map[string]string{"SYSTEM_NAMESPACE": "istio-aux", "ISTIO_AUX_RESYNC": "10m", "ISTIO_AUX_SIDECARS": "vault-agent, fluent-bit"}, check: func(c Config) bool {
 			return c.Resync == 10*time.Minute && len(c.Decision.ExtraSidecars) == 2 && c.Decision.ExtraSidecars[1] == "fluent-bit"
 		}},
 		"resync off is refused":          {env: map[string]string{"ISTIO_AUX_RESYNC": "0s"}, wantErr: true},

@@ -57,6 +57,9 @@ type Config struct {
 	// Profiling (ISTIO_AUX_PROFILING=true) serves Go's profiles on the
 	// metrics port at /debug/pprof/.
 	Profiling bool
+	// Election (ISTIO_AUX_LEASE, SYSTEM_NAMESPACE, POD_NAME) decides which
+	// replica watches (roles that watch only).
+	Election Election
 }
 
 // ConfigFromEnv reads the environment; a set but invalid value is an error.
@@ -107,7 +110,38 @@ func configFromLookup(lookup func(string) (string, bool)) (Config, error) {
 		return c, err
 	}
 	c.Profiling = get("ISTIO_AUX_PROFILING", "") == "true"
+	if c.Role.Watches() {
+		if c.Election, err = electionFromLookup(lookup); err != nil {
+			return c, err
+		}
+	}
 	return c, nil
+}
+
+// electionFromLookup reads the election: ISTIO_AUX_LEASE names the Lease
+// (DefaultLease when unset; set and empty, no election), in the namespace
+// SYSTEM_NAMESPACE, held under the name POD_NAME (else the host name).
+func electionFromLookup(lookup func(string) (string, bool)) (Election, error) {
+	e := DefaultElection()
+	if lease, ok := lookup("ISTIO_AUX_LEASE"); ok {
+		e.Lease = lease
+	}
+	if e.Lease == "" {
+		return e, nil
+	}
+	e.Namespace, _ = lookup("SYSTEM_NAMESPACE")
+	if e.Namespace == "" {
+		return e, fmt.Errorf("the Lease %s needs SYSTEM_NAMESPACE, the namespace it is in (or set ISTIO_AUX_LEASE= to watch without an election: one replica only)", e.Lease)
+	}
+	e.Identity, _ = lookup("POD_NAME")
+	if e.Identity == "" {
+		host, err := os.Hostname()
+		if err != nil {
+			return e, fmt.Errorf("no POD_NAME, and the host name: %w", err)
+		}
+		e.Identity = host
+	}
+	return e, nil
 }
 
 // ErrNoSink is returned when a dispatcher has nowhere to deliver: the

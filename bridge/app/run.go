@@ -11,7 +11,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -87,6 +86,7 @@ func run(ctx context.Context, cfg Config, rc *rest.Config, newSink NewSink, list
 
 	url := cfg.NATSURL
 	var sec transport.Security
+	var js jetstream.JetStream
 	if url == "" {
 		// It listens nowhere: reached in-process only (sec).
 		srv, err := transport.StartEmbedded(transport.EmbeddedOptions{StoreDir: cfg.DataDir})
@@ -103,20 +103,20 @@ func run(ctx context.Context, cfg Config, rc *rest.Config, newSink NewSink, list
 		}
 		logger.Infow("Connecting to NATS", zap.String("url", url), zap.Strings("using", sec.Using))
 	}
-	// Once the watcher exists, a reconnection retries at once the pods
-	// whose events could not be published meanwhile, instead of each
-	// waiting out its back-off (up to 30 s).
-	var reconnected atomic.Pointer[func()]
+	// While a watcher runs, a reconnection retries at once the pods whose
+	// events could not be published meanwhile, instead of each waiting out
+	// its back-off (up to 30 s).
+	var watcher atomic.Pointer[watch.Watcher]
 	nc, err := transport.Connect(url, "istio-aux-"+string(cfg.Role), sec, logger, func() {
-		if f := reconnected.Load(); f != nil {
-			(*f)()
+		if w := watcher.Load(); w != nil {
+			go retryWhenStreamAnswers(ctx, js, cfg.Stream, w.RetryNow)
 		}
 	})
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
-	js, err := publish.NewJetStream(nc, maxPending)
+	js, err = publish.NewJetStream(nc, maxPending)
 	if err != nil {
 		return err
 	}
@@ -130,15 +130,42 @@ func run(ctx context.Context, cfg Config, rc *rest.Config, newSink NewSink, list
 	g.Go(func() error { ensureStream(ctx, js, cfg.Stream, &streamReady); return nil })
 	ready := []func() bool{nc.IsConnected, streamReady.Load}
 	if cfg.Role.Watches() {
-		w, pub, err := newWatcher(cfg, rc, nc, js, reg)
+		client, err := watchClient(rc)
 		if err != nil {
 			return err
 		}
-		retry := func() { go retryWhenStreamAnswers(ctx, js, cfg.Stream, w.RetryNow) }
-		reconnected.Store(&retry)
-		ready = append(ready, w.Synced)
+		m := metrics.NewBridge(reg)
+		pub := publish.New(nc, js, m, cfg.Stream, maxPending)
 		g.Go(func() error { return pub.Run(ctx) })
-		g.Go(func() error { return w.Run(ctx) })
+		// Ready while standing by; while leading, once the watcher has
+		// listed what it watches.
+		ready = append(ready, func() bool {
+			w := watcher.Load()
+			return w == nil || w.Synced()
+		})
+		watch := func(ctx context.Context) error {
+			w := newWatcher(cfg, rc, client, pub, m)
+			watcher.Store(w)
+			defer watcher.Store(nil)
+			return w.Run(ctx)
+		}
+		if cfg.Election.Lease == "" {
+			m.Leader.Set(1)
+			g.Go(func() error { return watch(ctx) })
+		} else {
+			lock, err := lockFor(cfg.Election, rc)
+			if err != nil {
+				return err
+			}
+			g.Go(func() error {
+				return runElected(ctx, cfg.Election, lock, func(leading bool) {
+					m.Leader.Set(boolGauge(leading))
+					if leading {
+						m.LeaderTransitions.Inc()
+					}
+				}, watch)
+			})
+		}
 	}
 	if cfg.Role.Dispatches() {
 		sink, err := newSink(ctx, rc, reg)
@@ -192,10 +219,11 @@ func retryWhenStreamAnswers(ctx context.Context, js jetstream.JetStream, stream 
 	}
 }
 
-func newWatcher(cfg Config, rc *rest.Config, nc *nats.Conn, js jetstream.JetStream, reg prometheus.Registerer) (*watch.Watcher, *publish.Publisher, error) {
-	// Pods and namespaces come as protobuf (internal/kube): every pod
-	// update is decoded in full before the transform slims it, and protobuf
-	// decodes in a fraction of JSON's CPU and garbage.
+// watchClient is the watcher's client. Pods and namespaces come as
+// protobuf (internal/kube): every pod update is decoded in full before the
+// transform slims it, and protobuf decodes in a fraction of JSON's CPU and
+// garbage.
+func watchClient(rc *rest.Config) (*kube.Client, error) {
 	wc := rest.CopyConfig(rc)
 	if wc.QPS == 0 {
 		// One watch per opted-in namespace, each a request at start and
@@ -205,16 +233,26 @@ func newWatcher(cfg Config, rc *rest.Config, nc *nats.Conn, js jetstream.JetStre
 	}
 	client, err := kube.NewForConfig(wc)
 	if err != nil {
-		return nil, nil, fmt.Errorf("kubernetes client: %w", err)
+		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
+	return client, nil
+}
+
+// newWatcher is a watcher with empty caches: one for each term as leader,
+// whose first lists find every pod that finished while nobody watched.
+func newWatcher(cfg Config, rc *rest.Config, client *kube.Client, pub *publish.Publisher, m *metrics.Bridge) *watch.Watcher {
 	source := cfg.ClusterName
 	if source == "" {
 		source = rc.Host
 	}
-	m := metrics.NewBridge(reg)
-	pub := publish.New(nc, js, m, cfg.Stream, maxPending)
-	w := watch.New(watch.KubeLists(client), pub, m, watch.Options{Source: source, Resync: cfg.Resync, Decision: cfg.Decision})
-	return w, pub, nil
+	return watch.New(watch.KubeLists(client), pub, m, watch.Options{Source: source, Resync: cfg.Resync, Decision: cfg.Decision})
+}
+
+func boolGauge(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // serve exposes /metrics, /healthz (the process runs) and /readyz (caches

@@ -8,6 +8,8 @@ import (
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
 	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
+
+	"github.com/istio-aux/istio-aux/bridge/transport"
 )
 
 // Sink delivers one event and reports the outcome the Knative way: nil or a
@@ -34,9 +36,16 @@ type HTTPSink struct {
 // timeout. With a tokenFile, every request carries the token in it as a
 // bearer token (the function authenticates its callers).
 func NewHTTPSink(target string, timeout time.Duration, tokenFile string) (*HTTPSink, error) {
-	client := http.Client{Timeout: timeout}
+	// The function's pods come and go with their nodes: a connection
+	// kube-proxy sends to one that died is given up on within seconds and
+	// tried again (another pod, most likely), one already open is closed
+	// within seconds, and the function's name still resolves while the
+	// cluster DNS loses queries to a dead node (transport.Dialer).
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.DialContext = transport.NewDialer().WithServiceRetries().DialContext
+	client := http.Client{Timeout: timeout, Transport: tr}
 	if tokenFile != "" {
-		client.Transport = newBearer(http.DefaultTransport, tokenFile)
+		client.Transport = newBearer(tr, tokenFile)
 	}
 	p, err := cehttp.New(cehttp.WithClient(client))
 	if err != nil {

@@ -31,6 +31,12 @@ type Bridge struct {
 	// FinalSkipped counts pod states not published because their quit
 	// failed for good and the pod has not changed since.
 	FinalSkipped prometheus.Counter
+	// Leader is 1 while this replica holds the Lease and watches, 0 while
+	// it stands by (every replica exports it: their sum is 1 in a healthy
+	// install).
+	Leader prometheus.Gauge
+	// LeaderTransitions counts the terms this replica began as the watcher.
+	LeaderTransitions prometheus.Counter
 }
 
 // NewBridge registers the bridge metrics on reg (nil: not registered).
@@ -58,10 +64,14 @@ func NewBridge(reg prometheus.Registerer) *Bridge {
 			Name: "istio_aux_bridge_stream_restores_total", Help: "Re-creations of the JetStream stream after it had gone."}),
 		FinalSkipped: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "istio_aux_bridge_final_skipped_total", Help: "Pod states not published again: their quit failed for good and the pod has not changed."}),
+		Leader: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "istio_aux_bridge_leader", Help: "1 while this replica holds the Lease and watches pods, 0 while it stands by."}),
+		LeaderTransitions: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "istio_aux_bridge_leader_transitions_total", Help: "Terms this replica began as the one that watches pods."}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.WatchEvents, m.PodsDecoded, m.WatchedNamespaces, m.Filtered, m.Published, m.Deduplicated, m.PublishErrors, m.Retries, m.InFlight, m.StreamRestores,
-			m.FinalSkipped)
+			m.FinalSkipped, m.Leader, m.LeaderTransitions)
 	}
 	return m
 }

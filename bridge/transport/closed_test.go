@@ -3,8 +3,11 @@ package transport
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -17,17 +20,85 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// shippedServer starts nats-server with the configuration config/nats
-// ships (its ConfigMap's nats.conf) and token as NATS_TOKEN, as the NATS pod
-// gets it from Secret istio-aux-nats; only the ports and the store move to
-// the test's.
-func shippedServer(t *testing.T, token string) *server.Server {
+// shippedCluster starts n nats-servers with the configuration config/nats
+// ships (its ConfigMap's nats.conf) and token as NATS_TOKEN, as the NATS
+// pods get it from Secret istio-aux-nats: one JetStream cluster, each
+// server with a route to every other, authenticated with the token as
+// 500-nats.yaml's NATS_ROUTE_* give them. Only the addresses (loopback,
+// free ports) and the stores move to the test's. It returns once every
+// server has routes to the others.
+func shippedCluster(t *testing.T, token string, n int) []*server.Server {
+	t.Helper()
+	conf := shippedConfFile(t)
+	ports := freeTCPPorts(t, n)
+	t.Setenv("NATS_TOKEN", token)
+	for i := range 3 {
+		// The shipped file names three routes; with fewer servers the rest
+		// point at one of them (a route to itself is skipped). A server
+		// alone in this shape elects no JetStream leader: one server runs
+		// config/nats-single's file instead.
+		t.Setenv(fmt.Sprintf("NATS_ROUTE_%d", i), fmt.Sprintf("nats://route:%s@127.0.0.1:%d", token, ports[i%n]))
+	}
+	var srvs []*server.Server
+	for i := range n {
+		t.Setenv("POD_NAME", fmt.Sprintf("istio-aux-nats-%d", i))
+		opts, err := server.ProcessConfigFile(conf)
+		if err != nil {
+			t.Fatalf("the shipped nats.conf: %v", err)
+		}
+		if !opts.JetStream || opts.Authorization != token || opts.Cluster.Port != 6222 || opts.Cluster.Password != token ||
+			len(opts.Routes) != min(n, 3) || opts.LeafNode.Port != 0 || !opts.SyncAlways || opts.ServerName != fmt.Sprintf("istio-aux-nats-%d", i) {
+			t.Fatalf("the shipped nats.conf: JetStream %v, token set %v, cluster port %d and password set %v, %d routes, leafnode port %d, sync always %v, name %q",
+				opts.JetStream, opts.Authorization == token, opts.Cluster.Port, opts.Cluster.Password == token, len(opts.Routes),
+				opts.LeafNode.Port, opts.SyncAlways, opts.ServerName)
+		}
+		opts.Host, opts.Port, opts.HTTPPort, opts.StoreDir = "127.0.0.1", -1, 0, t.TempDir()
+		opts.Cluster.Host, opts.Cluster.Port, opts.PidFile = "127.0.0.1", ports[i], ""
+		opts.NoLog, opts.NoSigs = true, true
+		srv, err := server.NewServer(opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv.Start()
+		t.Cleanup(srv.Shutdown)
+		if !srv.ReadyForConnections(10 * time.Second) {
+			t.Fatal("nats-server not ready")
+		}
+		srvs = append(srvs, srv)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for _, srv := range srvs {
+		for srv.NumRoutes() < n-1 && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond) // polling the routes, with a deadline
+		}
+		if got := srv.NumRoutes(); got < n-1 {
+			t.Fatalf("%s has %d routes, want %d", srv.Name(), got, n-1)
+		}
+	}
+	// JetStream's API answers once the cluster has a meta leader; a request
+	// before that is dropped unanswered.
+	for !slices.ContainsFunc(srvs, (*server.Server).JetStreamIsLeader) && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond) // polling the election, with a deadline
+	}
+	if !slices.ContainsFunc(srvs, (*server.Server).JetStreamIsLeader) {
+		t.Fatal("no JetStream meta leader")
+	}
+	return srvs
+}
+
+// shippedConfFile writes config/nats's nats.conf (its ConfigMap's) into a
+// file of the test's and returns its path.
+func shippedConfFile(t *testing.T) string { return confFileOf(t, "nats") }
+
+// confFileOf writes the nats.conf of config/<dir>'s ConfigMap into a file
+// of the test's and returns its path.
+func confFileOf(t *testing.T, dir string) string {
 	t.Helper()
 	root, err := filepath.Abs("../..")
 	if err != nil {
 		t.Fatal(err)
 	}
-	raw, err := os.ReadFile(filepath.Join(root, "config", "nats", "300-config.yaml"))
+	raw, err := os.ReadFile(filepath.Join(root, "config", dir, "300-config.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,27 +110,25 @@ func shippedServer(t *testing.T, token string) *server.Server {
 	if err := os.WriteFile(conf, []byte(cm.Data["nats.conf"]), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	t.Setenv("NATS_TOKEN", token)
-	opts, err := server.ProcessConfigFile(conf)
-	if err != nil {
-		t.Fatalf("the shipped nats.conf: %v", err)
+	return conf
+}
+
+func freeTCPPorts(t *testing.T, n int) []int {
+	t.Helper()
+	var ports []int
+	var ls []net.Listener
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
-	if !opts.JetStream || opts.Authorization != token || opts.Cluster.Port != 0 || opts.LeafNode.Port != 0 {
-		t.Fatalf("the shipped nats.conf: JetStream %v, token set %v, cluster port %d, leafnode port %d",
-			opts.JetStream, opts.Authorization == token, opts.Cluster.Port, opts.LeafNode.Port)
+	for _, l := range ls {
+		l.Close()
 	}
-	opts.Host, opts.Port, opts.HTTPPort, opts.StoreDir = "127.0.0.1", -1, 0, t.TempDir()
-	opts.NoLog, opts.NoSigs = true, true
-	srv, err := server.NewServer(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.Start()
-	t.Cleanup(srv.Shutdown)
-	if !srv.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server not ready")
-	}
-	return srv
+	return ports
 }
 
 // secretDir is a mounted Secret istio-aux-nats holding files.
@@ -72,6 +141,29 @@ func secretDir(t *testing.T, files map[string]string) string {
 		}
 	}
 	return dir
+}
+
+// bridgeJS connects to url as the bridge does, with the Secret's token
+// mounted, and returns its JetStream once connected.
+func bridgeJS(t *testing.T, url, token string) jetstream.JetStream {
+	t.Helper()
+	sec, err := SecurityFromDir(secretDir(t, map[string]string{SecretToken: token + "\n"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := Connect(url, "istio-aux-bridge", sec, zaptest.NewLogger(t).Sugar(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	if !connected(t, nc, 5*time.Second) {
+		t.Fatalf("the bridge, with the Secret's token, is not connected: %v", nc.LastError())
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js
 }
 
 func connected(t *testing.T, nc *nats.Conn, within time.Duration) bool {
@@ -91,27 +183,12 @@ func connected(t *testing.T, nc *nats.Conn, within time.Duration) bool {
 // and the event is still there for the dispatchers.
 func TestRow3AttackerIsRefused(t *testing.T) {
 	const token = "Xq3-the-generated-token-of-secret-istio-aux"
-	srv := shippedServer(t, token)
-	url := srv.ClientURL()
+	srvs := shippedCluster(t, token, 3)
+	url := srvs[0].ClientURL()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 
-	sec, err := SecurityFromDir(secretDir(t, map[string]string{SecretToken: token + "\n"}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	bridge, err := Connect(url, "istio-aux-bridge", sec, zaptest.NewLogger(t).Sugar(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer bridge.Close()
-	if !connected(t, bridge, 5*time.Second) {
-		t.Fatalf("the bridge, with the Secret's token, is not connected: %v", bridge.LastError())
-	}
-	js, err := jetstream.New(bridge)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := bridgeJS(t, url, token)
 	if _, err := Ensure(ctx, js, DefaultName); err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +233,7 @@ func TestRow3AttackerIsRefused(t *testing.T) {
 // and connects once the token is in the mounted directory: no restart.
 func TestTokenFilledAfterStart(t *testing.T) {
 	const token = "filled-by-the-init-container"
-	srv := shippedServer(t, token)
+	srv := shippedCluster(t, token, 3)[0]
 	dir := secretDir(t, nil)
 	sec, err := SecurityFromDir(dir)
 	if err != nil {

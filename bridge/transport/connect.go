@@ -120,6 +120,13 @@ func (s *Security) add(name string, o nats.Option) {
 func Connect(url, name string, sec Security, logger *zap.SugaredLogger, onReconnect func()) (*nats.Conn, error) {
 	opts := append([]nats.Option{nats.Name(name), nats.MaxReconnects(-1),
 		nats.RetryOnFailedConnect(true), nats.ReconnectWait(time.Second),
+		// A server whose node died answers nothing: the dialer gives up on
+		// it quickly, closes a connection it stopped acknowledging, and
+		// looks names up itself, falling back on their last addresses
+		// (dial.go); the pings (every 2 minutes by default) come often
+		// enough to notice a connection that went quiet.
+		nats.SetCustomDialer(NewDialer()), nats.SkipHostLookup(),
+		nats.PingInterval(10 * time.Second), nats.MaxPingsOutstanding(2),
 		// A refused credential is retried like a lost connection: the
 		// token may not be in the mounted Secret yet (SecurityFromDir).
 		nats.IgnoreAuthErrorAbort(),

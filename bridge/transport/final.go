@@ -38,6 +38,7 @@ func EnsureFinal(ctx context.Context, js jetstream.JetStream) (jetstream.KeyValu
 		History:     1,
 		MaxBytes:    finalMaxBytes,
 		Storage:     jetstream.FileStorage,
+		Replicas:    Replicas(js),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating bucket %s: %w", FinalBucket, err)

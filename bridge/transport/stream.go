@@ -73,9 +73,11 @@ func ParseSubject(subject string) (namespace, name string, ok bool) {
 }
 
 // StreamConfig is the stream: WorkQueue retention, so an event acked by a
-// dispatcher is gone and the store holds only undelivered work.
-func StreamConfig(name string) jetstream.StreamConfig {
+// dispatcher is gone and the store holds only undelivered work; replicas
+// copies of it (Replicas).
+func StreamConfig(name string, replicas int) jetstream.StreamConfig {
 	return jetstream.StreamConfig{
+		Replicas:    replicas,
 		Name:        name,
 		Description: "istio-aux pod events (CloudEvents, binary mode)",
 		Subjects:    []string{SubjectPrefix + ">", RetryPrefix + ">"},
@@ -94,10 +96,23 @@ func StreamConfig(name string) jetstream.StreamConfig {
 	}
 }
 
+// Replicas is how many copies of the stream, its consumer and the bucket
+// of final failures istio-aux keeps on the servers js is connected to:
+// three on a cluster (config/nats: any one server may go), one on a
+// server alone (config/nats-single, the all-in-one's embedded server). An
+// existing stream of one copy is scaled up when its server joins a
+// cluster.
+func Replicas(js jetstream.JetStream) int {
+	if js.Conn().ConnectedClusterName() != "" {
+		return 3
+	}
+	return 1
+}
+
 // Ensure creates or updates the stream; safe to call from every replica at
 // every start.
 func Ensure(ctx context.Context, js jetstream.JetStream, name string) (jetstream.Stream, error) {
-	s, err := js.CreateOrUpdateStream(ctx, StreamConfig(name))
+	s, err := js.CreateOrUpdateStream(ctx, StreamConfig(name, Replicas(js)))
 	if err != nil {
 		return nil, fmt.Errorf("creating stream %s: %w", name, err)
 	}

@@ -111,14 +111,17 @@ func (p *podWatches) stop(ctx context.Context, ns string, pw *podWatch) {
 	logging.FromContext(ctx).Infow("Stopped watching pods", zap.String("namespace", ns), zap.Int("dropped", len(keys)))
 }
 
-// stopAll waits for every watch to end once the context they run under is
-// done.
+// stopAll ends every watch once the context they run under is done, and
+// waits for each: the watcher is over (its replica lost the Lease, or
+// stops), and no namespace is watched any more.
 func (p *podWatches) stopAll() {
-	p.mu.RLock()
-	defer p.mu.RUnlock()
-	for _, pw := range p.byNS {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for ns, pw := range p.byNS {
 		pw.cancel()
 		<-pw.done
+		p.w.m.WatchedNamespaces.WithLabelValues(pw.scope.String()).Dec()
+		delete(p.byNS, ns)
 	}
 }
 

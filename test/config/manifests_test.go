@@ -7,19 +7,25 @@ package config
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"os"
+	"path"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 )
 
 // dirs are the folders `ko apply -f` is documented for, in apply order.
+// config/nats-single is config/nats's alternative, checked against it by
+// TestNatsSingleIsNatsAlone.
 var dirs = []string{"config/nats", "config", "config/dispatch", "config/eventing", "config/standalone"}
 
 // koPaths are the binaries the manifests may reference.
@@ -129,6 +135,52 @@ func allDocs(t testing.TB) []doc {
 		}
 	}
 	return docs
+}
+
+// TestNatsSingleIsNatsAlone: config/nats-single is config/nats with one
+// server: its own files are the server's configuration (tested against
+// config/nats's by bridge/transport) and the StatefulSet, which is
+// config/nats's but for its replicas; the rest is linked.
+func TestNatsSingleIsNatsAlone(t *testing.T) {
+	root := repoRoot(t)
+	entries, err := os.ReadDir(filepath.Join(root, "config", "nats-single"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	own := map[string]bool{"300-config.yaml": true, "500-nats.yaml": true}
+	for _, e := range entries {
+		target, err := os.Readlink(filepath.Join(root, "config", "nats-single", e.Name()))
+		if own[e.Name()] != (err != nil) || (err == nil && target != "../nats/"+e.Name()) {
+			t.Errorf("config/nats-single/%s: link %q (%v); want its own file exactly for %v, else a link to ../nats/", e.Name(), target, err, own)
+		}
+	}
+	single := loadDocs(t, "config/nats-single", nil)
+	cluster := loadDocs(t, "config/nats", nil)
+	find := func(docs []doc, file string) []*unstructured.Unstructured {
+		var out []*unstructured.Unstructured
+		for _, d := range docs {
+			if filepath.Base(d.file) == file {
+				out = append(out, d.obj)
+			}
+		}
+		return out
+	}
+	a, b := find(cluster, "500-nats.yaml"), find(single, "500-nats.yaml")
+	if len(a) != len(b) {
+		t.Fatalf("500-nats.yaml: %d documents in config/nats, %d in config/nats-single", len(a), len(b))
+	}
+	for i := range a {
+		if a[i].GetKind() == "StatefulSet" {
+			if r, _, _ := unstructured.NestedFieldNoCopy(b[i].Object, "spec", "replicas"); fmt.Sprint(r) != "1" {
+				t.Errorf("config/nats-single's StatefulSet has %v replicas, want 1", r)
+			}
+			r, _, _ := unstructured.NestedFieldNoCopy(a[i].Object, "spec", "replicas")
+			_ = unstructured.SetNestedField(b[i].Object, r, "spec", "replicas")
+		}
+		if !equality.Semantic.DeepEqual(a[i].Object, b[i].Object) {
+			t.Errorf("500-nats.yaml's %s %s differs between config/nats and config/nats-single beyond the replicas", a[i].GetKind(), a[i].GetName())
+		}
+	}
 }
 
 // TestStandaloneSharesConfig: config/standalone is config/ without the
@@ -279,9 +331,12 @@ func TestRBACHasNoWildcardsOrWrites(t *testing.T) {
 		"istio-aux-webhook/secrets/update":                       true,
 		"istio-aux-webhook/leases/create":                        true,
 		"istio-aux-webhook/leases/update":                        true,
-		"istio-aux-proxyquit/pods/exec/create":                   true,
-		"istio-aux-proxyquit/events/create":                      true,
-		"istio-aux-proxyquit/events/patch":                       true,
+		// The watcher's Lease: which bridge (or all-in-one) watches.
+		"istio-aux-watcher-lease/leases/create": true,
+		"istio-aux-watcher-lease/leases/update": true,
+		"istio-aux-proxyquit/pods/exec/create":  true,
+		"istio-aux-proxyquit/events/create":     true,
+		"istio-aux-proxyquit/events/patch":      true,
 		// A TokenReview writes nothing; "create" is how one is asked.
 		"istio-aux-proxyquit/tokenreviews/create": true,
 		// The token of config/nats, into its one Secret (resourceNames).
@@ -383,6 +438,31 @@ func TestDecidersShareTheSidecarList(t *testing.T) {
 	for image, ok := range deciders {
 		if !ok {
 			t.Errorf("%s: no ISTIO_AUX_SIDECARS from config-istio-aux key sidecars", image)
+		}
+	}
+}
+
+// TestHooksRunTheImagesBinary: a hook that runs the container's own
+// program names it where ko puts it, /ko-app/<last element of the import
+// path> (for nats-server/v2, "v2"): a wrong path fails the hook, and the
+// container is stopped without what the hook was for.
+func TestHooksRunTheImagesBinary(t *testing.T) {
+	for _, dir := range append(slices.Clone(dirs), "config/nats-single") {
+		for _, d := range loadDocs(t, dir, nil) {
+			containers, _, _ := unstructured.NestedSlice(d.obj.Object, "spec", "template", "spec", "containers")
+			for _, c := range containers {
+				c := c.(map[string]any)
+				image, _, _ := unstructured.NestedString(c, "image")
+				for _, hook := range []string{"preStop", "postStart"} {
+					cmd, _, _ := unstructured.NestedStringSlice(c, "lifecycle", hook, "exec", "command")
+					if len(cmd) == 0 || !strings.HasPrefix(cmd[0], "/ko-app/") {
+						continue
+					}
+					if want := "/ko-app/" + path.Base(strings.TrimPrefix(image, "ko://")); cmd[0] != want {
+						t.Errorf("%s: %s runs %s; ko puts %s's binary at %s", d, hook, cmd[0], image, want)
+					}
+				}
+			}
 		}
 	}
 }

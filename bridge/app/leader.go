@@ -1,0 +1,149 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"knative.dev/pkg/logging"
+)
+
+// Election is who may watch: exactly one replica at a time, the holder of a
+// Lease (docs/design.md, "Many nodes"). Every replica dispatches whether it
+// holds the Lease or not.
+type Election struct {
+	// Lease names the Lease (ISTIO_AUX_LEASE); "" turns election off: the
+	// process always watches, as one replica must then be the only one.
+	Lease string
+	// Namespace is the Lease's (SYSTEM_NAMESPACE).
+	Namespace string
+	// Identity is this replica's name in the Lease (POD_NAME, else the
+	// host name).
+	Identity string
+	// The Lease's timings: a standby takes over at most LeaseDuration after
+	// the holder's last renewal; the holder stops watching once it could
+	// not renew for RenewDeadline; renewals and attempts are RetryPeriod
+	// apart. client-go's (and kube-scheduler's) defaults.
+	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+}
+
+// DefaultLease is the Lease both install shapes use: the bridges of
+// config/ and the all-in-ones of config/standalone/ stand for the same
+// one, so moving between the shapes never runs two watchers.
+const DefaultLease = "istio-aux-watcher"
+
+// DefaultElection is the election's production timing.
+func DefaultElection() Election {
+	return Election{Lease: DefaultLease, LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second}
+}
+
+// lockFor is the Lease lock for e, with a client whose requests give up
+// halfway through the renew deadline, so that one hung request cannot cost
+// the Lease.
+func lockFor(e Election, rc *rest.Config) (resourcelock.Interface, error) {
+	lock, err := resourcelock.NewFromKubeconfig(resourcelock.LeasesResourceLock, e.Namespace, e.Lease,
+		resourcelock.ResourceLockConfig{Identity: e.Identity}, rc, e.RenewDeadline)
+	if err != nil {
+		return nil, fmt.Errorf("lease %s/%s: %w", e.Namespace, e.Lease, err)
+	}
+	return lock, nil
+}
+
+// runElected runs lead for as long as this replica holds the Lease, and
+// stands again each time it loses it, until ctx is done. lead's context
+// ends when the Lease is lost or ctx is done; the Lease is given up (so a
+// standby takes over at once, not after LeaseDuration) only once lead has
+// returned: two watchers never overlap in one process, nor across a clean
+// hand-over. leading, if not nil, is told of every change. An error from
+// lead ends runElected with it.
+func runElected(ctx context.Context, e Election, lock resourcelock.Interface, leading func(bool), lead func(context.Context) error) error {
+	for ctx.Err() == nil {
+		if err := term(ctx, e, lock, leading, lead); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// term stands for election once: it returns when ctx is done before this
+// replica was elected, or when its time as leader is over (the Lease lost,
+// lead returned, ctx done) and lead has returned.
+func term(ctx context.Context, e Election, lock resourcelock.Interface, leading func(bool), lead func(context.Context) error) error {
+	logger := logging.FromContext(ctx).With(zap.String("lease", e.Namespace+"/"+e.Lease), zap.String("identity", e.Identity))
+	// The election outlives ctx by as long as lead takes to return: the
+	// Lease is released (ReleaseOnCancel) when electCtx ends.
+	electCtx, endElection := context.WithCancel(context.WithoutCancel(ctx))
+	defer endElection()
+	var (
+		mu       sync.Mutex
+		started  bool
+		leadDone = make(chan struct{})
+		leadErr  error
+	)
+	stop := context.AfterFunc(ctx, func() {
+		mu.Lock()
+		s := started
+		mu.Unlock()
+		if s {
+			<-leadDone // lead sees ctx itself
+		}
+		endElection()
+	})
+	defer stop()
+	el, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+		Lock:            lock,
+		Name:            e.Lease,
+		LeaseDuration:   e.LeaseDuration,
+		RenewDeadline:   e.RenewDeadline,
+		RetryPeriod:     e.RetryPeriod,
+		ReleaseOnCancel: true,
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(lctx context.Context) {
+				mu.Lock()
+				started = true
+				mu.Unlock()
+				defer close(leadDone)
+				lctx, cancel := context.WithCancel(lctx)
+				defer cancel()
+				defer context.AfterFunc(ctx, cancel)()
+				logger.Info("Leading: this replica watches")
+				if leading != nil {
+					leading(true)
+				}
+				leadErr = lead(lctx)
+				if leading != nil {
+					leading(false)
+				}
+				// The term ends with lead, whatever ended it: give the Lease up.
+				endElection()
+			},
+			OnStoppedLeading: func() {},
+			OnNewLeader: func(id string) {
+				if id != e.Identity {
+					logger.Infow("Standing by: another replica watches", zap.String("leader", id))
+				}
+			},
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("leader election: %w", err)
+	}
+	el.Run(electCtx)
+	// Run returns as soon as the Lease is lost, maybe before lead has.
+	mu.Lock()
+	s := started
+	mu.Unlock()
+	if !s {
+		return nil
+	}
+	<-leadDone
+	if leadErr == nil && ctx.Err() == nil {
+		logger.Warn("Lost the lease: stopped watching; standing again")
+	}
+	return leadErr
+}
