@@ -14,8 +14,8 @@ import (
 
 // MaxReviewBytes is the largest AdmissionReview the webhook reads: the API
 // server's 3 MiB limit on a request's body (the pod) and room for the review
-// around it. A longer one is answered 413, and the API server admits the pod
-// unchanged (failurePolicy Ignore).
+// around it. A longer one is answered 413, and the API server refuses the
+// pod (failurePolicy Fail); no pod the API server accepts is that large.
 const MaxReviewBytes = 3<<20 + 64<<10
 
 // ReviewBudget is how many bytes of AdmissionReviews the webhook holds at

@@ -24,7 +24,7 @@ const (
 	Warned Outcome = "warned"
 	// Invalid: the request was not an AdmissionReview the webhook could
 	// answer (it answers with an HTTP error; the API server then applies
-	// failurePolicy Ignore). Mutate never returns it.
+	// the failure policy). Mutate never returns it.
 	Invalid Outcome = "invalid"
 )
 

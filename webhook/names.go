@@ -32,7 +32,8 @@ const (
 	// ConfigMapName is istio-aux's ConfigMap in the system namespace.
 	ConfigMapName = "config-istio-aux"
 	// DefaultTimeout is the timeoutSeconds set on each webhook when unset:
-	// short, because failurePolicy is Ignore and a slow webhook only delays
-	// pod creation.
-	DefaultTimeout = 5 * time.Second
+	// short, because a request to a replica on a dead node gets no answer,
+	// and the pod's controller creates it again sooner. Admit answers in
+	// microseconds.
+	DefaultTimeout = 3 * time.Second
 )

@@ -109,8 +109,8 @@ func TestReconcile(t *testing.T) {
 					!equality.Semantic.DeepEqual(r[0].APIGroups, []string{""}) || !equality.Semantic.DeepEqual(r[0].APIVersions, []string{"v1"}) {
 					t.Errorf("%s: rules = %+v", wh.Name, r)
 				}
-				if *wh.FailurePolicy != admissionregistrationv1.Ignore || *wh.SideEffects != admissionregistrationv1.SideEffectClassNone ||
-					*wh.TimeoutSeconds != 5 || *wh.ReinvocationPolicy != admissionregistrationv1.NeverReinvocationPolicy {
+				if *wh.FailurePolicy != admissionregistrationv1.Fail || *wh.SideEffects != admissionregistrationv1.SideEffectClassNone ||
+					*wh.TimeoutSeconds != 3 || *wh.ReinvocationPolicy != admissionregistrationv1.NeverReinvocationPolicy {
 					t.Errorf("%s: policy fields = %v %v %v %v", wh.Name, *wh.FailurePolicy, *wh.SideEffects, *wh.TimeoutSeconds, *wh.ReinvocationPolicy)
 				}
 				switch {
@@ -140,14 +140,14 @@ func TestReconcileKeepsUserSettings(t *testing.T) {
 	written := asWritten(serviceConfig())
 	for i := range written.Webhooks {
 		written.Webhooks[i].TimeoutSeconds = ptr.To(int32(2))
-		written.Webhooks[i].FailurePolicy = ptr.To(admissionregistrationv1.Fail) // never allowed
+		written.Webhooks[i].FailurePolicy = ptr.To(admissionregistrationv1.Ignore) // the reconciler's to set
 	}
 	got, _, err := reconcileWith(t, written, map[string][]byte{certresources.CACert: caCert})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, wh := range got.Webhooks {
-		if *wh.TimeoutSeconds != 2 || *wh.FailurePolicy != admissionregistrationv1.Ignore {
+		if *wh.TimeoutSeconds != 2 || *wh.FailurePolicy != admissionregistrationv1.Fail {
 			t.Errorf("%s: timeout %d, failurePolicy %s", wh.Name, *wh.TimeoutSeconds, *wh.FailurePolicy)
 		}
 	}

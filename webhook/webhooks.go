@@ -76,7 +76,16 @@ func setDefaults(wh *admissionregistrationv1.MutatingWebhook, path string) {
 			APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}, Scope: &scope,
 		},
 	}}
-	wh.FailurePolicy = ptr.To(admissionregistrationv1.Ignore)
+	// Fail: a pod of an opted-in namespace (or labelled in) is not let in
+	// without the hold while no replica answers, as Istio's own injector
+	// does. The selectors above keep every other pod out of the webhook's
+	// reach, so istio-aux can never block those. Let in unmutated instead
+	// (Ignore), the pods created while a dead node's replica kept its
+	// endpoint (until the node is marked unreachable, ~50 s) started
+	// before their proxy: the race istio-aux exists to prevent. A refused
+	// pod is created again by its controller (Job, JobSet, the training
+	// operators: each retries), once a replica answers.
+	wh.FailurePolicy = ptr.To(admissionregistrationv1.Fail)
 	wh.SideEffects = ptr.To(admissionregistrationv1.SideEffectClassNone)
 	if wh.TimeoutSeconds == nil {
 		wh.TimeoutSeconds = ptr.To(int32(DefaultTimeout.Seconds()))

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -18,10 +19,12 @@ import (
 	"github.com/istio-aux/istio-aux/test/mesh"
 )
 
-// TestWebhookDown stops the webhook for good (so it runs last): with
-// failurePolicy Ignore pods are still created, only without the hold
-// annotation, and the quit side — which never needed the webhook — still
-// finishes every Job as designed.
+// TestWebhookDown stops the webhook (it runs last): with failurePolicy
+// Fail, scoped to the opt-in, a pod of an opted-in namespace is refused
+// rather than let in without the hold, and a pod of any other namespace is
+// created as before. Jobs created meanwhile get their pods from the Job
+// controller's retries once the webhook is back, every one held, and the
+// quit side finishes them as designed.
 func TestWebhookDown(t *testing.T) {
 	// knative's webhook drains for longer than Stop waits, so Stop ends it
 	// with SIGKILL and says so: either way it is gone.
@@ -30,20 +33,27 @@ func TestWebhookDown(t *testing.T) {
 	}
 	startStack(t, true)
 	ns := mesh.Namespace(t, env.Client(), "webhook-down", true, map[string]string{keys.LabelEnabled: "true"})
+	other := mesh.Namespace(t, env.Client(), "webhook-down-not-opted-in", true, nil)
 
 	// A pod create now calls a webhook that refuses connections.
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: ns},
-		Spec:       corev1.PodSpec{ServiceAccountName: istio.ServiceAccount, Containers: []corev1.Container{{Name: app, Image: "busybox"}}},
+	probe := func(ns string) (*corev1.Pod, time.Duration, error) {
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: ns},
+			Spec:       corev1.PodSpec{ServiceAccountName: istio.ServiceAccount, Containers: []corev1.Container{{Name: app, Image: "busybox"}}},
+		}
+		start := time.Now()
+		created, err := env.Client().CoreV1().Pods(ns).Create(context.Background(), pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		return created, time.Since(start), err
 	}
-	start := time.Now()
-	created, err := env.Client().CoreV1().Pods(ns).Create(context.Background(), pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-	took := time.Since(start)
+	if _, took, err := probe(ns); err == nil || !strings.Contains(err.Error(), "failed calling webhook") {
+		t.Fatalf("an opted-in pod's create with the webhook down: %v after %v, want it refused by the webhook's failure policy", err, took)
+	}
+	created, took, err := probe(other)
 	if err != nil {
-		t.Fatalf("pod create with the webhook down: %v", err)
+		t.Fatalf("a pod outside the opt-in, with the webhook down: %v", err)
 	}
 	if v, ok := created.Annotations["proxy.istio.io/config"]; ok {
-		t.Fatalf("pod mutated though the webhook is down: %q", v)
+		t.Fatalf("a pod outside the opt-in was mutated: %q", v)
 	}
 
 	var jobs []testJob
@@ -54,11 +64,27 @@ func TestWebhookDown(t *testing.T) {
 		}
 		jobs = append(jobs, j)
 	}
-	if err := cluster.Poll(context.Background(), time.Second, 3*time.Minute, func(ctx context.Context) (bool, error) {
+	// The Job controller tries, and is refused, while the webhook is down.
+	if err := cluster.Poll(context.Background(), 500*time.Millisecond, time.Minute, func(ctx context.Context) (bool, error) {
+		evs, err := env.Client().CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason=FailedCreate"})
+		return err == nil && len(evs.Items) > 0, err
+	}); err != nil {
+		t.Fatalf("no FailedCreate Event from the Job controller: %v", err)
+	}
+	pods, err := env.Client().CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{})
+	if err != nil || len(pods.Items) > 0 {
+		t.Fatalf("%d pods created with the webhook down (%v)", len(pods.Items), err)
+	}
+	down := time.Now()
+	if err := aux.StartWebhook(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	backIn := time.Since(down)
+	if err := cluster.Poll(context.Background(), time.Second, 4*time.Minute, func(ctx context.Context) (bool, error) {
 		n, err := finished(ctx, jobs)
 		return n == len(jobs), err
 	}); err != nil {
-		t.Fatalf("jobs not finished with the webhook down: %v", err)
+		t.Fatalf("jobs not finished once the webhook was back: %v", err)
 	}
 	f, err := verify(context.Background(), jobs)
 	if err != nil {
@@ -67,20 +93,21 @@ func TestWebhookDown(t *testing.T) {
 	for _, p := range f.problems {
 		t.Error(p)
 	}
-	pods, err := env.Client().CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{})
+	pods, err = env.Client().CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range pods.Items {
-		if _, ok := p.Annotations["proxy.istio.io/config"]; ok {
-			t.Errorf("%s: has the hold annotation; the webhook was not down", p.Name)
+		if _, ok := p.Annotations["proxy.istio.io/config"]; !ok {
+			t.Errorf("%s: no hold annotation: let in while the webhook was down", p.Name)
 		}
 		if containerStatus(&p, "istio-proxy").Name == "" {
 			t.Errorf("%s: no istio-proxy; the injector did not run", p.Name)
 		}
 	}
 	table(os.Stderr, "webhook down", [][2]string{
-		{"pod create (webhook refusing)", took.Round(time.Millisecond).String()},
+		{"pod create outside the opt-in (webhook refusing)", took.Round(time.Millisecond).String()},
+		{"webhook back (started, mutating)", backIn.Round(time.Millisecond).String()},
 		{"jobs finished as designed", fmt.Sprintf("%d/%d", len(jobs)-f.wrongOutcome, len(jobs))},
 		{"quits", fmt.Sprintf("%d for %d pods (early %d, never %d)", f.quits, f.optedInPods, f.early, f.neverQuit)},
 	})

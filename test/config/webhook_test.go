@@ -49,12 +49,14 @@ func TestWebhookConfigurationRunsBeforeIstio(t *testing.T) {
 		switch {
 		case svc == nil || svc.Name != "istio-aux-webhook" || svc.Namespace != "istio-aux" || svc.Path == nil || *svc.Path != "/mutate-pods":
 			t.Errorf("%s: clientConfig.service %+v, want istio-aux/istio-aux-webhook /mutate-pods", w.Name, svc)
-		case w.FailurePolicy == nil || *w.FailurePolicy != admissionv1.Ignore:
-			t.Errorf("%s: failurePolicy must be Ignore: istio-aux must never block a pod", w.Name)
+		case w.FailurePolicy == nil || *w.FailurePolicy != admissionv1.Fail:
+			// Scoped by the selectors (TestWebhookSelectorsAgreeWithOptIn):
+			// a pod outside the opt-in never reaches a webhook that could fail.
+			t.Errorf("%s: failurePolicy must be Fail: an opted-in pod must not start without the hold", w.Name)
 		case w.SideEffects == nil || *w.SideEffects != admissionv1.SideEffectClassNone:
 			t.Errorf("%s: sideEffects must be None", w.Name)
-		case w.TimeoutSeconds == nil || *w.TimeoutSeconds > 5:
-			t.Errorf("%s: timeoutSeconds must be at most 5", w.Name)
+		case w.TimeoutSeconds == nil || *w.TimeoutSeconds > 3:
+			t.Errorf("%s: timeoutSeconds must be at most 3", w.Name)
 		case w.ReinvocationPolicy == nil || *w.ReinvocationPolicy != admissionv1.NeverReinvocationPolicy:
 			t.Errorf("%s: reinvocationPolicy must be Never", w.Name)
 		case len(w.Rules) != 1 || fmt.Sprint(w.Rules[0].Operations, w.Rules[0].Resources, w.Rules[0].APIGroups) != "[CREATE] [pods] []":

@@ -36,7 +36,10 @@ type IstioAux struct {
 	env     *cluster.Cluster
 	log     io.Writer
 	webhook *cluster.Process
-	bridge  *cluster.Process
+	// webhookArgs start the webhook again as it was (StartWebhook).
+	webhookBin string
+	webhookEnv []string
+	bridge     *cluster.Process
 	dataDir string
 	// The deployed shape's own processes (StartBridgeAs(Deployed)).
 	nats, function       *cluster.Process
@@ -157,7 +160,7 @@ func Start(ctx context.Context, c *cluster.Cluster, log io.Writer) (*IstioAux, e
 	if err != nil {
 		return nil, err
 	}
-	a.webhook, err = cluster.StartProcess("webhook", a.log, []string{
+	a.webhookBin, a.webhookEnv = wbin, []string{
 		"KUBECONFIG=" + env.Kubeconfig(),
 		"SYSTEM_NAMESPACE=" + systemNamespace,
 		"WEBHOOK_NAME=istio-aux-webhook",
@@ -166,18 +169,29 @@ func Start(ctx context.Context, c *cluster.Cluster, log io.Writer) (*IstioAux, e
 		"PROFILING_PORT=" + strconv.Itoa(profiling),
 		"METRICS_PROMETHEUS_PORT=" + strconv.Itoa(metrics),
 		"ISTIO_AUX_DISABLE_HEALTH_PROBES=true",
-	}, wbin, "--disable-ha")
+	}
+	if err := a.StartWebhook(ctx); err != nil {
+		return a, err
+	}
+	return a, a.StartBridge()
+}
+
+// StartWebhook (re)starts the webhook, as Start first started it, and waits
+// until it mutates pods.
+func (a *IstioAux) StartWebhook(ctx context.Context) error {
+	var err error
+	a.webhook, err = cluster.StartProcess("webhook", a.log, a.webhookEnv, a.webhookBin, "--disable-ha")
 	if err != nil {
-		return nil, err
+		return err
 	}
 	// Ready once a dry-run pod in an opted-in namespace comes back mutated.
 	err = a.webhook.WaitUp(ctx, 90*time.Second, func(ctx context.Context) error {
-		return DryRunMutated(ctx, cs, ProbePod("default"), HasHold)
+		return DryRunMutated(ctx, a.env.Client(), ProbePod("default"), HasHold)
 	})
 	if err != nil {
-		return a, fmt.Errorf("webhook never mutated a pod: %w", err)
+		return fmt.Errorf("webhook never mutated a pod: %w", err)
 	}
-	return a, a.StartBridge()
+	return nil
 }
 
 // StartBridge (re)starts the bridge in the AllInOne shape and waits until
