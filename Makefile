@@ -7,7 +7,7 @@
 export CGO_ENABLED := 0
 export GOFLAGS := $(strip $(GOFLAGS) -trimpath)
 
-.PHONY: test e2e e2e-node bench chaos fuzz run record verify-config build clean
+.PHONY: test e2e e2e-node e2e-ha bench chaos fuzz run record verify-config build clean
 
 test:          ## fast tests: no cluster (embedded NATS is fine)
 	hack/test.sh
@@ -15,6 +15,8 @@ e2e:           ## end to end on a real kube-apiserver, Job controller and kwok; 
 	hack/e2e.sh
 e2e-node:      ## the harness's real node (containerd, runc, kubelet in a network namespace); needs root
 	hack/e2e-node.sh
+e2e-ha:        ## three real nodes, istio-aux highly available, under faults (node loss, partition, restarts, upgrade); needs root
+	hack/e2e-ha.sh
 chaos:         ## faults: processes killed, NATS stopped, webhook down, garbage on the wire
 	hack/chaos.sh
 bench:         ## benchmarks, printed as one table

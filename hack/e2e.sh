@@ -5,8 +5,8 @@
 # tests against a real kube-apiserver, Job controller and istiod, with kwok
 # as the node (test/e2e); checks config/ against the real API and builds its
 # images; then runs the real-node suite (test/node) on a whole cluster with
-# istio-aux installed from config/ by ko; and prints the wall time of every
-# stage at the end.
+# istio-aux installed from config/ by ko; then the three-node suite
+# (test/ha) under faults; and prints the wall time of every stage at the end.
 set -o errexit -o nounset -o pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -48,3 +48,6 @@ if ((EUID == 0)); then
   timed "node packages" hack/node-deps.sh
 fi
 timed "real-node tests" go test -tags e2e -count=1 -timeout 20m -parallel 8 -v ./test/node/...
+# Three real nodes, istio-aux in its highly available shape, under faults
+# (test/ha): one fault after another.
+timed "three-node tests" go test -tags e2e -count=1 -timeout 45m -v ./test/ha/...

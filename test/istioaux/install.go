@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -38,6 +39,8 @@ type Installed struct {
 	c   *cluster.Cluster
 	log io.Writer
 	dir string
+	// base is the base image its images are built on.
+	base images.Image
 	// docs are what was applied, for Move.
 	docs []*unstructured.Unstructured
 }
@@ -51,7 +54,21 @@ func Install(ctx context.Context, c *cluster.Cluster, dir string, log io.Writer)
 	if err := realnode.PushImage(ctx, images.NonRootBase); err != nil {
 		return nil, err
 	}
-	return (&Installed{c: c, log: log}).apply(ctx, dir)
+	return (&Installed{c: c, log: log, base: images.NonRootBase}).apply(ctx, dir)
+}
+
+// Upgrade applies dir again as a new release of istio-aux, as `ko apply`
+// with a changed image: every image is built anew on a base image of its
+// own (version in a file of it), so every workload rolls. It returns once
+// the rollout is done and the webhook mutates pods.
+func (in *Installed) Upgrade(ctx context.Context, version string) (*Installed, error) {
+	base := images.NonRootBase
+	base.Ref += "-" + version
+	base.Files = append(slices.Clone(base.Files), images.File{Path: "/etc/istio-aux-release", Mode: 0o644, Data: []byte(version + "\n")})
+	if err := realnode.PushImage(ctx, base); err != nil {
+		return nil, err
+	}
+	return (&Installed{c: in.c, log: in.log, base: base}).apply(ctx, in.dir)
 }
 
 // Move changes the install to dir as a user moves between the two shapes:
@@ -62,7 +79,7 @@ func Install(ctx context.Context, c *cluster.Cluster, dir string, log io.Writer)
 // the API server unable to find the policy's params, denying every quit
 // (kubernetes/kubernetes#133827, seen here on v1.36.3).
 func (in *Installed) Move(ctx context.Context, dir string) (*Installed, error) {
-	next := &Installed{c: in.c, log: in.log}
+	next := &Installed{c: in.c, log: in.log, base: in.base}
 	docs, err := next.resolve(ctx, dir)
 	if err != nil {
 		return nil, err
@@ -115,7 +132,7 @@ func (in *Installed) apply(ctx context.Context, dir string) (*Installed, error) 
 // applied.
 func (in *Installed) resolve(ctx context.Context, dir string) ([]*unstructured.Unstructured, error) {
 	start := time.Now()
-	resolved, err := koResolve(ctx, folders(dir)...)
+	resolved, err := koResolve(ctx, in.base, folders(dir)...)
 	if err != nil {
 		return nil, err
 	}
@@ -135,12 +152,12 @@ func folders(dir string) []string {
 // koResolve builds every ko:// image of the folders into the node's
 // registry and returns the manifests with their references resolved. ko
 // reads .ko.yaml at the repository root.
-func koResolve(ctx context.Context, folders ...string) ([]byte, error) {
+func koResolve(ctx context.Context, base images.Image, folders ...string) ([]byte, error) {
 	var args []string
 	for _, f := range folders {
 		args = append(args, "-f", f)
 	}
-	return realnode.KoResolve(ctx, cluster.RepoRoot(), "istio-aux", args...)
+	return realnode.KoResolveOn(ctx, base, cluster.RepoRoot(), "istio-aux", args...)
 }
 
 // knativeOverlay decodes the resolved manifests, with the one difference
@@ -202,7 +219,11 @@ func without(docs, other []*unstructured.Unstructured) []*unstructured.Unstructu
 
 // asDeployment turns a Knative Service into a Deployment running its
 // revision template and a Service in front of it on port 80, as Knative's
-// networking would route a cluster-local address.
+// networking would route a cluster-local address. Two pods on two nodes:
+// what a Knative Service needs to outlive a node's loss (min-scale 2, and
+// Knative's topology-spread feature on), since a Deployment, Knative's
+// revisions included, replaces a pod on a dead node only once the node's
+// pods are evicted, minutes later.
 func asDeployment(ksvc *unstructured.Unstructured) ([]any, error) {
 	var tmpl struct {
 		Metadata metav1.ObjectMeta `json:"metadata"`
@@ -237,6 +258,11 @@ func asDeployment(ksvc *unstructured.Unstructured) ([]any, error) {
 		port = ctr.Ports[0].ContainerPort
 	}
 	ctr.Env = append(ctr.Env, corev1.EnvVar{Name: "PORT", Value: fmt.Sprint(port)})
+	tmpl.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{
+		MaxSkew: 1, TopologyKey: corev1.LabelHostname, WhenUnsatisfiable: corev1.DoNotSchedule,
+		NodeTaintsPolicy: ptr.To(corev1.NodeInclusionPolicyHonor),
+		LabelSelector:    &metav1.LabelSelector{MatchLabels: map[string]string{"serving.knative.dev/service": name}},
+	}}
 	for _, p := range []*corev1.Probe{ctr.ReadinessProbe, ctr.LivenessProbe} {
 		if p != nil && p.HTTPGet != nil && p.HTTPGet.Port.IntValue() == 0 {
 			p.HTTPGet.Port = intstr.FromInt32(port)
@@ -246,6 +272,7 @@ func asDeployment(ksvc *unstructured.Unstructured) ([]any, error) {
 		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: ksvc.GetLabels()},
 		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To(int32(2)),
 			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"serving.knative.dev/service": name}},
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: tmpl.Metadata.Annotations},

@@ -1,0 +1,317 @@
+//go:build e2e
+
+package ha
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	"github.com/istio-aux/istio-aux/test/cluster"
+	"github.com/istio-aux/istio-aux/test/httpget"
+	"github.com/istio-aux/istio-aux/test/images"
+	"github.com/istio-aux/istio-aux/test/istioaux"
+	"github.com/istio-aux/istio-aux/test/knative"
+	"github.com/istio-aux/istio-aux/test/mesh"
+)
+
+// TestHarnessThreeNodes: the harness's cluster is three nodes a pod can
+// be on, whose pods reach each other and Services across nodes, as the
+// control plane reaches them; and each fault does what it says: a
+// partitioned node is unreachable until healed, a node powered off loses
+// its processes and comes back with its pods, the API server and etcd come
+// back from SIGKILL.
+func TestHarnessThreeNodes(t *testing.T) {
+	m := threeNodes(t)
+	c := m.Cluster
+	ctx := context.Background()
+	ns := mesh.Namespace(t, c.Client(), mesh.NameFor(t, ""), false, nil)
+	names := m.Nodes.Names()
+	if len(names) != nodes {
+		t.Fatalf("nodes %v, want %d", names, nodes)
+	}
+	for _, n := range names {
+		if err := c.NodeReady(ctx, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	spreadDNS(t, c)
+
+	// A web server on each node, one Service over them.
+	for _, n := range names {
+		p := pinned(ns, "web-"+n, n, corev1.RestartPolicyAlways, corev1.Container{
+			Name: "web", Image: images.AppRef, Args: []string{"serve", ":8080"},
+			ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/", Port: intstr.FromInt32(8080)}},
+				PeriodSeconds: 1},
+		})
+		p.Labels = map[string]string{"app": "web"}
+		if _, err := c.Client().CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
+		Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "web"},
+			Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(8080)}}},
+	}
+	if _, err := c.Client().CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ips := map[string]string{}
+	for _, n := range names {
+		p := waitPod(t, c, ns, "web-"+n, 2*time.Minute, podReady)
+		if p.Spec.NodeName != n {
+			t.Fatalf("web-%s runs on %s", n, p.Spec.NodeName)
+		}
+		ips[n] = p.Status.PodIP
+	}
+
+	// From a pod on the first node: the others' pods, the Service by its
+	// name (cluster DNS, kube-proxy), the API server through its Service.
+	targets := []string{"http://web/", "kubernetes.default.svc:443"}
+	for _, n := range names[1:] {
+		targets = append(targets, "http://"+ips[n]+":8080/")
+	}
+	client := pinned(ns, "client", names[0], corev1.RestartPolicyNever, corev1.Container{
+		Name: "client", Image: images.AppRef, Args: append([]string{"probe"}, targets...)})
+	if _, err := c.Client().CoreV1().Pods(ns).Create(ctx, client, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	p := waitPod(t, c, ns, "client", 2*time.Minute, func(p *corev1.Pod) bool {
+		return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
+	})
+	if p.Status.Phase != corev1.PodSucceeded {
+		out, _ := c.Client().CoreV1().Pods(ns).GetLogs("client", &corev1.PodLogOptions{}).DoRaw(ctx)
+		t.Fatalf("from %s, not every target answered:\n%s", names[0], out)
+	}
+
+	// From the control plane's machine, each pod directly.
+	for _, n := range names {
+		reachable(t, ips[n], true)
+	}
+
+	t.Run("partition", func(t *testing.T) {
+		node := m.Nodes.Node(names[2])
+		if err := node.Partition(); err != nil {
+			t.Fatal(err)
+		}
+		reachable(t, ips[names[2]], false)
+		reachable(t, ips[names[1]], true)
+		if err := node.Heal(); err != nil {
+			t.Fatal(err)
+		}
+		reachable(t, ips[names[2]], true)
+	})
+
+	t.Run("power-off", func(t *testing.T) {
+		name := names[1]
+		node := m.Nodes.Node(name)
+		kubelet := c.Pids()[name+"/kubelet"]
+		if err := node.PowerOff(); err != nil {
+			t.Fatal(err)
+		}
+		if alive(kubelet) {
+			t.Errorf("%s's kubelet (pid %d) outlived its power-off", name, kubelet)
+		}
+		reachable(t, ips[name], false)
+		if err := node.PowerOn(ctx); err != nil {
+			t.Fatal(err)
+		}
+		// The kubelet finds its pod in the API server and runs it again, in
+		// a new sandbox.
+		p := waitPod(t, c, ns, "web-"+name, 3*time.Minute, func(p *corev1.Pod) bool {
+			return podReady(p) && p.Status.PodIP != ""
+		})
+		reachable(t, p.Status.PodIP, true)
+	})
+
+	t.Run("control-plane-restarts", func(t *testing.T) {
+		for what, restart := range map[string]func(context.Context) error{
+			"kube-apiserver": c.RestartAPIServer,
+			"etcd":           c.RestartEtcd,
+		} {
+			if err := restart(ctx); err != nil {
+				t.Fatalf("restarting %s: %v", what, err)
+			}
+			// The cluster works: a pod is scheduled, run and reports back.
+			name := "after-" + what
+			p := pinned(ns, name, names[0], corev1.RestartPolicyNever, corev1.Container{
+				Name: "app", Image: images.AppRef, Args: []string{"exit", "0"}})
+			if err := cluster.Poll(ctx, time.Second, time.Minute, func(ctx context.Context) (bool, error) {
+				_, err := c.Client().CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
+				return err == nil, err
+			}); err != nil {
+				t.Fatalf("after restarting %s: %v", what, err)
+			}
+			waitPod(t, c, ns, name, 2*time.Minute, func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodSucceeded })
+		}
+	})
+}
+
+// TestHAShape: config/ on three nodes is the shape docs/design.md names:
+// two bridges, two webhook replicas and two function pods on two nodes
+// each, three NATS servers on three, and exactly one bridge holding the
+// Lease.
+func TestHAShape(t *testing.T) {
+	m, _ := installedAs(t, istioaux.Config)
+	c := m.Cluster
+	for component, want := range map[string]int{"bridge": 2, "webhook": 2, "nats": 3} {
+		spread(t, c, "app.kubernetes.io/component="+component, want)
+	}
+	spread(t, c, "serving.knative.dev/service=proxy-quit", 2)
+	// A bridge takes the Lease (from an all-in-one of a shape installed
+	// before, once it expires).
+	err := cluster.Poll(context.Background(), time.Second, time.Minute, func(context.Context) (bool, error) {
+		leader := leaseHolder(t, c)
+		return strings.HasPrefix(leader, "istio-aux-bridge-"), fmt.Errorf("the Lease is held by %q", leader)
+	})
+	if err != nil {
+		t.Errorf("want a bridge pod holding the watcher's Lease: %v", err)
+	}
+}
+
+// spreadDNS checks that the cluster DNS runs on two nodes, as kubeadm
+// places it: one node's loss leaves a replica.
+func spreadDNS(t *testing.T, c *cluster.Cluster) {
+	t.Helper()
+	pods, err := c.Client().CoreV1().Pods("kube-system").List(context.Background(), metav1.ListOptions{LabelSelector: "k8s-app=kube-dns"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	on := map[string]bool{}
+	for _, p := range pods.Items {
+		on[p.Spec.NodeName] = true
+	}
+	if len(pods.Items) != 2 || len(on) != 2 {
+		t.Errorf("CoreDNS: %d pods on nodes %v, want 2 on 2", len(pods.Items), on)
+	}
+}
+
+// reachable checks from the control plane's machine that the web server at
+// ip answers (want) or stays silent for a whole second at a time (!want),
+// within a minute.
+func reachable(t *testing.T, ip string, want bool) {
+	t.Helper()
+	client := &http.Client{Timeout: time.Second}
+	err := cluster.Poll(context.Background(), 200*time.Millisecond, time.Minute, func(ctx context.Context) (bool, error) {
+		err := httpget.OK(ctx, client, "http://"+ip+":8080/")
+		return (err == nil) == want, err
+	})
+	if err != nil {
+		t.Fatalf("%s reachable = %t for a minute, want %t: %v", ip, !want, want, err)
+	}
+}
+
+func alive(pid int) bool {
+	_, err := os.Stat(fmt.Sprintf("/proc/%d", pid))
+	return pid > 0 && err == nil
+}
+
+// pinned is a pod on node name.
+func pinned(ns, name, node string, policy corev1.RestartPolicy, containers ...corev1.Container) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: corev1.PodSpec{
+			NodeSelector:                  map[string]string{corev1.LabelHostname: node},
+			RestartPolicy:                 policy,
+			TerminationGracePeriodSeconds: ptr.To(int64(5)),
+			Containers:                    containers,
+		},
+	}
+}
+
+// waitPod polls the pod until cond holds, failing the test after timeout.
+func waitPod(t *testing.T, c *cluster.Cluster, ns, name string, timeout time.Duration, cond func(*corev1.Pod) bool) *corev1.Pod {
+	t.Helper()
+	var last *corev1.Pod
+	err := cluster.Poll(context.Background(), 100*time.Millisecond, timeout, func(ctx context.Context) (bool, error) {
+		p, err := c.Client().CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		last = p
+		return cond(p), nil
+	})
+	if err != nil {
+		var status string
+		if last != nil {
+			status = fmt.Sprintf(" (phase %s on %q, %s)", last.Status.Phase, last.Spec.NodeName, statuses(last))
+		}
+		t.Fatalf("pod %s/%s: %v%s", ns, name, err, status)
+	}
+	return last
+}
+
+func statuses(p *corev1.Pod) string {
+	var parts []string
+	for _, s := range p.Status.ContainerStatuses {
+		parts = append(parts, fmt.Sprintf("%s ready=%t restarts=%d %+v", s.Name, s.Ready, s.RestartCount, s.State))
+	}
+	return strings.Join(parts, "; ")
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// TestHAKnativeFootprint measures what Knative Serving's components add to
+// the three-node cluster's idle CPU, with istio-aux installed (config/):
+// the reason the suite runs the function as a plain Deployment. A
+// measurement, not a check: it runs with HA_KNATIVE=1 (make e2e does not).
+func TestHAKnativeFootprint(t *testing.T) {
+	if os.Getenv("HA_KNATIVE") == "" {
+		t.Skip("a measurement: HA_KNATIVE=1 runs it")
+	}
+	m, _ := installedAs(t, istioaux.Config)
+	busy := func(what string) float64 {
+		a := machineCPU(t)
+		start := time.Now()
+		<-time.After(30 * time.Second) // the sampling period, not a wait for anything
+		cores := (machineCPU(t) - a) / time.Since(start).Seconds()
+		t.Logf("%s: %.2f of the machine's cores busy, idle cluster", what, cores)
+		return cores
+	}
+	before := busy("three nodes, istio-aux")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	if err := knative.Install(ctx, m.Cluster, shared.log); err != nil {
+		t.Fatal(err)
+	}
+	after := busy("three nodes, istio-aux, Knative Serving")
+	t.Logf("Knative Serving adds %.2f cores at rest (%.0f%% of the machine's %d)", after-before, 100*(after-before)/float64(runtime.NumCPU()), runtime.NumCPU())
+}
+
+// machineCPU is the CPU seconds the machine has spent busy (all but idle
+// and iowait), from /proc/stat.
+func machineCPU(t *testing.T) float64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(strings.SplitN(string(b), "\n", 2)[0])
+	var busy float64
+	for i, v := range f[1:] {
+		n, _ := strconv.ParseFloat(v, 64)
+		if i != 3 && i != 4 { // idle, iowait
+			busy += n
+		}
+	}
+	return busy / 100 // USER_HZ
+}

@@ -1,0 +1,535 @@
+//go:build e2e
+
+package ha
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/istio-aux/istio-aux/bridge/transport"
+	"github.com/istio-aux/istio-aux/test/cluster"
+	"github.com/istio-aux/istio-aux/test/istioaux"
+	"github.com/istio-aux/istio-aux/test/mesh"
+	"github.com/istio-aux/istio-aux/webhook"
+)
+
+// A fault the three-node cluster suffers while Jobs keep finishing.
+type fault struct {
+	name string
+	// target is the node the fault hits, "" for none: the load keeps off
+	// it from a little before the fault until the node is back.
+	target func(t *testing.T, e *env) string
+	// inject starts the fault and returns what ends it (powering the node
+	// on, healing the partition), run once the window is over.
+	inject func(t *testing.T, e *env, node string) (end func())
+	// window is how long the fault is watched for: the Jobs whose apps end
+	// within it are the ones measured.
+	window time.Duration
+}
+
+// env is what the faults act on.
+type env struct {
+	m   *mesh.Mesh
+	aux *istioaux.Installed
+}
+
+// Loads and limits of the fault runs.
+const (
+	jobEvery  = 3 * time.Second
+	jobRunFor = "3s"
+	// resumeWithin is the bound on quits stopping after any one
+	// fault.
+	resumeWithin = 30 * time.Second
+)
+
+// TestHAFaults: config/ on three nodes, while one-pod Jobs keep finishing
+// on the nodes the fault spares, survives each fault in turn: the node of
+// the bridge that watches powered off; the node of the NATS stream's
+// leader powered off; a node of a webhook replica powered off; the
+// watching bridge's node partitioned for 60 s and healed; kube-apiserver
+// and etcd killed and started again; istio-aux rolled to a new release.
+// After each: every Job completes, every proxy is quit exactly once (no
+// quit lost, none repeated), none before its app ended, every pod created
+// was held for its proxy, and quits resumed within 30 s of the fault.
+func TestHAFaults(t *testing.T) {
+	m, aux := installedAs(t, istioaux.Config)
+	e := &env{m: m, aux: aux}
+	l := startLoad(t, m.Cluster, jobEvery, jobRunFor)
+	var rows []result
+	for _, f := range []fault{
+		{name: "power-off-watching-bridge-node", target: leaderNode, inject: powerOff, window: 60 * time.Second},
+		{name: "power-off-nats-stream-leader-node", target: streamLeaderNode, inject: powerOff, window: 60 * time.Second},
+		{name: "power-off-webhook-node", target: webhookNode, inject: powerOff, window: 90 * time.Second},
+		{name: "partition-watching-bridge-node-60s", target: leaderNode, inject: partition, window: 60 * time.Second},
+		{name: "restart-kube-apiserver", target: none, inject: restart("kube-apiserver"), window: 30 * time.Second},
+		{name: "restart-etcd", target: none, inject: restart("etcd"), window: 30 * time.Second},
+		{name: "rolling-upgrade", target: none, inject: upgrade, window: 30 * time.Second},
+	} {
+		settled := false
+		t.Run(f.name, func(t *testing.T) {
+			r := runFault(t, e, l, f)
+			settled = true
+			rows = append(rows, r)
+			r.check(t)
+		})
+		if !settled {
+			break // the next fault would start on a cluster not yet whole
+		}
+	}
+	report(t, "config", rows)
+}
+
+// runFault runs one fault under the load and checks what it left.
+func runFault(t *testing.T, e *env, l *load, f fault) result {
+	node := f.target(t, e)
+	l.keepOff(t, node)
+	refusedBefore := l.refusals(t)
+	start := time.Now()
+	end := f.inject(t, e, node)
+	t.Logf("%s: fault began at %s on %q", f.name, start.Format(time.StampMilli), node)
+	// The fault lasts its window: a schedule, not a wait for anything.
+	<-time.After(time.Until(start.Add(f.window)))
+	if end != nil {
+		end()
+	}
+	whole(t, e)
+	l.keepOff(t, "")
+	settled := l.settle(t, 4*time.Minute)
+	pods := slices.DeleteFunc(l.snapshot(), func(p tracked) bool { return !settled[p.job] })
+	events := l.quitEvents(t)
+	r := measure(f.name, pods, events, start, f.window)
+	r.refused = l.refusals(t) - refusedBefore
+	t.Log(r.String())
+	if !r.ok() || r.p99 > resumeWithin {
+		timeline(t, pods, events, start)
+		logIstioAux(t, e.m.Cluster, start)
+	}
+	return r
+}
+
+// timeline logs, for each pod of the load around the fault, when it was
+// created and its app and proxy were seen done, relative to the fault.
+func timeline(t *testing.T, pods []tracked, events map[string]int32, start time.Time) {
+	t.Helper()
+	rel := func(at time.Time) string {
+		if at.IsZero() {
+			return "      -"
+		}
+		return fmt.Sprintf("%+7.1fs", at.Sub(start).Seconds())
+	}
+	var b strings.Builder
+	for _, p := range pods {
+		if p.created.Before(start.Add(-30*time.Second)) && !p.quit.IsZero() && p.quit.Before(start) {
+			continue
+		}
+		fmt.Fprintf(&b, "%-10s on %-7s created %s app done %s quit %s held %-5t early %-5t ProxyQuit %d\n",
+			p.name, p.node, rel(p.created), rel(p.appExit), rel(p.quit), p.held, p.early, events[p.name])
+	}
+	t.Logf("the load's pods around the fault:\n%s", b.String())
+}
+
+// logIstioAux logs what istio-aux's containers wrote since a little before
+// since: what explains a quit that came late or not at all.
+func logIstioAux(t *testing.T, c *cluster.Cluster, since time.Time) {
+	t.Helper()
+	ctx := context.Background()
+	pods, err := c.Client().CoreV1().Pods(istioaux.SystemNamespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Logf("istio-aux's pods: %v", err)
+		return
+	}
+	from := metav1.NewTime(since.Add(-10 * time.Second))
+	for _, p := range pods.Items {
+		for _, ctr := range p.Spec.Containers {
+			out, err := c.Client().CoreV1().Pods(p.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{Container: ctr.Name, SinceTime: &from}).DoRaw(ctx)
+			t.Logf("logs of %s/%s on %s (%v):\n%s", p.Name, ctr.Name, p.Spec.NodeName, err, tail(string(out), 60))
+		}
+	}
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// whole waits until the cluster is whole again: every node Ready, every
+// workload of istio-aux Available, the NATS stream with every replica
+// current.
+func whole(t *testing.T, e *env) {
+	t.Helper()
+	bg := context.Background()
+	for _, n := range e.m.Nodes.Names() {
+		if err := cluster.Poll(bg, time.Second, 4*time.Minute, func(ctx context.Context) (bool, error) {
+			return e.m.Cluster.NodeReady(ctx, n) == nil, nil
+		}); err != nil {
+			t.Fatalf("node %s not Ready again: %v", n, err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(bg, 5*time.Minute)
+	defer cancel()
+	if err := e.aux.WaitAvailable(ctx, 5*time.Minute); err != nil {
+		logIstioAux(t, e.m.Cluster, time.Now().Add(-5*time.Minute))
+		t.Fatal(err)
+	}
+	if e.aux.Dir() != istioaux.Config {
+		return
+	}
+	var why error
+	err := cluster.Poll(bg, time.Second, 3*time.Minute, func(context.Context) (bool, error) {
+		why = streamWhole(e)
+		return why == nil, nil
+	})
+	if err != nil {
+		err = fmt.Errorf("%w: %v", err, why)
+	}
+	if err != nil {
+		logIstioAux(t, e.m.Cluster, time.Now().Add(-3*time.Minute))
+		t.Fatalf("the NATS stream is not whole again: %v", err)
+	}
+}
+
+// streamWhole says why the NATS stream is not whole: no leader, or a
+// replica offline or behind.
+func streamWhole(e *env) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	info, err := streamInfo(ctx, e)
+	if err != nil {
+		return err
+	}
+	c := info.Cluster
+	if c == nil || c.Leader == "" || len(c.Replicas) != 2 {
+		return fmt.Errorf("stream cluster %+v", c)
+	}
+	for _, r := range c.Replicas {
+		if !r.Current || r.Offline {
+			return fmt.Errorf("replica %s behind (leader %s, replica %+v)", r.Name, c.Leader, *r)
+		}
+	}
+	return nil
+}
+
+// Targets.
+
+func none(*testing.T, *env) string { return "" }
+
+// leaderNode is the node of the bridge (or all-in-one) that holds the
+// watcher's Lease.
+func leaderNode(t *testing.T, e *env) string {
+	return nodeOf(t, e.m.Cluster, leaseHolder(t, e.m.Cluster))
+}
+
+// streamLeaderNode is the node of the NATS server leading the stream.
+func streamLeaderNode(t *testing.T, e *env) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	info, err := streamInfo(ctx, e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nodeOf(t, e.m.Cluster, info.Cluster.Leader) // a server is named after its pod
+}
+
+// webhookNode is the node of the webhook replica the API server sends the
+// admissions to now: it keeps one HTTP/2 connection to one replica and
+// sends every review over it, so losing that replica's node is the fault
+// that matters (losing the other's, nothing reaches it). That replica is
+// the one whose count of admissions grows while the load creates pods.
+func webhookNode(t *testing.T, e *env) string {
+	t.Helper()
+	pods, err := e.m.Cluster.Client().CoreV1().Pods(istioaux.SystemNamespace).List(context.Background(),
+		metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=webhook"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := func() map[string]float64 {
+		out := map[string]float64{}
+		for _, p := range pods.Items {
+			out[p.Spec.NodeName] = admissions(t, p.Status.PodIP)
+		}
+		return out
+	}
+	var busiest string
+	err = cluster.Poll(context.Background(), 100*time.Millisecond, time.Minute, func(context.Context) (bool, error) {
+		before := count()
+		<-time.After(2 * jobEvery) // a sampling period: the load creates a pod or two
+		most := 0.0
+		for node, n := range count() {
+			if d := n - before[node]; d > most {
+				busiest, most = node, d
+			}
+		}
+		return most > 0, nil
+	})
+	if err != nil {
+		t.Fatalf("no webhook replica admitted the load's pods: %v", err)
+	}
+	return busiest
+}
+
+// admissions is a webhook replica's count of admissions, read from its
+// metrics.
+func admissions(t *testing.T, ip string) float64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+ip+":9090/metrics", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	var sum float64
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if line := sc.Text(); strings.HasPrefix(line, webhook.MetricAdmissions+"{") {
+			f := strings.Fields(line)
+			v, _ := strconv.ParseFloat(f[len(f)-1], 64)
+			sum += v
+		}
+	}
+	return sum
+}
+
+// Faults.
+
+func powerOff(t *testing.T, e *env, node string) func() {
+	t.Helper()
+	n := e.m.Nodes.Node(node)
+	if err := n.PowerOff(); err != nil {
+		t.Fatal(err)
+	}
+	return func() {
+		if err := n.PowerOn(context.Background()); err != nil {
+			t.Fatalf("powering %s on: %v", node, err)
+		}
+	}
+}
+
+func partition(t *testing.T, e *env, node string) func() {
+	t.Helper()
+	n := e.m.Nodes.Node(node)
+	if err := n.Partition(); err != nil {
+		t.Fatal(err)
+	}
+	return func() {
+		if err := n.Heal(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func restart(what string) func(*testing.T, *env, string) func() {
+	return func(t *testing.T, e *env, _ string) func() {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		var err error
+		if what == "etcd" {
+			err = e.m.Cluster.RestartEtcd(ctx)
+		} else {
+			err = e.m.Cluster.RestartAPIServer(ctx)
+		}
+		if err != nil {
+			t.Fatalf("restarting %s: %v", what, err)
+		}
+		return nil
+	}
+}
+
+// upgrade applies istio-aux again with new images and waits for the
+// rollout to end: the window then watches what follows it.
+func upgrade(t *testing.T, e *env, _ string) func() {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	next, err := e.aux.Upgrade(ctx, fmt.Sprintf("v%d", time.Now().Unix()))
+	if err != nil {
+		t.Fatalf("rolling to a new release: %v", err)
+	}
+	e.aux = next
+	installed.mu.Lock()
+	installed.aux = next
+	installed.mu.Unlock()
+	return nil
+}
+
+// streamInfo asks NATS, as the bridge does (with the Secret's token, any
+// server), about the stream.
+func streamInfo(ctx context.Context, e *env) (*jetstream.StreamInfo, error) {
+	cs := e.m.Cluster.Client()
+	secret, err := cs.CoreV1().Secrets(istioaux.SystemNamespace).Get(ctx, "istio-aux-nats", metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	pods, err := cs.CoreV1().Pods(istioaux.SystemNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=nats"})
+	if err != nil {
+		return nil, err
+	}
+	var urls []string
+	for _, p := range pods.Items {
+		if p.Status.PodIP != "" && podReady(&p) {
+			urls = append(urls, "nats://"+p.Status.PodIP+":4222")
+		}
+	}
+	nc, err := nats.Connect(strings.Join(urls, ","), nats.Token(string(secret.Data["token"])), nats.Timeout(2*time.Second))
+	if err != nil {
+		return nil, err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	s, err := js.Stream(ctx, transport.DefaultName)
+	if err != nil {
+		return nil, err
+	}
+	return s.Info(ctx)
+}
+
+// result is what a fault left, measured from the load's pods.
+type result struct {
+	fault string
+	// resume: from the fault's start to the first quit seen after it.
+	resume time.Duration
+	// jobs: pods whose app ended within the window; their app-exit → quit
+	// latencies' median and p99.
+	jobs     int
+	p50, p99 time.Duration
+	// unheld: pods created in the window without the hold; early: proxies
+	// seen stopped before their app ended; repeated: pods quit more than
+	// once (their ProxyQuit Events); unquit: pods whose app ended and whose
+	// proxy was never seen quit.
+	unheld, early, repeated, unquit int
+	// silent: proxies quit whose ProxyQuit Event never came: the function
+	// that quit them was on the node that went, before its Events were
+	// written (client-go writes them in the background). Not a lost quit.
+	silent int
+	// refused: pod creations the API server refused (FailedCreate), and
+	// the longest a Job created in the window waited for its pod: what
+	// failurePolicy Fail costs while a webhook replica's node is dead.
+	refused   int32
+	podWaited time.Duration
+}
+
+func measure(name string, pods []tracked, events map[string]int32, start time.Time, window time.Duration) result {
+	r := result{fault: name, resume: -1}
+	end := start.Add(window)
+	var lat []time.Duration
+	for _, p := range pods {
+		if !p.created.Before(start) && p.created.Before(end) && !p.held {
+			r.unheld++
+		}
+		if !p.jobAt.IsZero() && !p.jobAt.Before(start) && p.jobAt.Before(end) {
+			r.podWaited = max(r.podWaited, p.created.Sub(p.jobAt))
+		}
+		if p.early {
+			r.early++
+		}
+		if events[p.name] > 1 {
+			r.repeated++
+		}
+		switch {
+		case !p.appExit.IsZero() && p.quit.IsZero():
+			r.unquit++
+		case !p.quit.IsZero() && events[p.name] == 0:
+			r.silent++
+		}
+		if !p.quit.IsZero() && !p.quit.Before(start) && (r.resume < 0 || p.quit.Sub(start) < r.resume) {
+			r.resume = p.quit.Sub(start)
+		}
+		if !p.appExit.IsZero() && !p.quit.IsZero() && !p.appExit.Before(start) && p.appExit.Before(end) {
+			lat = append(lat, p.quit.Sub(p.appExit))
+		}
+	}
+	slices.Sort(lat)
+	r.jobs = len(lat)
+	if len(lat) > 0 {
+		r.p50 = lat[len(lat)/2]
+		r.p99 = lat[min(len(lat)-1, len(lat)*99/100)]
+	}
+	return r
+}
+
+func (r result) String() string {
+	return fmt.Sprintf("%-36s quits resumed %5.1fs  jobs %3d  app exit→quit p50 %5.1fs p99 %5.1fs  unheld %d  early %d  repeated %d  unquit %d  silent %d  refused %d  pod waited ≤%3.0fs",
+		r.fault, r.resume.Seconds(), r.jobs, r.p50.Seconds(), r.p99.Seconds(), r.unheld, r.early, r.repeated, r.unquit, r.silent,
+		r.refused, r.podWaited.Seconds())
+}
+
+// ok reports whether the fault stayed within the bounds.
+func (r result) ok() bool {
+	return r.unheld+r.early+r.repeated+r.unquit == 0 && r.resume >= 0 && r.resume <= resumeWithin
+}
+
+// check holds the fault to the bounds.
+func (r result) check(t *testing.T) {
+	t.Helper()
+	if r.unheld+r.early+r.repeated+r.unquit > 0 {
+		t.Errorf("%s: %d pods admitted without the hold, %d proxies quit before their apps ended, %d quit more than once, %d never quit",
+			r.fault, r.unheld, r.early, r.repeated, r.unquit)
+	}
+	if r.resume < 0 || r.resume > resumeWithin {
+		t.Errorf("%s: quits resumed %v after the fault, want within %v", r.fault, r.resume, resumeWithin)
+	}
+}
+
+// report writes the rows to the log and to $HA_RESULTS (default
+// _output/ha-results.txt), from which the README's table is made.
+func report(t *testing.T, shape string, rows []result) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# %s, %s, %d nodes on this machine\n", shape, time.Now().Format(time.RFC3339), nodes)
+	for _, r := range rows {
+		b.WriteString(r.String() + "\n")
+	}
+	t.Log("\n" + b.String())
+	path := os.Getenv("HA_RESULTS")
+	if path == "" {
+		path = filepath.Join(cluster.CacheDir(), "ha-results.txt")
+	}
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		t.Log(err)
+		return
+	}
+	defer f.Close()
+	_, _ = f.WriteString(b.String())
+}
+
+// TestHAStandalone: config/standalone on three nodes (two all-in-ones on a
+// Lease, each with its own embedded JetStream), while Jobs keep finishing,
+// survives the power-off of the node of the all-in-one that watches: the
+// other's first list finds every pod that finished meanwhile.
+func TestHAStandalone(t *testing.T) {
+	m, aux := installedAs(t, istioaux.Standalone)
+	e := &env{m: m, aux: aux}
+	spread(t, m.Cluster, "app.kubernetes.io/component=allinone", 2)
+	l := startLoad(t, m.Cluster, jobEvery, jobRunFor)
+	var rows []result
+	f := fault{name: "power-off-watching-allinone-node", target: leaderNode, inject: powerOff, window: 60 * time.Second}
+	t.Run(f.name, func(t *testing.T) {
+		r := runFault(t, e, l, f)
+		rows = append(rows, r)
+		r.check(t)
+	})
+	report(t, "standalone", rows)
+}
