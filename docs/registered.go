@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"regexp"
 	"slices"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -19,6 +20,8 @@ type Metric struct {
 	// Type is counter, gauge, histogram, summary or untyped: a histogram
 	// is scraped as the series Name_bucket, Name_sum and Name_count.
 	Type string
+	// Labels are the metric's own labels (a scrape adds the target's).
+	Labels []string
 }
 
 // Registered is every metric the webhook, the bridge, the dispatcher and
@@ -34,25 +37,32 @@ func Registered() []Metric {
 	var out []Metric
 	for _, c := range reg.cs {
 		typ := typeOf(c)
-		for _, name := range names(c) {
-			out = append(out, Metric{Name: name, Type: typ})
+		for _, m := range described(c) {
+			m.Type = typ
+			out = append(out, m)
 		}
 	}
 	slices.SortFunc(out, func(a, b Metric) int { return cmp.Compare(a.Name, b.Name) })
 	return out
 }
 
-var fqName = regexp.MustCompile(`fqName: "([^"]+)"`)
+// desc reads a Desc's name and labels from its String, the only place
+// client_golang shows them.
+var desc = regexp.MustCompile(`fqName: "([^"]+)".*variableLabels: \{([^}]*)\}`)
 
-// names are the metric names c describes. Describe, not Gather: a vector
-// without a child is not gathered.
-func names(c prometheus.Collector) []string {
+// described are the metrics c describes, with their labels. Describe, not
+// Gather: a vector without a child is not gathered.
+func described(c prometheus.Collector) []Metric {
 	ch := make(chan *prometheus.Desc, 16)
 	go func() { c.Describe(ch); close(ch) }()
-	var out []string
+	var out []Metric
 	for d := range ch {
-		if m := fqName.FindStringSubmatch(d.String()); m != nil {
-			out = append(out, m[1])
+		if m := desc.FindStringSubmatch(d.String()); m != nil {
+			var labels []string
+			if m[2] != "" {
+				labels = strings.Split(m[2], ",")
+			}
+			out = append(out, Metric{Name: m[1], Labels: labels})
 		}
 	}
 	return out
