@@ -1,7 +1,6 @@
 package monitoring
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"maps"
@@ -17,7 +16,6 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql/promqltest"
 	"github.com/prometheus/prometheus/rules"
-	"go.yaml.in/yaml/v3"
 )
 
 // A file of testdata/ is in the format of promtool's rule unit tests,
@@ -92,16 +90,8 @@ func TestAlerts(t *testing.T) {
 
 func readCases(t *testing.T, path string) testFile {
 	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var tf testFile
-	dec := yaml.NewDecoder(bytes.NewReader(b))
-	dec.KnownFields(true)
-	if err := dec.Decode(&tf); err != nil {
-		t.Fatalf("%s: %v", path, err)
-	}
+	decodeStrict(t, path, &tf)
 	if tf.EvaluationInterval == 0 {
 		tf.EvaluationInterval = model.Duration(time.Minute)
 	}

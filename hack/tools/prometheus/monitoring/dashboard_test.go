@@ -1,7 +1,6 @@
 package monitoring
 
 import (
-	"bytes"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -59,8 +58,7 @@ func loadDashboard(t *testing.T) dashboard {
 		t.Fatal(err)
 	}
 	var d dashboard
-	dec := json.NewDecoder(bytes.NewReader(b))
-	if err := dec.Decode(&d); err != nil {
+	if err := json.Unmarshal(b, &d); err != nil {
 		t.Fatalf("%s: %v", dashboardFile, err)
 	}
 	return d

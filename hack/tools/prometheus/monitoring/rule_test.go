@@ -48,16 +48,8 @@ type prometheusRule struct {
 // parsed). It returns the groups and the spec as a rule file's bytes.
 func loadRules(t *testing.T) (prometheusRule, *rulefmt.RuleGroups, []byte) {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(root, rulesFile))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var pr prometheusRule
-	dec := yaml.NewDecoder(bytes.NewReader(b))
-	dec.KnownFields(true)
-	if err := dec.Decode(&pr); err != nil {
-		t.Fatalf("%s: %v", rulesFile, err)
-	}
+	decodeStrict(t, filepath.Join(root, rulesFile), &pr)
 	spec, err := yaml.Marshal(&pr.Spec)
 	if err != nil {
 		t.Fatal(err)
@@ -70,6 +62,21 @@ func loadRules(t *testing.T) (prometheusRule, *rulefmt.RuleGroups, []byte) {
 		t.FailNow()
 	}
 	return pr, groups, spec
+}
+
+// decodeStrict reads the YAML file at path into v, refusing fields v does
+// not have (a misspelt key would otherwise be dropped unseen).
+func decodeStrict(t *testing.T, path string, v any) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(v); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
 }
 
 // TestPrometheusRule: the object is the Operator's PrometheusRule in
