@@ -7,72 +7,51 @@ import (
 	"regexp"
 	"slices"
 	"testing"
-
-	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/istio-aux/istio-aux/bridge/metrics"
-	"github.com/istio-aux/istio-aux/functions/proxyquit"
-	"github.com/istio-aux/istio-aux/webhook"
 )
 
 // TestMetricsAreDocumented: every metric a component registers is in
-// metrics.md, and every metric there is registered.
+// metrics.md with its type and labels, and every metric there is registered.
 func TestMetricsAreDocumented(t *testing.T) {
-	// The webhook registers on the default registry knative's sharedmain
-	// serves; its names are constants (webhook/metrics.go).
-	registered := []string{webhook.MetricAdmissions, webhook.MetricAdmissionDuration}
-	// Describe, not Gather: a vector without a child is not gathered.
-	fqName := regexp.MustCompile(`fqName: "([^"]+)"`)
-	ch := make(chan *prometheus.Desc, 100)
-	go func() {
-		for _, c := range collectors() {
-			c.Describe(ch)
-		}
-		close(ch)
-	}()
-	for d := range ch {
-		if m := fqName.FindStringSubmatch(d.String()); m != nil {
-			registered = append(registered, m[1])
-		}
+	registered := map[string]Metric{}
+	for _, m := range Registered() {
+		registered[m.Name] = m
 	}
 	doc, err := os.ReadFile("metrics.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var documented []string
-	for _, m := range regexp.MustCompile("(?m)^\\| `(istio_aux_[a-z_]+)`").FindAllStringSubmatch(string(doc), -1) {
-		documented = append(documented, m[1])
+	documented := map[string]Metric{}
+	row := regexp.MustCompile("(?m)^\\| `(istio_aux_[a-z_]+)` \\| ([a-z]+) \\|([^|]*)\\|")
+	label := regexp.MustCompile("`([a-z_]+)`")
+	for _, m := range row.FindAllStringSubmatch(string(doc), -1) {
+		var labels []string
+		for _, l := range label.FindAllStringSubmatch(m[3], -1) {
+			labels = append(labels, l[1])
+		}
+		documented[m[1]] = Metric{Name: m[1], Type: m[2], Labels: labels}
 	}
 	if len(registered) < 15 || len(documented) < 15 {
 		t.Fatalf("found %d registered and %d documented metrics: the test lost its grip", len(registered), len(documented))
 	}
-	for _, n := range registered {
-		if !slices.Contains(documented, n) {
+	for n, reg := range registered {
+		doc, ok := documented[n]
+		switch {
+		case !ok:
 			t.Errorf("%s is registered but not in metrics.md", n)
+		case doc.Type != reg.Type:
+			t.Errorf("metrics.md says %s is a %s; it is registered as a %s", n, doc.Type, reg.Type)
+		case !sameSet(doc.Labels, reg.Labels):
+			t.Errorf("metrics.md gives %s the labels %v; it is registered with %v", n, doc.Labels, reg.Labels)
 		}
 	}
-	for _, n := range documented {
-		if !slices.Contains(registered, n) {
+	for n := range documented {
+		if _, ok := registered[n]; !ok {
 			t.Errorf("metrics.md lists %s, which no component registers", n)
 		}
 	}
 }
 
-// collectors are every metric of the bridge, the dispatcher and the
-// function, registered on a registry of their own.
-func collectors() []prometheus.Collector {
-	var out []prometheus.Collector
-	reg := &collecting{}
-	metrics.NewBridge(reg)
-	metrics.NewDispatch(reg)
-	_, _ = proxyquit.NewMetrics(reg)
-	out = append(out, reg.cs...)
-	return out
+func sameSet(a, b []string) bool {
+	a, b = slices.Sorted(slices.Values(a)), slices.Sorted(slices.Values(b))
+	return slices.Equal(a, b)
 }
-
-// collecting is a Registerer that keeps what is registered.
-type collecting struct{ cs []prometheus.Collector }
-
-func (c *collecting) Register(col prometheus.Collector) error { c.cs = append(c.cs, col); return nil }
-func (c *collecting) MustRegister(cs ...prometheus.Collector) { c.cs = append(c.cs, cs...) }
-func (c *collecting) Unregister(prometheus.Collector) bool    { return false }

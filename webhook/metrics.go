@@ -41,6 +41,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	return m
 }
 
+// RegisterMetrics registers the webhook's metrics on reg, as its controller
+// does on the default registry: for what lists every component's metrics
+// (docs.Registered).
+func RegisterMetrics(reg prometheus.Registerer) { newMetrics(reg) }
+
 // register registers c on reg and returns it, or the collector reg already
 // has under its name.
 func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {

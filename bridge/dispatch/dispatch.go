@@ -48,6 +48,10 @@ type Options struct {
 	// cut short could have reached the proxy with nobody left to record
 	// it; one that outlasts Drain is cut, and handed back to JetStream.
 	Drain time.Duration
+	// BacklogPeriod is how often the durable consumer's backlog is read
+	// for istio_aux_dispatch_backlog (default 15s: twice per typical
+	// scrape, one small JetStream request per replica each time).
+	BacklogPeriod time.Duration
 }
 
 // Dispatcher delivers events from the stream to a Sink.
@@ -85,6 +89,9 @@ func New(js jetstream.JetStream, sink Sink, m *metrics.Dispatch, o Options) *Dis
 	}
 	if o.Drain <= 0 {
 		o.Drain = 20 * time.Second
+	}
+	if o.BacklogPeriod <= 0 {
+		o.BacklogPeriod = 15 * time.Second
 	}
 	return &Dispatcher{js: js, sink: sink, m: m, o: o}
 }
@@ -253,6 +260,7 @@ func (d *Dispatcher) consume(ctx context.Context, handler jetstream.MessageHandl
 		return nil, fmt.Errorf("consuming %s: %w", transport.Durable, err)
 	}
 	defer cc.Stop()
+	defer d.watchBacklog(ctx, cons)()
 	d.running.Store(true)
 	logger.Infow("Dispatching", zap.String("stream", d.o.Stream), zap.String("consumer", transport.Durable))
 	select {

@@ -99,6 +99,12 @@ type Dispatch struct {
 	Duration prometheus.Histogram
 	// ConsumerRestores counts re-creations of a durable consumer that had gone.
 	ConsumerRestores prometheus.Counter
+	// Backlog is the durable consumer's count of events not yet settled:
+	// stored and not yet delivered, or delivered and not yet acknowledged.
+	// It is JetStream's count, the same whichever replica reads it, so
+	// that an event that waits in the stream for a dispatcher is counted
+	// too (Waiting and InFlight see only what this replica holds).
+	Backlog prometheus.Gauge
 }
 
 // NewDispatch registers the dispatcher metrics on reg (nil: not registered).
@@ -125,10 +131,12 @@ func NewDispatch(reg prometheus.Registerer) *Dispatch {
 			Buckets: prometheus.ExponentialBuckets(0.001, 4, 8)}),
 		ConsumerRestores: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "istio_aux_dispatch_consumer_restores_total", Help: "Re-creations of the durable consumer after it had gone."}),
+		Backlog: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "istio_aux_dispatch_backlog", Help: "Events the durable consumer has not settled (not yet delivered, or awaiting their ack), as of this replica's last look."}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.Delivered, m.Poison, m.Redeliveries, m.Exhausted, m.InFlight, m.Duration, m.ConsumerRestores,
-			m.Waiting, m.Retries, m.Final)
+			m.Waiting, m.Retries, m.Final, m.Backlog)
 	}
 	return m
 }
