@@ -43,6 +43,10 @@ type Options struct {
 	// Heartbeat is how often the server tells a waiting pull it is alive;
 	// two missed ones mean the consumer is lost (default 5s).
 	Heartbeat time.Duration
+	// PendingEvery is how often a consuming replica reads the durable
+	// consumer's pending count into its Pending gauge (default 10s): one
+	// small request to NATS each time.
+	PendingEvery time.Duration
 	// Drain is how long deliveries under way may go on once Run's context
 	// is done (default 20s, inside a pod's default 30 s of grace). A quit
 	// cut short could have reached the proxy with nobody left to record
@@ -85,6 +89,9 @@ func New(js jetstream.JetStream, sink Sink, m *metrics.Dispatch, o Options) *Dis
 	}
 	if o.Drain <= 0 {
 		o.Drain = 20 * time.Second
+	}
+	if o.PendingEvery <= 0 {
+		o.PendingEvery = 10 * time.Second
 	}
 	return &Dispatcher{js: js, sink: sink, m: m, o: o}
 }
@@ -253,6 +260,10 @@ func (d *Dispatcher) consume(ctx context.Context, handler jetstream.MessageHandl
 		return nil, fmt.Errorf("consuming %s: %w", transport.Durable, err)
 	}
 	defer cc.Stop()
+	pctx, stopPending := context.WithCancel(ctx)
+	refreshed := make(chan struct{})
+	go func() { defer close(refreshed); d.refreshPending(pctx, cons) }()
+	defer func() { stopPending(); <-refreshed }()
 	d.running.Store(true)
 	logger.Infow("Dispatching", zap.String("stream", d.o.Stream), zap.String("consumer", transport.Durable))
 	select {
@@ -260,6 +271,25 @@ func (d *Dispatcher) consume(ctx context.Context, handler jetstream.MessageHandl
 		return nil, nil
 	case lost := <-gone:
 		return lost, nil
+	}
+}
+
+// refreshPending keeps the Pending gauge at the consumer's count of events
+// not yet delivered, every PendingEvery until ctx is done: the backlog that
+// kubectl istio-aux check reports without reaching NATS itself. A failed
+// read leaves the last value.
+func (d *Dispatcher) refreshPending(ctx context.Context, cons jetstream.Consumer) {
+	t := time.NewTicker(d.o.PendingEvery)
+	defer t.Stop()
+	for {
+		if info, err := cons.Info(ctx); err == nil {
+			d.m.Pending.Set(float64(info.NumPending))
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
 	}
 }
 

@@ -375,3 +375,31 @@ func TestConsumerIsRestored(t *testing.T) {
 	e.publish(t, pod("after", "2"))
 	testenv.Eventually(t, 10*time.Second, "delivery after the restore", func() bool { return h.deliveries("after") == 1 })
 }
+
+// TestPendingGauge: the Pending gauge follows the consumer's count of events
+// not yet delivered: held back by a window of one while the sink blocks,
+// then none once it answers.
+func TestPendingGauge(t *testing.T) {
+	release := make(chan struct{})
+	sink := dispatch.SinkFunc(func(ctx context.Context, _ cloudevents.Event) cloudevents.Result {
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return cehttp.NewResult(http.StatusOK, "ok")
+	})
+	e := startIn(t, testenv.Context(t), sink, dispatch.Options{
+		Consumer:     transport.ConsumerOptions{MaxAckPending: 1, MaxDeliver: 5, AckWait: 5 * time.Second},
+		PendingEvery: 10 * time.Millisecond,
+	})
+	for _, name := range []string{"a", "b", "c"} {
+		e.publish(t, pod(name, "1"))
+	}
+	testenv.Eventually(t, 5*time.Second, "two events pending behind the one in delivery", func() bool {
+		return testutil.ToFloat64(e.dm.Pending) == 2
+	})
+	close(release)
+	testenv.Eventually(t, 5*time.Second, "no event pending", func() bool {
+		return testutil.ToFloat64(e.dm.Pending) == 0 && e.stats() == 0
+	})
+}

@@ -89,7 +89,14 @@ type Dispatch struct {
 	Duration prometheus.Histogram
 	// ConsumerRestores counts re-creations of a durable consumer that had gone.
 	ConsumerRestores prometheus.Counter
+	// Pending is the durable consumer's count of events not yet delivered
+	// to any dispatcher: the stream's backlog (MetricDispatchPending).
+	Pending prometheus.Gauge
 }
+
+// MetricDispatchPending is the name of Dispatch.Pending, which kubectl
+// istio-aux check reads through the API server's pod proxy.
+const MetricDispatchPending = "istio_aux_dispatch_pending"
 
 // NewDispatch registers the dispatcher metrics on reg (nil: not registered).
 func NewDispatch(reg prometheus.Registerer) *Dispatch {
@@ -115,10 +122,12 @@ func NewDispatch(reg prometheus.Registerer) *Dispatch {
 			Buckets: prometheus.ExponentialBuckets(0.001, 4, 8)}),
 		ConsumerRestores: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "istio_aux_dispatch_consumer_restores_total", Help: "Re-creations of the durable consumer after it had gone."}),
+		Pending: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: MetricDispatchPending, Help: "Events in the stream not yet delivered to any dispatcher (the durable consumer's pending count)."}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.Delivered, m.Poison, m.Redeliveries, m.Exhausted, m.InFlight, m.Duration, m.ConsumerRestores,
-			m.Waiting, m.Retries, m.Final)
+			m.Waiting, m.Retries, m.Final, m.Pending)
 	}
 	return m
 }
