@@ -22,6 +22,7 @@ const (
 	KeyQuitNative  = "quit-native"
 	KeyQuitCommand = "quit-command"
 	KeyMode        = "mode"
+	KeyNATSURL     = "nats-url"
 )
 
 // Config is what ConfigMap config-istio-aux says, read as the components
@@ -38,7 +39,10 @@ type Config struct {
 	// QuitCommand is the key's value, "" when unset (the function's
 	// default then).
 	QuitCommand string
-	Problems    []string
+	// NATSURL is where the bridge publishes; "" when unset or empty: the
+	// bridge then runs an embedded nats-server.
+	NATSURL  string
+	Problems []string
 }
 
 // ConfigOf reads a ConfigMap (nil: not found).
@@ -71,6 +75,7 @@ func ConfigOf(cm *corev1.ConfigMap) Config {
 	} else {
 		cfg.Mode = w.Mode
 	}
+	cfg.NATSURL = strings.TrimSpace(cm.Data[KeyNATSURL])
 	if v, ok := cm.Data[KeyQuitCommand]; ok {
 		cfg.QuitCommand = v
 		if strings.TrimSpace(v) == "" {

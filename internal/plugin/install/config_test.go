@@ -23,8 +23,9 @@ func TestConfigOf(t *testing.T) {
 	}{
 		"missing": {nil, install.Config{Mode: webhook.ModeHold}, nil},
 		"empty":   {cm(nil), install.Config{Found: true, Mode: webhook.ModeHold}, nil},
-		"every key": {cm(map[string]string{"sidecars": "vault-agent, fluent-bit", "quit-native": "true", "mode": "native", "quit-command": "curl -sf"}),
-			install.Config{Found: true, Mode: webhook.ModeNative, QuitCommand: "curl -sf",
+		"every key": {cm(map[string]string{"sidecars": "vault-agent, fluent-bit", "quit-native": "true", "mode": "native", "quit-command": "curl -sf",
+			"nats-url": " nats://nats:4222 "}),
+			install.Config{Found: true, Mode: webhook.ModeNative, QuitCommand: "curl -sf", NATSURL: "nats://nats:4222",
 				Decision: decision.Options{ExtraSidecars: []string{"vault-agent", "fluent-bit"}, QuitNative: true}}, nil},
 		"bad values are named, the good ones kept": {cm(map[string]string{"sidecars": "Vault_Agent", "quit-native": "true", "mode": "hld", "quit-command": " "}),
 			install.Config{Found: true, Mode: webhook.ModeHold, QuitCommand: " ", Decision: decision.Options{QuitNative: true}},
