@@ -66,9 +66,9 @@ func (r *run) backlog() Item {
 		case err != nil:
 			errs = append(errs, err.Error())
 		case found && v >= behind:
-			return warn(ItemBacklog, fmt.Sprintf("%.0f events wait for delivery (read from %s): deliveries are behind", v, pod), show)
+			return warn(ItemBacklog, fmt.Sprintf("%.0f %s wait for delivery (read from %s): deliveries are behind", v, plural(int(v), "event"), pod), show)
 		case found:
-			it := ok(ItemBacklog, fmt.Sprintf("%.0f events wait for delivery (read from %s)", v, pod))
+			it := ok(ItemBacklog, fmt.Sprintf("%.0f %s wait for delivery (read from %s)", v, plural(int(v), "event"), pod))
 			it.Command = show
 			return it
 		}

@@ -99,7 +99,16 @@ func (r *run) namespaces() Item {
 	if len(values) == 0 {
 		return warn(ItemWatchedNamespaces, "no namespace is opted in: label one "+keys.LabelEnabled+"=true", show)
 	}
-	it := ok(ItemWatchedNamespaces, fmt.Sprintf("%d namespaces watched (%d whole, %d labelled pods only)", len(values), whole, len(values)-whole))
+	it := ok(ItemWatchedNamespaces, fmt.Sprintf("%d %s watched (%d whole, %d labelled pods only)", len(values),
+		plural(len(values), "namespace"), whole, len(values)-whole))
 	it.Command, it.Values = show, values
 	return it
+}
+
+// plural is noun for n of them.
+func plural(n int, noun string) string {
+	if n == 1 {
+		return noun
+	}
+	return noun + "s"
 }

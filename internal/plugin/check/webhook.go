@@ -145,5 +145,5 @@ func (r *run) endpoints() Item {
 	case e.Ready < want:
 		return warn(ItemWebhookEndpoints, fmt.Sprintf("%d of %d endpoints ready", e.Ready, want), show)
 	}
-	return ok(ItemWebhookEndpoints, fmt.Sprintf("%d endpoints ready", e.Ready))
+	return ok(ItemWebhookEndpoints, fmt.Sprintf("%d %s ready", e.Ready, plural(e.Ready, "endpoint")))
 }

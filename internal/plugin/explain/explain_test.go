@@ -161,7 +161,7 @@ func TestExplain(t *testing.T) {
 			pod:     "denied",
 			want: want{verdict: explain.VerdictProblem, optedIn: true, source: "namespace-label", webhook: true, bridge: true, proxy: "classic", hold: true,
 				outcome: "quit", reason: "all apps terminated", apps: []string{"exited 0"}, next: "nothing until the pod changes: istio-aux's quit failed for good",
-				events: []string{"ProxyQuitFailed"},
+				events:   []string{"ProxyQuitFailed"},
 				problems: []string{"istio-aux could not quit istio-proxy at 2026-11-27T11:59:40Z: the exec policy istio-aux-proxyquit-exec-command allows only the quit-command of ConfigMap istio-aux/config-istio-aux"},
 				checks:   []string{"kubectl -n istio-aux get configmap config-istio-aux -o yaml", "kubectl get validatingadmissionpolicy istio-aux-proxyquit-exec istio-aux-proxyquit-exec-command -o yaml"}},
 		},
