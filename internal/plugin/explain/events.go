@@ -94,6 +94,9 @@ func failureAdvice(msg string, p *corev1.Pod, sys string) (string, []string) {
 	case policy == install.ExecCommandPolicy:
 		return fmt.Sprintf("the exec policy %s allows only the quit-command of ConfigMap %s/%s as it is now, and the function runs the one it read at start: "+
 			"after changing quit-command, roll the function (a new Knative revision)", policy, sys, install.ConfigMap), []string{cm, policies}
+	case policy != "" && strings.Contains(msg, "system namespace"):
+		return fmt.Sprintf("the exec policy %s never lets istio-aux quit a proxy in a system namespace (%s is one), whatever its labels: "+
+			"run the Job in another namespace", policy, p.Namespace), nil
 	case policy != "" && strings.Contains(msg, "not opted in"):
 		fix := fmt.Sprintf("kubectl label namespace %s %s=%s", p.Namespace, keys.LabelEnabled, keys.LabelEnabledPods)
 		return fmt.Sprintf("the exec policy %s refuses namespace %s: it is labelled neither %s=true nor =%s nor %s=%s",

@@ -26,13 +26,17 @@ func TestExplainFailures(t *testing.T) {
 	tests := map[string]struct {
 		err          error
 		problem      string
-		check, final string
+		check, final string // check "": none
 	}{
 		"the namespace is not opted in for the exec policy": {
 			err: forbidden("ValidatingAdmissionPolicy 'istio-aux-proxyquit-exec' with binding 'istio-aux-proxyquit-exec' denied request: " +
 				"istio-aux-proxyquit may not exec in namespace jobs: not opted in (label it istio-aux.dev/enabled=true, or =pods to let its pods opt in one by one)"),
 			problem: "the exec policy istio-aux-proxyquit-exec refuses namespace jobs", check: "kubectl label namespace jobs istio-aux.dev/enabled=pods",
 			final: "failed for good"},
+		"a system namespace": {
+			err: forbidden("ValidatingAdmissionPolicy 'istio-aux-proxyquit-exec' with binding 'istio-aux-proxyquit-exec' denied request: " +
+				"istio-aux-proxyquit may not exec in the system namespace jobs"),
+			problem: "never lets istio-aux quit a proxy in a system namespace (jobs is one)", check: "", final: "failed for good"},
 		"the policy's param is missing": {
 			err:     forbidden("failed to configure binding: no params found for policy binding with `Deny` parameterNotFoundAction"),
 			problem: "ConfigMap istio-aux/config-istio-aux, is missing", check: "kubectl -n istio-aux get configmap config-istio-aux -o yaml",
@@ -64,7 +68,7 @@ func TestExplainFailures(t *testing.T) {
 			}
 			got := r.Pods[0]
 			if got.Verdict != explain.VerdictProblem || len(got.Problems) != 1 || !strings.Contains(got.Problems[0], tc.problem) ||
-				!containsText(got.Checks, tc.check) || !strings.Contains(got.Next, tc.final) {
+				(tc.check == "") != (len(got.Checks) == 0) || tc.check != "" && !containsText(got.Checks, tc.check) || !strings.Contains(got.Next, tc.final) {
 				t.Errorf("verdict %s, problems %q, checks %q, next %q; want a problem saying %q, a check %q, next %q",
 					got.Verdict, got.Problems, got.Checks, got.Next, tc.problem, tc.check, tc.final)
 			}
