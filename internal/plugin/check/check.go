@@ -21,7 +21,8 @@ type Checker struct {
 	Client          kubernetes.Interface
 	Dynamic         dynamic.Interface
 	SystemNamespace string
-	Now             func() time.Time
+	// Now is the clock (nil: time.Now).
+	Now func() time.Time
 }
 
 // run is one Run under way: what the items learn that later ones use.
@@ -37,6 +38,9 @@ type run struct {
 // Run checks every item. It never fails as a whole: an item it cannot read
 // fails with the reason.
 func (c Checker) Run(ctx context.Context) Report {
+	if c.Now == nil {
+		c.Now = time.Now
+	}
 	r := &run{Checker: c, ctx: ctx, shape: ShapeConfig}
 	if d, err := r.deployment(install.AllInOneDeployment); err == nil && d != nil {
 		r.shape, r.watcher = ShapeStandalone, d

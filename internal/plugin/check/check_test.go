@@ -93,15 +93,12 @@ func TestCheck(t *testing.T) {
 				check.ItemWebhookCertificate:   {check.StatusFail, "holds no certificate in server-cert.pem: the webhook has not issued one yet"}}},
 		"no webhook endpoint ready": {cluster: healthy, shape: check.ShapeConfig,
 			change: func(t *testing.T, c *cluster) {
-				c.replace(&discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: sys, Name: "istio-aux-webhook-x",
-					Labels: map[string]string{discoveryv1.LabelServiceName: "istio-aux-webhook"}},
-					Endpoints: []discoveryv1.Endpoint{{Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(false)}}}})
+				c.replace(webhookSlice(discoveryv1.Endpoint{Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(false)}}))
 			},
 			want: map[string]expect{check.ItemWebhookEndpoints: {check.StatusFail, "has no ready endpoint"}}},
 		"one webhook replica down": {cluster: healthy, shape: check.ShapeConfig,
 			change: func(t *testing.T, c *cluster) {
-				c.replace(&discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: sys, Name: "istio-aux-webhook-x",
-					Labels: map[string]string{discoveryv1.LabelServiceName: "istio-aux-webhook"}}, Endpoints: []discoveryv1.Endpoint{{}}})
+				c.replace(webhookSlice(discoveryv1.Endpoint{}))
 			},
 			want: map[string]expect{check.ItemWebhookEndpoints: {check.StatusWarn, "1 of 2 endpoints ready"}}},
 		"a stale Lease": {cluster: healthy, shape: check.ShapeConfig,

@@ -48,10 +48,7 @@ type cluster struct {
 func healthy(t *testing.T, now time.Time) *cluster {
 	t.Helper()
 	secret, mwc := certificate(t, now.Add(7*24*time.Hour))
-	slice := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: sys, Name: "istio-aux-webhook-x",
-		Labels: map[string]string{discoveryv1.LabelServiceName: "istio-aux-webhook"}},
-		Endpoints: []discoveryv1.Endpoint{{}, {}}}
-	objects := []runtime.Object{secret, mwc, slice,
+	objects := []runtime.Object{secret, mwc, webhookSlice(discoveryv1.Endpoint{}, discoveryv1.Endpoint{}),
 		deployment("istio-aux-webhook", 2, 2),
 		deployment("istio-aux-bridge", 2, 2),
 		&appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: sys, Name: "istio-aux-nats"},
@@ -232,4 +229,10 @@ func manifests(t *testing.T, files ...string) []runtime.Object {
 func statefulSet(want, ready int32) *appsv1.StatefulSet {
 	return &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: sys, Name: "istio-aux-nats"},
 		Spec: appsv1.StatefulSetSpec{Replicas: ptr.To(want)}, Status: appsv1.StatefulSetStatus{ReadyReplicas: ready}}
+}
+
+// webhookSlice is the webhook Service's EndpointSlice with endpoints.
+func webhookSlice(endpoints ...discoveryv1.Endpoint) *discoveryv1.EndpointSlice {
+	return &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: sys, Name: "istio-aux-webhook-x",
+		Labels: map[string]string{discoveryv1.LabelServiceName: "istio-aux-webhook"}}, Endpoints: endpoints}
 }

@@ -37,11 +37,15 @@ var ErrNoPods = errors.New("no pods matched")
 type Source struct {
 	Client          kubernetes.Interface
 	SystemNamespace string
-	Now             func() time.Time
+	// Now is the clock (nil: time.Now).
+	Now func() time.Time
 }
 
 // Report explains the selected pods, in the order named, or by name.
 func (s Source) Report(ctx context.Context, sel Selection) (Report, error) {
+	if s.Now == nil {
+		s.Now = time.Now
+	}
 	pods, err := s.pods(ctx, sel)
 	if err != nil {
 		return Report{}, err
