@@ -26,7 +26,7 @@ const maxEvents = 5
 // the Event names one, its UID: a pod re-created under the same name is
 // another pod), oldest first, the last maxEvents of them.
 func istioAuxEvents(evs []corev1.Event, p *corev1.Pod) []Event {
-	var out []Event
+	out := []Event{}
 	for _, ev := range evs {
 		o := ev.InvolvedObject
 		if ev.Reason != reasonQuit && ev.Reason != reasonFailed || o.Kind != "" && o.Kind != "Pod" ||

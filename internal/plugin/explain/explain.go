@@ -46,7 +46,8 @@ type Webhook struct {
 // Explain explains one pod. It is a pure function of in.
 func Explain(in Input) Pod {
 	e := &explanation{in: in, pod: slim.Of(in.Pod), nsLabels: namespaceLabels(in.Namespace, in.Pod.Namespace)}
-	e.out = Pod{Namespace: in.Pod.Namespace, Name: in.Pod.Name, Proxy: proxyKind(e.pod), Events: istioAuxEvents(in.Events, in.Pod)}
+	// Empty lists, not null, in JSON: scripts iterate them.
+	e.out = Pod{Namespace: in.Pod.Namespace, Name: in.Pod.Name, Proxy: proxyKind(e.pod), Apps: []App{}, Events: istioAuxEvents(in.Events, in.Pod)}
 	e.optIn()
 	e.hold()
 	e.decide()
