@@ -130,7 +130,7 @@ func Decide(p *slim.Pod, opts Options) Decision {
 		// The API server defaults an empty policy to Always.
 		return Decision{Ignore, ReasonRestartAlways}
 	}
-	sidecars := sidecarSet(p, opts)
+	sidecars := Sidecars(p, opts)
 	apps := 0
 	again := Decision{}
 	for _, c := range p.Spec.Containers {
@@ -162,9 +162,11 @@ func Decide(p *slim.Pod, opts Options) Decision {
 	return Decision{Quit, ReasonAppsDone}
 }
 
-// sidecarSet is istio-proxy, the configured extra sidecars and the pod's own
-// annotated ones (at most slim.MaxSidecars).
-func sidecarSet(p *slim.Pod, opts Options) map[string]struct{} {
+// Sidecars are the names of the pod's containers that are not apps:
+// istio-proxy, the configured extra sidecars and the pod's own annotated
+// ones (at most slim.MaxSidecars). Decide reads it; kubectl istio-aux
+// explain too, so that it lists the apps Decide waits for.
+func Sidecars(p *slim.Pod, opts Options) map[string]struct{} {
 	named := p.AnnotatedSidecars()
 	set := make(map[string]struct{}, 1+len(opts.ExtraSidecars)+len(named))
 	set[keys.ProxyContainer] = struct{}{}

@@ -2,6 +2,7 @@ package decision_test
 
 import (
 	"fmt"
+	"maps"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -270,4 +271,15 @@ func btoi(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// TestSidecars: istio-proxy, the configured names and the pod's annotated
+// ones are not apps.
+func TestSidecars(t *testing.T) {
+	p := &slim.Pod{Meta: slim.Meta{Annotations: slim.Kept{"istio-aux.dev/sidecars": "vault-agent, fluent-bit"}}}
+	got := decision.Sidecars(p, decision.Options{ExtraSidecars: []string{"linkerd-proxy"}})
+	want := map[string]struct{}{"istio-proxy": {}, "vault-agent": {}, "fluent-bit": {}, "linkerd-proxy": {}}
+	if !maps.Equal(got, want) {
+		t.Errorf("Sidecars = %v, want %v", got, want)
+	}
 }

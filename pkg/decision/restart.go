@@ -32,31 +32,65 @@ const (
 // API default, Always. RestartAllContainers is taken as the kubelet takes it
 // with its feature gate on (beta, on by default since 1.36).
 func WillRestart(c slim.Container, pod corev1.RestartPolicy, exitCode int32) Restart {
+	r, _ := WhyRestart(c, pod, exitCode)
+	return r
+}
+
+// RestartSource is which of the kubelet's settings decided a restart.
+type RestartSource int
+
+// Restart sources, in the order the kubelet reads them.
+const (
+	// FromRule: one of the container's restartPolicyRules.
+	FromRule RestartSource = iota + 1
+	// FromContainer: the container's own restartPolicy.
+	FromContainer
+	// FromPod: the pod's restartPolicy (or its API default, Always).
+	FromPod
+)
+
+// RestartCause says what decided WillRestart's answer: the setting, the
+// index of the rule when it was a rule, and the policy that applied
+// (the rule's action for a rule).
+type RestartCause struct {
+	Source RestartSource
+	Rule   int
+	Policy string
+}
+
+// WhyRestart is WillRestart with what decided it, for those who must
+// explain the answer (kubectl istio-aux explain). WillRestart is built on
+// it, so the two never disagree.
+func WhyRestart(c slim.Container, pod corev1.RestartPolicy, exitCode int32) (Restart, RestartCause) {
 	if c.RestartPolicy != nil {
-		if r, ok := matchingRule(c.RestartPolicyRules, exitCode); ok {
-			switch r.Action {
+		if i, ok := matchingRuleIndex(c.RestartPolicyRules, exitCode); ok {
+			cause := RestartCause{Source: FromRule, Rule: i, Policy: string(c.RestartPolicyRules[i].Action)}
+			switch c.RestartPolicyRules[i].Action {
 			case corev1.ContainerRestartRuleActionRestart:
-				return RestartContainer
+				return RestartContainer, cause
 			case corev1.ContainerRestartRuleActionRestartAllContainers:
-				return RestartAll
+				return RestartAll, cause
 			}
 		}
+		cause := RestartCause{Source: FromContainer, Policy: string(*c.RestartPolicy)}
 		switch *c.RestartPolicy {
 		case corev1.ContainerRestartPolicyAlways:
-			return RestartContainer
+			return RestartContainer, cause
 		case corev1.ContainerRestartPolicyOnFailure:
-			return restartIf(exitCode != 0)
+			return restartIf(exitCode != 0), cause
 		case corev1.ContainerRestartPolicyNever:
-			return NoRestart
+			return NoRestart, cause
 		}
 	}
+	cause := RestartCause{Source: FromPod, Policy: string(pod)}
 	switch pod {
 	case corev1.RestartPolicyOnFailure:
-		return restartIf(exitCode != 0)
+		return restartIf(exitCode != 0), cause
 	case corev1.RestartPolicyNever:
-		return NoRestart
+		return NoRestart, cause
 	}
-	return RestartContainer
+	cause.Policy = string(corev1.RestartPolicyAlways)
+	return RestartContainer, cause
 }
 
 func restartIf(b bool) Restart {
@@ -68,7 +102,15 @@ func restartIf(b bool) Restart {
 
 // matchingRule is the first rule whose exit codes match.
 func matchingRule(rules slim.Rules, exitCode int32) (slim.Rule, bool) {
-	for _, r := range rules {
+	if i, ok := matchingRuleIndex(rules, exitCode); ok {
+		return rules[i], true
+	}
+	return slim.Rule{}, false
+}
+
+// matchingRuleIndex is the index of the first rule whose exit codes match.
+func matchingRuleIndex(rules slim.Rules, exitCode int32) (int, bool) {
+	for i, r := range rules {
 		if r.ExitCodes == nil {
 			continue
 		}
@@ -76,13 +118,13 @@ func matchingRule(rules slim.Rules, exitCode int32) (slim.Rule, bool) {
 		switch r.ExitCodes.Operator {
 		case corev1.ContainerRestartRuleOnExitCodesOpIn:
 			if in {
-				return r, true
+				return i, true
 			}
 		case corev1.ContainerRestartRuleOnExitCodesOpNotIn:
 			if !in {
-				return r, true
+				return i, true
 			}
 		}
 	}
-	return slim.Rule{}, false
+	return 0, false
 }

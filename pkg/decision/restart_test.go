@@ -244,3 +244,41 @@ func TestDecideQuitNative(t *testing.T) {
 		t.Errorf("%s: an invalid container name was accepted", decision.EnvSidecars)
 	}
 }
+
+// TestWhyRestart: the cause named is the setting that decided, read in the
+// kubelet's order, so that kubectl istio-aux explain points at it.
+func TestWhyRestart(t *testing.T) {
+	never := policy("Never")
+	tests := map[string]struct {
+		c     slim.Container
+		pod   corev1.RestartPolicy
+		exit  int32
+		want  decision.Restart
+		cause decision.RestartCause
+	}{
+		"the pod's OnFailure": {slim.Container{}, corev1.RestartPolicyOnFailure, 1, decision.RestartContainer,
+			decision.RestartCause{Source: decision.FromPod, Policy: "OnFailure"}},
+		"the pod's Never": {slim.Container{}, corev1.RestartPolicyNever, 1, decision.NoRestart,
+			decision.RestartCause{Source: decision.FromPod, Policy: "Never"}},
+		"an empty pod policy is named as the API default": {slim.Container{}, "", 0, decision.RestartContainer,
+			decision.RestartCause{Source: decision.FromPod, Policy: "Always"}},
+		"the container's own Never": {slim.Container{RestartPolicy: never}, corev1.RestartPolicyOnFailure, 1, decision.NoRestart,
+			decision.RestartCause{Source: decision.FromContainer, Policy: "Never"}},
+		"an unknown container policy: the pod's": {slim.Container{RestartPolicy: policy("Sometimes")}, corev1.RestartPolicyNever, 1, decision.NoRestart,
+			decision.RestartCause{Source: decision.FromPod, Policy: "Never"}},
+		"the second rule": {slim.Container{RestartPolicy: never, RestartPolicyRules: slim.Rules{rule(restart, in, 1), rule(restartAll, in, 42)}},
+			corev1.RestartPolicyNever, 42, decision.RestartAll, decision.RestartCause{Source: decision.FromRule, Rule: 1, Policy: "RestartAllContainers"}},
+		"a matching rule with an unknown action: the container's policy": {slim.Container{RestartPolicy: never,
+			RestartPolicyRules: slim.Rules{rule("Explode", in, 42)}}, corev1.RestartPolicyNever, 42, decision.NoRestart,
+			decision.RestartCause{Source: decision.FromContainer, Policy: "Never"}},
+	}
+	for name, tc := range tests {
+		got, cause := decision.WhyRestart(tc.c, tc.pod, tc.exit)
+		if got != tc.want || cause != tc.cause {
+			t.Errorf("%s: WhyRestart = %v, %+v; want %v, %+v", name, got, cause, tc.want, tc.cause)
+		}
+		if w := decision.WillRestart(tc.c, tc.pod, tc.exit); w != got {
+			t.Errorf("%s: WillRestart = %v, WhyRestart = %v", name, w, got)
+		}
+	}
+}

@@ -68,3 +68,25 @@ func readsAsHeld(js []byte, merged string) bool {
 func istioRejects(err error) error {
 	return fmt.Errorf("%s is not a ProxyConfig Istio reads (%s); Istio rejects it", keys.AnnotationProxyConfig, clipTo(err.Error(), 160))
 }
+
+// IstioHold is the hold as Istio reads config: set when config names it in
+// either spelling Istio reads, and its value. An error means config is over
+// istio-aux's limits or Istio rejects it. kubectl istio-aux explain reads a
+// pod's annotation with it, to tell a user's explicit false from a true that
+// Istio did not apply.
+func IstioHold(config string) (hold, set bool, err error) {
+	if config == "" {
+		return false, false, nil
+	}
+	if err := CheckLimits(config); err != nil {
+		return false, false, err
+	}
+	_, pc, err := istioRead(config)
+	if err != nil {
+		return false, false, istioRejects(err)
+	}
+	if v := pc.GetHoldApplicationUntilProxyStarts(); v != nil {
+		return v.GetValue(), true, nil
+	}
+	return false, false, nil
+}

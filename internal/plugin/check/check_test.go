@@ -1,0 +1,211 @@
+package check_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/istio-aux/istio-aux/internal/plugin/check"
+)
+
+// expect is an item's expected status and a part of its message.
+type expect struct {
+	status check.Status
+	says   string
+}
+
+// TestCheck: a healthy install of each shape, then one fault at a time.
+// Items not listed must be OK.
+func TestCheck(t *testing.T) {
+	now := time.Now()
+	tests := map[string]struct {
+		cluster func(*testing.T, time.Time) *cluster
+		change  func(*testing.T, *cluster)
+		shape   string
+		want    map[string]expect
+	}{
+		"healthy install (config/)": {cluster: healthy, shape: check.ShapeConfig, want: map[string]expect{
+			check.ItemWebhookConfiguration: {check.StatusOK, "3 webhooks, caBundle matches Secret istio-aux/istio-aux-webhook-certs"},
+			check.ItemWebhookCertificate:   {check.StatusOK, "issued for istio-aux-webhook.istio-aux.svc"},
+			check.ItemWebhookEndpoints:     {check.StatusOK, "2 endpoints ready"},
+			check.ItemConfig:               {check.StatusOK, "mode hold, extra sidecars none, quit-native off, quit-command the default"},
+			check.ItemExecPolicy:           {check.StatusOK, "(3 bindings), param ConfigMap istio-aux/config-istio-aux present"},
+			check.ItemWatcher:              {check.StatusOK, "pod istio-aux-bridge-a watches (Ready, Lease istio-aux-watcher renewed 3s ago)"},
+			check.ItemWatchedNamespaces:    {check.StatusOK, "3 namespaces watched (2 whole, 1 labelled pods only)"},
+			check.ItemNATS:                 {check.StatusOK, "StatefulSet istio-aux-nats: 3/3 ready"},
+			check.ItemBacklog:              {check.StatusOK, "4 events wait for delivery (read from istio-aux-bridge-a)"},
+			check.ItemFunction:             {check.StatusOK, "Knative Service proxy-quit Ready (revision proxy-quit-00001)"},
+		}},
+		"healthy install (config/standalone/)": {cluster: standalone, shape: check.ShapeStandalone, want: map[string]expect{
+			check.ItemNATS:     {check.StatusOK, "embedded in Deployment istio-aux-allinone"},
+			check.ItemFunction: {check.StatusOK, "in-process in Deployment istio-aux-allinone (1/1 ready)"},
+			check.ItemBacklog:  {check.StatusOK, "0 events wait for delivery (read from istio-aux-allinone-a)"},
+		}},
+		"the exec policy's binding deleted": {cluster: healthy, shape: check.ShapeConfig,
+			change: func(t *testing.T, c *cluster) {
+				c.without("ValidatingAdmissionPolicyBinding", "istio-aux-proxyquit-exec")
+			},
+			want: map[string]expect{check.ItemExecPolicy: {check.StatusFail,
+				"binding istio-aux-proxyquit-exec is missing: without them the function may exec anything"}}},
+		"the command binding's param is gone": {cluster: healthy, shape: check.ShapeConfig,
+			change: func(t *testing.T, c *cluster) { c.without("ConfigMap", "config-istio-aux") },
+			want: map[string]expect{
+				check.ItemConfig:     {check.StatusFail, "ConfigMap istio-aux/config-istio-aux is missing"},
+				check.ItemExecPolicy: {check.StatusFail, "binding istio-aux-proxyquit-exec-command's param, ConfigMap istio-aux/config-istio-aux, is missing"},
+				check.ItemNATS:       {check.StatusOK, "3/3 ready"}}},
+		"a binding that only warns": {cluster: healthy, shape: check.ShapeConfig,
+			change: func(t *testing.T, c *cluster) {
+				c.replace(&admissionregistrationv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: "istio-aux-proxyquit-exec"},
+					Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{PolicyName: "istio-aux-proxyquit-exec",
+						ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Warn}}})
+			},
+			want: map[string]expect{check.ItemExecPolicy: {check.StatusFail, "binding istio-aux-proxyquit-exec does not deny"}}},
+		"the webhook configuration missing": {cluster: healthy, shape: check.ShapeConfig,
+			change: func(t *testing.T, c *cluster) { c.without("MutatingWebhookConfiguration", "istio-aux-webhook") },
+			want:   map[string]expect{check.ItemWebhookConfiguration: {check.StatusFail, "is missing: no pod gets the hold"}}},
+		"a caBundle behind the Secret": {cluster: healthy, shape: check.ShapeConfig,
+			change: func(t *testing.T, c *cluster) {
+				c.replace(&admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "istio-aux-webhook"},
+					Webhooks: []admissionregistrationv1.MutatingWebhook{{Name: "enabled.istio-aux.dev", ClientConfig: admissionregistrationv1.WebhookClientConfig{CABundle: []byte("old")}}}})
+			},
+			want: map[string]expect{check.ItemWebhookConfiguration: {check.StatusFail,
+				"webhook enabled.istio-aux.dev's caBundle is not the ca-cert.pem of Secret istio-aux/istio-aux-webhook-certs; webhook legacy.istio-aux.dev is missing"}}},
+		"a certificate about to expire": {cluster: healthy, shape: check.ShapeConfig,
+			change: func(t *testing.T, c *cluster) { c.expiring(t, now.Add(2*time.Hour)) },
+			want:   map[string]expect{check.ItemWebhookCertificate: {check.StatusWarn, "expires in 2h0m0s"}}},
+		"an expired certificate": {cluster: healthy, shape: check.ShapeConfig,
+			change: func(t *testing.T, c *cluster) { c.expiring(t, now.Add(-time.Minute)) },
+			want:   map[string]expect{check.ItemWebhookCertificate: {check.StatusFail, "expired at"}}},
+		"an empty certificate Secret": {cluster: healthy, shape: check.ShapeConfig,
+			change: func(t *testing.T, c *cluster) {
+				c.replace(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: sys, Name: "istio-aux-webhook-certs"}})
+			},
+			want: map[string]expect{
+				check.ItemWebhookConfiguration: {check.StatusFail, "caBundle is not the ca-cert.pem"},
+				check.ItemWebhookCertificate:   {check.StatusFail, "holds no certificate in server-cert.pem: the webhook has not issued one yet"}}},
+		"no webhook endpoint ready": {cluster: healthy, shape: check.ShapeConfig,
+			change: func(t *testing.T, c *cluster) {
+				c.replace(webhookSlice(discoveryv1.Endpoint{Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(false)}}))
+			},
+			want: map[string]expect{check.ItemWebhookEndpoints: {check.StatusFail, "has no ready endpoint"}}},
+		"one webhook replica down": {cluster: healthy, shape: check.ShapeConfig,
+			change: func(t *testing.T, c *cluster) {
+				c.replace(webhookSlice(discoveryv1.Endpoint{}))
+			},
+			want: map[string]expect{check.ItemWebhookEndpoints: {check.StatusWarn, "1 of 2 endpoints ready"}}},
+		"a stale Lease": {cluster: healthy, shape: check.ShapeConfig,
+			change: func(t *testing.T, c *cluster) { c.replace(lease("istio-aux-bridge-a", time.Now().Add(-time.Minute))) },
+			want:   map[string]expect{check.ItemWatcher: {check.StatusFail, "was last renewed 1m0s ago (it lasts 15s)"}}},
+		"a Lease held by a pod that is gone": {cluster: healthy, shape: check.ShapeConfig,
+			change: func(t *testing.T, c *cluster) { c.without("Pod", "istio-aux-bridge-a") },
+			want: map[string]expect{
+				check.ItemWatcher: {check.StatusFail, "held by pod istio-aux-bridge-a, which does not exist"},
+				check.ItemBacklog: {check.StatusOK, "read from istio-aux-bridge-b"}}},
+		"a holder that is not Ready": {cluster: healthy, shape: check.ShapeConfig,
+			change: func(t *testing.T, c *cluster) { c.replace(pod("istio-aux-bridge-a", "bridge", false)) },
+			want:   map[string]expect{check.ItemWatcher: {check.StatusFail, "which is not Ready"}}},
+		"no Lease, a bridge from before leader election": {cluster: healthy, shape: check.ShapeConfig,
+			change: func(t *testing.T, c *cluster) { c.without("Lease", "istio-aux-watcher") },
+			want:   map[string]expect{check.ItemWatcher: {check.StatusWarn, "Deployment istio-aux-bridge (2/2 ready) elects no leader"}}},
+		"no namespace opted in": {cluster: healthy, shape: check.ShapeConfig,
+			change: func(t *testing.T, c *cluster) {
+				for _, n := range []string{"jobs", "legacy", "some"} {
+					c.without("Namespace", n)
+				}
+			},
+			want: map[string]expect{check.ItemWatchedNamespaces: {check.StatusWarn, "no namespace is opted in"}}},
+		"NATS down": {cluster: healthy, shape: check.ShapeConfig,
+			change: func(t *testing.T, c *cluster) { c.replace(statefulSet(3, 0)) },
+			want:   map[string]expect{check.ItemNATS: {check.StatusFail, "no replica ready of 3"}}},
+		"a backlog": {cluster: healthy, shape: check.ShapeConfig,
+			change: func(t *testing.T, c *cluster) { c.metrics["istio-aux-bridge-a"] = "istio_aux_dispatch_backlog 2500\n" },
+			want:   map[string]expect{check.ItemBacklog: {check.StatusWarn, "2500 events wait for delivery (read from istio-aux-bridge-a): deliveries are behind"}}},
+		"no dispatcher serves the gauge": {cluster: healthy, shape: check.ShapeConfig,
+			change: func(t *testing.T, c *cluster) {
+				c.metrics = map[string]string{"istio-aux-bridge-a": "other 1\n", "istio-aux-bridge-b": "other 1\n"}
+			},
+			want: map[string]expect{check.ItemBacklog: {check.StatusWarn, "no dispatcher serves istio_aux_dispatch_backlog"}}},
+		"the function not Ready": {cluster: healthy, shape: check.ShapeConfig,
+			change: func(t *testing.T, c *cluster) { c.ksvc = ksvc("False", "RevisionFailed") },
+			want:   map[string]expect{check.ItemFunction: {check.StatusFail, "not Ready: RevisionFailed: revision failed"}}},
+		"no Knative: the function's stand-in Deployment": {cluster: healthy, shape: check.ShapeConfig,
+			change: func(t *testing.T, c *cluster) {
+				c.ksvc = nil
+				c.objects = append(c.objects, deployment("proxy-quit", 1, 1))
+			},
+			want: map[string]expect{check.ItemFunction: {check.StatusOK, "Deployment proxy-quit (1/1 ready; no Knative Service)"}}},
+		"no function at all": {cluster: healthy, shape: check.ShapeConfig,
+			change: func(t *testing.T, c *cluster) { c.ksvc = nil },
+			want:   map[string]expect{check.ItemFunction: {check.StatusFail, "not found (is Knative Serving installed?)"}}},
+		"the all-in-one down": {cluster: standalone, shape: check.ShapeStandalone,
+			change: func(t *testing.T, c *cluster) {
+				c.replace(deployment("istio-aux-allinone", 1, 0))
+				c.replace(pod("istio-aux-allinone-a", "allinone", false))
+			},
+			want: map[string]expect{
+				check.ItemFunction: {check.StatusFail, "is not available (0/1 ready)"},
+				check.ItemWatcher:  {check.StatusFail, "which is not Ready"},
+				check.ItemBacklog:  {check.StatusWarn, "no Ready bridge, dispatcher or all-in-one pod"},
+				check.ItemNATS:     {check.StatusOK, "embedded"}}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			c := tc.cluster(t, now)
+			if tc.change != nil {
+				tc.change(t, c)
+			}
+			r := c.checker(now).Run(context.Background())
+			if r.Shape != tc.shape {
+				t.Errorf("shape %s, want %s", r.Shape, tc.shape)
+			}
+			var names []string
+			failed := false
+			for _, it := range r.Items {
+				names = append(names, it.Name)
+				w, listed := tc.want[it.Name]
+				if !listed {
+					w = expect{check.StatusOK, ""}
+				}
+				failed = failed || it.Status == check.StatusFail
+				if it.Status != w.status || !strings.Contains(it.Message, w.says) {
+					t.Errorf("%s: %s %q; want %s saying %q", it.Name, it.Status, it.Message, w.status, w.says)
+				}
+				if it.Status != check.StatusOK && it.Command == "" {
+					t.Errorf("%s: %s without a command to show more", it.Name, it.Status)
+				}
+			}
+			wantNames := []string{check.ItemWebhookConfiguration, check.ItemWebhookCertificate, check.ItemWebhookEndpoints, check.ItemConfig,
+				check.ItemExecPolicy, check.ItemWatcher, check.ItemWatchedNamespaces, check.ItemNATS, check.ItemBacklog, check.ItemFunction}
+			if fmt.Sprint(names) != fmt.Sprint(wantNames) {
+				t.Errorf("items %v, want %v", names, wantNames)
+			}
+			if r.OK == failed {
+				t.Errorf("OK %v with an item failed: %v", r.OK, failed)
+			}
+		})
+	}
+}
+
+// TestWatchedNamespacesListed: the namespaces behind the count, for
+// --verbose, in order.
+func TestWatchedNamespacesListed(t *testing.T) {
+	now := time.Now()
+	r := healthy(t, now).checker(now).Run(context.Background())
+	for _, it := range r.Items {
+		if it.Name == check.ItemWatchedNamespaces {
+			if got, want := fmt.Sprint(it.Values), "[jobs legacy some (labelled pods only)]"; got != want {
+				t.Errorf("values %s, want %s", got, want)
+			}
+			return
+		}
+	}
+	t.Fatal("no watched-namespaces item")
+}

@@ -1,0 +1,140 @@
+package explain
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/istio-aux/istio-aux/functions/proxyquit"
+	"github.com/istio-aux/istio-aux/internal/plugin/install"
+	"github.com/istio-aux/istio-aux/pkg/keys"
+)
+
+// The Events the proxy-quit function records on pods.
+const (
+	reasonQuit   = proxyquit.ReasonProxyQuit
+	reasonFailed = proxyquit.ReasonProxyQuitFailed
+)
+
+// maxEvents bounds the Events a report lists: the last ones tell the story.
+const maxEvents = 5
+
+// istioAuxEvents are the function's Events on pod p (its name and, where
+// the Event names one, its UID: a pod re-created under the same name is
+// another pod), oldest first, the last maxEvents of them.
+func istioAuxEvents(evs []corev1.Event, p *corev1.Pod) []Event {
+	out := []Event{}
+	for _, ev := range evs {
+		o := ev.InvolvedObject
+		if ev.Reason != reasonQuit && ev.Reason != reasonFailed || o.Kind != "" && o.Kind != "Pod" ||
+			o.Name != p.Name || o.Namespace != "" && o.Namespace != p.Namespace || o.UID != "" && p.UID != "" && o.UID != p.UID {
+			continue
+		}
+		out = append(out, Event{Reason: ev.Reason, Type: ev.Type, Message: ev.Message, Time: eventTime(ev), Count: max(ev.Count, 1)})
+	}
+	slices.SortStableFunc(out, func(a, b Event) int { return a.Time.Compare(b.Time) })
+	return out[max(0, len(out)-maxEvents):]
+}
+
+// eventTime is when an Event last happened, whichever API wrote it.
+func eventTime(ev corev1.Event) time.Time {
+	t := ev.CreationTimestamp.Time
+	for _, c := range []time.Time{ev.FirstTimestamp.Time, ev.LastTimestamp.Time, ev.EventTime.Time} {
+		if c.After(t) {
+			t = c
+		}
+	}
+	if ev.Series != nil && ev.Series.LastObservedTime.After(t) {
+		t = ev.Series.LastObservedTime.Time
+	}
+	return t.UTC()
+}
+
+func (e *explanation) lastEvent() *Event {
+	if n := len(e.out.Events); n > 0 {
+		return &e.out.Events[n-1]
+	}
+	return nil
+}
+
+func (e *explanation) lastOf(reason string) *Event {
+	for i := len(e.out.Events) - 1; i >= 0; i-- {
+		if e.out.Events[i].Reason == reason {
+			return &e.out.Events[i]
+		}
+	}
+	return nil
+}
+
+// events turns a last Event that says the quit failed, while the proxy
+// still runs, into a problem with what to check.
+func (e *explanation) events() {
+	last := e.lastEvent()
+	if last == nil || last.Reason != reasonFailed || !e.proxyRunning() {
+		return
+	}
+	what, checks := failureAdvice(last.Message, e.in.Pod, e.in.SystemNamespace)
+	e.problem("istio-aux could not quit istio-proxy at "+stamp(last.Time)+": "+what, checks...)
+}
+
+// failureAdvice reads a ProxyQuitFailed message (functions/proxyquit's
+// words, with the API server's) and says what it means and what to check.
+func failureAdvice(msg string, p *corev1.Pod, sys string) (string, []string) {
+	cm := fmt.Sprintf("kubectl -n %s get configmap %s -o yaml", sys, install.ConfigMap)
+	policies := fmt.Sprintf("kubectl get validatingadmissionpolicy %s %s -o yaml", install.ExecPolicy, install.ExecCommandPolicy)
+	bindings := fmt.Sprintf("kubectl get validatingadmissionpolicybinding %s %s %s -o yaml", install.ExecBinding, install.ExecCommandBinding, install.ExecCommandLegacyBinding)
+	as := fmt.Sprintf("--as=system:serviceaccount:%s:%s", sys, install.FunctionServiceAccount)
+	switch policy := quotedAfter(msg, "ValidatingAdmissionPolicy '"); {
+	case strings.Contains(msg, "no params found"):
+		return fmt.Sprintf("the exec policy's param, ConfigMap %s/%s, is missing: every quit in opted-in namespaces is denied", sys, install.ConfigMap),
+			[]string{cm, bindings}
+	case policy == install.ExecCommandPolicy:
+		return fmt.Sprintf("the exec policy %s allows only the quit-command of ConfigMap %s/%s as it is now, and the function runs the one it read at start: "+
+			"after changing quit-command, roll the function (a new Knative revision)", policy, sys, install.ConfigMap), []string{cm, policies}
+	case policy != "" && strings.Contains(msg, "system namespace"):
+		return fmt.Sprintf("the exec policy %s never lets istio-aux quit a proxy in a system namespace (%s is one), whatever its labels: "+
+			"run the Job in another namespace", policy, p.Namespace), nil
+	case policy != "" && strings.Contains(msg, "not opted in"):
+		fix := fmt.Sprintf("kubectl label namespace %s %s=%s", p.Namespace, keys.LabelEnabled, keys.LabelEnabledPods)
+		return fmt.Sprintf("the exec policy %s refuses namespace %s: it is labelled neither %s=true nor =%s nor %s=%s",
+			policy, p.Namespace, keys.LabelEnabled, keys.LabelEnabledPods, keys.LegacyLabel, keys.LegacyLabelValue), []string{fix}
+	case policy != "":
+		return fmt.Sprintf("the exec policy %s (binding %s) denied the exec: %s", policy, quotedAfter(msg, "with binding '"), afterLast(msg, "denied request: ")),
+			[]string{policies, bindings}
+	case strings.Contains(msg, "("+proxyquit.FinalDenied+")"):
+		return "the API server denied the exec (RBAC, or another admission policy)",
+			[]string{fmt.Sprintf("kubectl auth can-i create pods/exec -n %s %s", p.Namespace, as), fmt.Sprintf("kubectl auth can-i get pods/exec -n %s %s", p.Namespace, as)}
+	case strings.Contains(msg, "("+proxyquit.FinalExitCode+")"):
+		return "the quit command ran in istio-proxy and exited non-zero: is quit-command right for this proxy?",
+			[]string{cm, fmt.Sprintf("kubectl logs -n %s %s -c %s --tail=50", p.Namespace, p.Name, keys.ProxyContainer)}
+	case strings.Contains(msg, "("+proxyquit.FinalNotFound+")"):
+		return fmt.Sprintf("the quit command's program is not in the istio-proxy image: set quit-command in ConfigMap %s/%s for this proxy "+
+			"(proxies older than Istio 1.4: curl -sf -XPOST http://127.0.0.1:15020/quitquitquit), then roll the function", sys, install.ConfigMap), []string{cm}
+	case strings.Contains(msg, "("+proxyquit.FinalRejected+")"):
+		return "the API server rejected the exec request for this pod", []string{fmt.Sprintf("kubectl describe pod -n %s %s", p.Namespace, p.Name)}
+	case strings.Contains(msg, "will retry"):
+		return "a failure that may pass (the API server, the node, a timeout); istio-aux retries with back-off", []string{"kubectl istio-aux check"}
+	}
+	return msg, nil
+}
+
+// quotedAfter is the text between prefix and the next single quote.
+func quotedAfter(s, prefix string) string {
+	_, rest, ok := strings.Cut(s, prefix)
+	if !ok {
+		return ""
+	}
+	v, _, _ := strings.Cut(rest, "'")
+	return v
+}
+
+// afterLast is what follows the last sep in s, or s.
+func afterLast(s, sep string) string {
+	if i := strings.LastIndex(s, sep); i >= 0 {
+		return s[i+len(sep):]
+	}
+	return s
+}
