@@ -27,6 +27,7 @@ import (
 	"github.com/istio-aux/istio-aux/internal/plugin/install"
 	"github.com/istio-aux/istio-aux/pkg/keys"
 	"github.com/istio-aux/istio-aux/test/cluster"
+	"github.com/istio-aux/istio-aux/test/mesh"
 	"github.com/istio-aux/istio-aux/test/modroot"
 )
 
@@ -41,10 +42,13 @@ func TestNodeExplain(t *testing.T) {
 	c, _ := meshCluster(t)
 	t.Parallel()
 	bin := buildPlugin(t)
-	ns, outside := meshNamespace(t, c, true), meshNamespace(t, c, false)
+	ns := meshNamespace(t, c, true)
+	outside := mesh.Namespace(t, c.Client(), mesh.NameFor(t, "-outside"), true, nil)
 
 	createJob(t, c, ns, meshJob("waiting", 1, corev1.RestartPolicyOnFailure, worker(map[string]string{"APP_RUN_FOR": "5m"})))
-	createJob(t, c, outside, meshJob("outside", 1, corev1.RestartPolicyNever, worker(map[string]string{"APP_RUN_FOR": "5m"})))
+	// Outside the opt-in nothing holds the app for its proxy: it must not
+	// need the network to start.
+	createJob(t, c, outside, meshJob("outside", 1, corev1.RestartPolicyNever, worker(map[string]string{"APP_RUN_FOR": "5m", "APP_NEEDS_NETWORK": "false"})))
 	createJob(t, c, ns, meshJob("quit", 1, corev1.RestartPolicyNever, worker(nil)))
 	native := meshJob("native", 1, corev1.RestartPolicyNever, worker(nil))
 	native.Spec.Template.Annotations = map[string]string{keys.AnnotationNativeSidecar: "true"}
@@ -115,7 +119,9 @@ func TestNodeExplainWithoutHold(t *testing.T) {
 	t.Parallel()
 	bin := buildPlugin(t)
 	ns := meshNamespace(t, c, false)
-	createJob(t, c, ns, meshJob("early", 1, corev1.RestartPolicyNever, worker(map[string]string{"APP_RUN_FOR": "5m"})))
+	// Not held for its proxy (the namespace is not opted in yet): its app
+	// must not need the network to start.
+	createJob(t, c, ns, meshJob("early", 1, corev1.RestartPolicyNever, worker(map[string]string{"APP_RUN_FOR": "5m", "APP_NEEDS_NETWORK": "false"})))
 	t.Cleanup(func() { deleteJobs(t, c, ns, "early") })
 	p := appRunning(t, c, ns, "early")
 	if _, err := c.Client().CoreV1().Namespaces().Patch(context.Background(), ns, types.MergePatchType,
