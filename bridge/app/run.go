@@ -143,7 +143,7 @@ func run(ctx context.Context, cfg Config, rc *rest.Config, newSink NewSink, list
 			w := watcher.Load()
 			return w == nil || w.Synced()
 		})
-		watch := func(ctx context.Context) error {
+		runWatcher := func(ctx context.Context) error {
 			w := newWatcher(cfg, rc, client, pub, m)
 			watcher.Store(w)
 			defer watcher.Store(nil)
@@ -151,7 +151,7 @@ func run(ctx context.Context, cfg Config, rc *rest.Config, newSink NewSink, list
 		}
 		if cfg.Election.Lease == "" {
 			m.Leader.Set(1)
-			g.Go(func() error { return watch(ctx) })
+			g.Go(func() error { return runWatcher(ctx) })
 		} else {
 			lock, err := lockFor(cfg.Election, rc)
 			if err != nil {
@@ -163,7 +163,7 @@ func run(ctx context.Context, cfg Config, rc *rest.Config, newSink NewSink, list
 					if leading {
 						m.LeaderTransitions.Inc()
 					}
-				}, watch)
+				}, runWatcher)
 			})
 		}
 	}
