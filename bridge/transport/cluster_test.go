@@ -135,12 +135,11 @@ func TestShippedClusterRefusesAStranger(t *testing.T) {
 	stranger.Start()
 	defer stranger.Shutdown()
 	// Refused routes are retried every second: over three seconds, none
-	// may take.
+	// may take. The servers' side is what counts: the stranger's own
+	// count includes, under load, the route it dialled for the moment
+	// before the server's refusal arrives.
 	deadline := time.Now().Add(3 * time.Second)
 	for time.Now().Before(deadline) {
-		if n := stranger.NumRoutes(); n != 0 {
-			t.Fatalf("the stranger has %d routes into the cluster", n)
-		}
 		for _, s := range srvs {
 			rz, err := s.Routez(&server.RoutezOptions{})
 			if err != nil {
