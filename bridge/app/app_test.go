@@ -15,6 +15,7 @@ import (
 	"github.com/istio-aux/istio-aux/bridge/metrics"
 	"github.com/istio-aux/istio-aux/bridge/publish"
 	"github.com/istio-aux/istio-aux/bridge/transport"
+	"github.com/istio-aux/istio-aux/internal/settings"
 	"github.com/istio-aux/istio-aux/pkg/podevent"
 	"github.com/istio-aux/istio-aux/pkg/slim"
 )
@@ -26,8 +27,8 @@ func TestConfigFromLookup(t *testing.T) {
 		wantErr bool
 	}{
 		"defaults": {env: map[string]string{"SYSTEM_NAMESPACE": "istio-aux"}, check: func(c Config) bool {
-			return c.Role == RoleAll && c.Stream == "ISTIO_AUX" && c.Resync == 5*time.Minute &&
-				c.MetricsAddr == ":9090" && c.NATSURL == "" && c.NATSSecretDir == "" && c.Sink == "" && c.Decision.ExtraSidecars == nil
+			return c.Role == RoleAll && c.Stream == "ISTIO_AUX" && c.Settings.Resync == 5*time.Minute &&
+				c.MetricsAddr == ":9090" && c.NATSURL == "" && c.NATSSecretDir == "" && c.Sink == "" && c.Settings.Decision.ExtraSidecars == nil
 		}},
 		// config/500-bridge.yaml: every replica stands for the one Lease
 		// under its pod's name.
@@ -55,7 +56,7 @@ func TestConfigFromLookup(t *testing.T) {
 			return c.NATSSecretDir == "/etc/istio-aux/nats"
 		}},
 		"resync and sidecars": {env: map[string]string{"SYSTEM_NAMESPACE": "istio-aux", "ISTIO_AUX_RESYNC": "10m", "ISTIO_AUX_SIDECARS": "vault-agent, fluent-bit"}, check: func(c Config) bool {
-			return c.Resync == 10*time.Minute && len(c.Decision.ExtraSidecars) == 2 && c.Decision.ExtraSidecars[1] == "fluent-bit"
+			return c.Settings.Resync == 10*time.Minute && len(c.Settings.Decision.ExtraSidecars) == 2 && c.Settings.Decision.ExtraSidecars[1] == "fluent-bit"
 		}},
 		"resync off is refused":          {env: map[string]string{"ISTIO_AUX_RESYNC": "0s"}, wantErr: true},
 		"unknown role":                   {env: map[string]string{"ISTIO_AUX_ROLE": "both"}, wantErr: true},
@@ -172,4 +173,12 @@ func TestRunWaitsForNATS(t *testing.T) {
 	}
 	srv.Start()
 	testenv.Eventually(t, 20*time.Second, "/readyz once NATS is up", func() bool { return status(base+"/readyz") == http.StatusOK })
+}
+
+// TestMinResyncIsTheDuplicateWindow: the settings refuse a resync period
+// inside JetStream's duplicate window, which they cannot import.
+func TestMinResyncIsTheDuplicateWindow(t *testing.T) {
+	if settings.MinResync != transport.DuplicateWindow {
+		t.Errorf("settings.MinResync %v, transport.DuplicateWindow %v: keep them equal", settings.MinResync, transport.DuplicateWindow)
+	}
 }

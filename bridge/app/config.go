@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/istio-aux/istio-aux/bridge/transport"
-	"github.com/istio-aux/istio-aux/pkg/decision"
+	"github.com/istio-aux/istio-aux/internal/settings"
 )
 
 // Component is the bridge's logger name and its level's key in
@@ -38,22 +38,32 @@ func (r Role) Dispatches() bool { return r == RoleAll || r == RoleDispatch }
 type Config struct {
 	Kubeconfig string // KUBECONFIG; empty: in-cluster
 	NATSURL    string // NATS_URL; empty: embedded server
+	// NATSURLSet: NATS_URL is in the environment, even empty (config/
+	// sets it from config-istio-aux's nats-url): a change of that key
+	// then starts the process again, to read it anew.
+	NATSURLSet bool
 	// NATSSecretDir (NATS_SECRET_DIR) holds the NATS credentials and TLS
 	// files (transport.SecurityFromDir), copied from a Secret.
 	NATSSecretDir string
-	DataDir       string        // ISTIO_AUX_DATA_DIR, the embedded JetStream store
-	Stream        string        // NATS_STREAM
-	Sink          string        // K_SINK, where the dispatcher POSTs events
-	Role          Role          // ISTIO_AUX_ROLE
-	ClusterName   string        // ISTIO_AUX_CLUSTER_NAME; empty: the API server URL
-	Resync        time.Duration // ISTIO_AUX_RESYNC
-	MetricsAddr   string        // METRICS_ADDR
-	SinkTimeout   time.Duration // ISTIO_AUX_SINK_TIMEOUT, per HTTP delivery
+	DataDir       string // ISTIO_AUX_DATA_DIR, the embedded JetStream store
+	Stream        string // NATS_STREAM
+	Sink          string // K_SINK, where the dispatcher POSTs events
+	Role          Role   // ISTIO_AUX_ROLE
+	ClusterName   string // ISTIO_AUX_CLUSTER_NAME; empty: the API server URL
+	// Settings are config-istio-aux's keys as the environment starts them
+	// (settings.FromEnv: ISTIO_AUX_SIDECARS, ISTIO_AUX_QUIT_NATIVE,
+	// ISTIO_AUX_RESYNC); the ConfigMap, followed in SystemNamespace,
+	// overrides them while the bridge runs.
+	Settings settings.Settings
+	// SystemNamespace (SYSTEM_NAMESPACE) holds config-istio-aux and the
+	// Lease; "" follows no ConfigMap.
+	SystemNamespace string
+	MetricsAddr     string        // METRICS_ADDR
+	SinkTimeout     time.Duration // ISTIO_AUX_SINK_TIMEOUT, per HTTP delivery
 	// SinkTokenFile (ISTIO_AUX_SINK_TOKEN_FILE) holds the bearer token the
 	// dispatcher presents to the function: a projected ServiceAccount token
 	// made for the function's audience.
 	SinkTokenFile string
-	Decision      decision.Options // ISTIO_AUX_SIDECARS, ISTIO_AUX_QUIT_NATIVE
 	// Profiling (ISTIO_AUX_PROFILING=true) serves Go's profiles on the
 	// metrics port at /debug/pprof/.
 	Profiling bool
@@ -92,21 +102,13 @@ func configFromLookup(lookup func(string) (string, bool)) (Config, error) {
 		return c, fmt.Errorf("ISTIO_AUX_ROLE=%q: want all, bridge or dispatch", c.Role)
 	}
 	var err error
-	if c.Resync, err = duration(get("ISTIO_AUX_RESYNC", "5m"), "ISTIO_AUX_RESYNC"); err != nil {
+	if c.Settings, err = settings.FromEnv(lookup); err != nil {
 		return c, err
 	}
+	c.Settings.NATSURL = c.NATSURL
+	_, c.NATSURLSet = lookup("NATS_URL")
+	c.SystemNamespace = get("SYSTEM_NAMESPACE", "")
 	if c.SinkTimeout, err = duration(get("ISTIO_AUX_SINK_TIMEOUT", "30s"), "ISTIO_AUX_SINK_TIMEOUT"); err != nil {
-		return c, err
-	}
-	if c.Resync <= transport.DuplicateWindow {
-		// The resync is what retries a quit lost downstream (an event that
-		// exhausted its deliveries); without one, such a pod would wait for
-		// ever. A resync inside the dedup window is always dropped as a
-		// duplicate, so it could not retry anything either.
-		return c, fmt.Errorf("ISTIO_AUX_RESYNC=%v must exceed the %v duplicate window (it retries quits lost downstream; 0 would never)",
-			c.Resync, transport.DuplicateWindow)
-	}
-	if c.Decision, err = decision.OptionsFromEnv(lookup); err != nil {
 		return c, err
 	}
 	c.Profiling = get("ISTIO_AUX_PROFILING", "") == "true"

@@ -28,6 +28,7 @@ import (
 	"github.com/istio-aux/istio-aux/bridge/transport"
 	"github.com/istio-aux/istio-aux/bridge/watch"
 	"github.com/istio-aux/istio-aux/internal/kube"
+	"github.com/istio-aux/istio-aux/internal/settings"
 )
 
 // maxPending bounds unacknowledged publishes per bridge.
@@ -125,6 +126,14 @@ func run(ctx context.Context, cfg Config, rc *rest.Config, newSink NewSink, list
 		return errors.New("the watcher needs a Kubernetes client configuration")
 	}
 
+	ctx, restart := context.WithCancelCause(ctx)
+	defer restart(nil)
+	live := newLiveSettings(cfg.Settings)
+	if rc != nil && cfg.SystemNamespace != "" {
+		if err := live.follow(ctx, cfg, rc, restart); err != nil {
+			return err
+		}
+	}
 	g, ctx := errgroup.WithContext(ctx)
 	var streamReady atomic.Bool
 	g.Go(func() error { ensureStream(ctx, js, cfg.Stream, &streamReady); return nil })
@@ -144,8 +153,10 @@ func run(ctx context.Context, cfg Config, rc *rest.Config, newSink NewSink, list
 			return w == nil || w.Synced()
 		})
 		runWatcher := func(ctx context.Context) error {
-			w := newWatcher(cfg, rc, client, pub, m)
+			w := newWatcher(cfg, rc, client, pub, m, live.current())
 			watcher.Store(w)
+			live.setWatcher(w)
+			defer live.setWatcher(nil)
 			defer watcher.Store(nil)
 			return w.Run(ctx)
 		}
@@ -178,7 +189,11 @@ func run(ctx context.Context, cfg Config, rc *rest.Config, newSink NewSink, list
 		g.Go(func() error { return d.Run(ctx) })
 	}
 	g.Go(func() error { return serve(ctx, cfg.MetricsAddr, cfg.Profiling, reg, ready, listening) })
-	return g.Wait()
+	err = g.Wait()
+	if cause := context.Cause(ctx); errors.Is(cause, settings.ErrRestart) {
+		return cause
+	}
+	return err
 }
 
 // ensureStream creates or updates the stream, retrying with back-off while
@@ -240,12 +255,12 @@ func watchClient(rc *rest.Config) (*kube.Client, error) {
 
 // newWatcher is a watcher with empty caches: one for each term as leader,
 // whose first lists find every pod that finished while nobody watched.
-func newWatcher(cfg Config, rc *rest.Config, client *kube.Client, pub *publish.Publisher, m *metrics.Bridge) *watch.Watcher {
+func newWatcher(cfg Config, rc *rest.Config, client *kube.Client, pub *publish.Publisher, m *metrics.Bridge, s settings.Settings) *watch.Watcher {
 	source := cfg.ClusterName
 	if source == "" {
 		source = rc.Host
 	}
-	return watch.New(watch.KubeLists(client), pub, m, watch.Options{Source: source, Resync: cfg.Resync, Decision: cfg.Decision})
+	return watch.New(watch.KubeLists(client), pub, m, watch.Options{Source: source, Resync: s.Resync, Decision: s.Decision})
 }
 
 func boolGauge(b bool) float64 {

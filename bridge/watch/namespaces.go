@@ -79,7 +79,7 @@ func (p *podWatches) start(ctx context.Context, ns string, s Scope) {
 	w := p.w
 	store := newPodStore(w)
 	r := cache.NewReflectorWithOptions(w.lists.Pods(ns, s.LabelSelector()), &corev1.Pod{}, store,
-		cache.ReflectorOptions{Name: "pods/" + ns, TypeDescription: "*v1.Pod", ResyncPeriod: w.o.Resync})
+		cache.ReflectorOptions{Name: "pods/" + ns, TypeDescription: "*v1.Pod"})
 	wctx, cancel := context.WithCancel(ctx)
 	pw := &podWatch{scope: s, store: store, cancel: cancel, done: make(chan struct{})}
 	p.mu.Lock()
@@ -149,6 +149,17 @@ func (p *podWatches) hasSynced() bool {
 		}
 	}
 	return true
+}
+
+// stores are the caches of the namespaces watched now.
+func (p *podWatches) stores() []*podStore {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	out := make([]*podStore, 0, len(p.byNS))
+	for _, pw := range p.byNS {
+		out = append(out, pw.store)
+	}
+	return out
 }
 
 func (p *podWatches) count() int {

@@ -99,7 +99,8 @@ func (s *podStore) Replace(list []any, _ string) error {
 	return nil
 }
 
-// Resync is the reflector's periodic call (Options.Resync): pods still
+// Resync is the watcher's periodic call (Options.Resync, resyncLoop), and
+// its call on a change of the decision's options (Reconfigure): pods still
 // deciding Quit are published again (past the dedup window this reaches
 // the function anew), which retries a quit lost downstream. Others are
 // left alone.
@@ -107,7 +108,7 @@ func (s *podStore) Resync() error {
 	s.mu.RLock()
 	quit := make([]string, 0, 8)
 	for key, p := range s.pods {
-		if decision.Decide(p.Unpack(), s.w.o.Decision).Outcome == decision.Quit {
+		if decision.Decide(p.Unpack(), s.w.options()).Outcome == decision.Quit {
 			quit = append(quit, key)
 		}
 	}

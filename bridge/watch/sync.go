@@ -72,7 +72,7 @@ func (w *Watcher) sync(ctx context.Context, key string) error {
 		w.forget(key)
 		return nil
 	}
-	v := Evaluate(w.o.Decision, w.o.PublishWaits, in)
+	v := Evaluate(w.options(), w.o.PublishWaits, in)
 	w.m.Filtered.WithLabelValues(v.Reason).Inc()
 	if !v.Publish {
 		if !v.OptedIn {

@@ -7,6 +7,7 @@ package watch
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -50,10 +51,11 @@ type Options struct {
 	// not only Quit: what test/cmd/record uses to record scenarios. The
 	// bridge binary never sets it.
 	PublishWaits bool
-	// Decision carries the configured extra sidecars.
+	// Decision carries the configured extra sidecars and quit-native, as
+	// at start (Reconfigure changes them).
 	Decision decision.Options
 	// Resync re-delivers every cached pod this often; pods still deciding
-	// Quit are republished. 0 disables it.
+	// Quit are republished. 0 disables it. Reconfigure changes it.
 	Resync time.Duration
 	// Workers publishing in parallel (default 2).
 	Workers int
@@ -78,6 +80,11 @@ type Watcher struct {
 	synced    atomic.Bool
 	// failing holds the keys waiting out a back-off (RetryNow).
 	failing sync.Map
+	// decision and resync are the settings in force (Reconfigure);
+	// resyncChanged wakes the resync loop when the period changes.
+	decision      atomic.Pointer[decision.Options]
+	resync        atomic.Int64
+	resyncChanged chan struct{}
 }
 
 // New builds the namespace informer and registers its handler; Run starts
@@ -97,8 +104,11 @@ func New(lists Lists, pub Publisher, m *metrics.Bridge, o Options) *Watcher {
 		nss: nss,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(o.RateLimiter,
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "istio-aux-pods"}),
-		published: newPublished(),
+		published:     newPublished(),
+		resyncChanged: make(chan struct{}, 1),
 	}
+	w.decision.Store(&o.Decision)
+	w.resync.Store(int64(o.Resync))
 	w.pods = newPodWatches(w)
 	// Registration only fails on a stopped informer; this one is new.
 	reg, _ := w.nss.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -158,10 +168,60 @@ func (w *Watcher) Run(ctx context.Context) error {
 	for range w.o.Workers {
 		wg.Go(func() { wait.UntilWithContext(ctx, w.work, time.Second) })
 	}
+	wg.Go(func() { w.resyncLoop(ctx) })
 	<-ctx.Done()
 	w.queue.ShutDown()
 	wg.Wait()
 	return nil
+}
+
+// Reconfigure applies a change of settings: the decision's options at once
+// to every pod (a resync now publishes those that decide Quit under the new
+// options), the resync period from the next period on.
+func (w *Watcher) Reconfigure(o decision.Options, resync time.Duration) {
+	old := w.decision.Swap(&o)
+	if time.Duration(w.resync.Swap(int64(resync))) != resync {
+		select {
+		case w.resyncChanged <- struct{}{}:
+		default:
+		}
+	}
+	if !slices.Equal(old.ExtraSidecars, o.ExtraSidecars) || old.QuitNative != o.QuitNative {
+		w.resyncAll()
+	}
+}
+
+// options is the decision's configuration in force.
+func (w *Watcher) options() decision.Options { return *w.decision.Load() }
+
+// resyncLoop resyncs every cached pod each resync period (the period read
+// anew after each, or when Reconfigure changes it); none while it is 0.
+func (w *Watcher) resyncLoop(ctx context.Context) {
+	t := time.NewTimer(0)
+	t.Stop()
+	defer t.Stop()
+	for {
+		var tick <-chan time.Time
+		if d := time.Duration(w.resync.Load()); d > 0 {
+			t.Reset(d)
+			tick = t.C
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-w.resyncChanged:
+			t.Stop()
+		case <-tick:
+			w.resyncAll()
+		}
+	}
+}
+
+// resyncAll resyncs the cache of every watched namespace.
+func (w *Watcher) resyncAll() {
+	for _, s := range w.pods.stores() {
+		_ = s.Resync() // never fails
+	}
 }
 
 // transform packs a pod for the cache and counts it: every pod a watch

@@ -27,6 +27,7 @@ import (
 	"github.com/istio-aux/istio-aux/bridge/publish"
 	"github.com/istio-aux/istio-aux/bridge/transport"
 	"github.com/istio-aux/istio-aux/bridge/watch"
+	"github.com/istio-aux/istio-aux/pkg/decision"
 	"github.com/istio-aux/istio-aux/pkg/keys"
 	"github.com/istio-aux/istio-aux/pkg/podevent"
 )
@@ -422,4 +423,34 @@ func TestAnnotationChurnMakesOneEvent(t *testing.T) {
 	if got := s.total(); got != 1 {
 		t.Errorf("the function saw %d events, want 1", got)
 	}
+}
+
+// TestReconfigureAppliesAtOnce: a change of the sidecars setting reaches the
+// pods already cached, without waiting for a resync period: a pod whose
+// log shipper keeps running waits while the shipper counts as an app, and
+// is published as soon as the setting says it is a sidecar. The resync
+// period changes too.
+func TestReconfigureAppliesAtOnce(t *testing.T) {
+	c, b, s := delivering(t, watch.Options{Resync: time.Hour})
+	c.createJob("jobs", "shipped", func(p *corev1.Pod) {
+		p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: "log-shipper", Image: "fluent-bit"})
+		p.Status.ContainerStatuses = append(p.Status.ContainerStatuses,
+			corev1.ContainerStatus{Name: "log-shipper", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}})
+	})
+	waiting := func() float64 { return testutil.ToFloat64(b.m.Filtered.WithLabelValues(watch.ReasonWaiting)) }
+	testenv.Eventually(t, 5*time.Second, "the running pod to be filtered", func() bool { return waiting() == 1 })
+	done := c.update("jobs", "shipped", appExits(0))
+	testenv.Eventually(t, 5*time.Second, "the exited app to be filtered: waiting for log-shipper", func() bool { return waiting() == 2 })
+	if got := s.total(); got != 0 {
+		t.Fatalf("published %v while log-shipper counts as an app", s.seen)
+	}
+	b.w.Reconfigure(decision.Options{ExtraSidecars: []string{"log-shipper"}}, time.Hour)
+	testenv.Eventually(t, 5*time.Second, "the pod published once log-shipper is a sidecar", func() bool { return s.count(done) == 1 })
+
+	// A shorter period applies from now, not after the hour.
+	before := testutil.ToFloat64(b.m.WatchEvents.WithLabelValues("pod", "resync"))
+	b.w.Reconfigure(decision.Options{ExtraSidecars: []string{"log-shipper"}}, 50*time.Millisecond)
+	testenv.Eventually(t, 5*time.Second, "a resync at the new period", func() bool {
+		return testutil.ToFloat64(b.m.WatchEvents.WithLabelValues("pod", "resync")) > before
+	})
 }

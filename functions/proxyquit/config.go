@@ -6,13 +6,17 @@ import (
 	"strings"
 	"time"
 
+	"github.com/istio-aux/istio-aux/internal/settings"
 	"github.com/istio-aux/istio-aux/pkg/decision"
 )
 
-// Environment variables read by ConfigFromEnv (and decision.EnvSidecars).
+// Environment variables read by ConfigFromEnv, beside the settings'
+// (internal/settings.FromEnv: the starting values of config-istio-aux's keys).
 const (
-	EnvQuitCommand = "ISTIO_AUX_QUIT_COMMAND"
 	EnvExecTimeout = "ISTIO_AUX_EXEC_TIMEOUT"
+	// EnvSystemNamespace is where ConfigMap config-istio-aux is followed;
+	// unset (a local run): the environment's settings only.
+	EnvSystemNamespace = "SYSTEM_NAMESPACE"
 	// EnvAuth "off" turns caller authentication off; anything else but
 	// unset or "on" is an error.
 	EnvAuth = "ISTIO_AUX_AUTH"
@@ -21,19 +25,22 @@ const (
 	EnvAuthCallers   = "ISTIO_AUX_AUTH_CALLERS"
 )
 
-// Defaults. The quit command is argv, not a shell line: distroless proxy
-// images have no shell, and pilot-agent is on every Istio proxy image.
-const (
-	DefaultQuitCommand = "pilot-agent request POST quitquitquit"
-	DefaultExecTimeout = 10 * time.Second
-)
+// DefaultExecTimeout bounds one exec unless ISTIO_AUX_EXEC_TIMEOUT says.
+// (The quit command's default is settings.DefaultQuitCommand: argv, not a
+// shell line, since distroless proxy images have no shell, and pilot-agent
+// is on every Istio proxy image.)
+const DefaultExecTimeout = 10 * time.Second
 
 // Config is what the function needs to know beyond its dependencies.
 type Config struct {
-	// Decision is the quit decision's configuration (the extra sidecars).
-	Decision decision.Options
-	// QuitCommand is the argv exec'd in istio-proxy.
+	// Decision is the quit decision's configuration (the extra sidecars),
+	// and QuitCommand the argv exec'd in istio-proxy: the starting values
+	// (Function.SetSettings changes them while it runs).
+	Decision    decision.Options
 	QuitCommand []string
+	// SystemNamespace (SYSTEM_NAMESPACE) holds config-istio-aux, which
+	// NewFromConfig follows; "" follows nothing.
+	SystemNamespace string
 	// ExecTimeout bounds one exec, connection included.
 	ExecTimeout time.Duration
 	// Auth says who may call the function over HTTP (Handle, in-process,
@@ -44,7 +51,7 @@ type Config struct {
 // DefaultConfig is the configuration with no environment set.
 func DefaultConfig() Config {
 	return Config{
-		QuitCommand: strings.Fields(DefaultQuitCommand),
+		QuitCommand: settings.Defaults().QuitCommand,
 		ExecTimeout: DefaultExecTimeout,
 		Auth:        Auth{Audiences: []string{DefaultAudience}, Callers: DefaultCallers},
 	}
@@ -59,10 +66,12 @@ func ConfigFromEnv() (Config, error) {
 
 func configFromLookup(lookup func(string) (string, bool)) (Config, error) {
 	cfg := DefaultConfig()
-	var err error
-	if cfg.Decision, err = decision.OptionsFromEnv(lookup); err != nil {
+	s, err := settings.FromEnv(lookup)
+	if err != nil {
 		return cfg, err
 	}
+	cfg.Decision, cfg.QuitCommand = s.Decision, s.QuitCommand
+	cfg.SystemNamespace, _ = lookup(EnvSystemNamespace)
 	switch v, _ := lookup(EnvAuth); strings.ToLower(strings.TrimSpace(v)) {
 	case "", "on":
 	case "off":
@@ -75,13 +84,6 @@ func configFromLookup(lookup func(string) (string, bool)) (Config, error) {
 	}
 	if v, ok := lookup(EnvAuthCallers); ok {
 		cfg.Auth.Callers = list(v)
-	}
-	if v, ok := lookup(EnvQuitCommand); ok {
-		argv := strings.Fields(v)
-		if len(argv) == 0 {
-			return cfg, fmt.Errorf("%s is set but empty: unset it for the default %q", EnvQuitCommand, DefaultQuitCommand)
-		}
-		cfg.QuitCommand = argv
 	}
 	if v, ok := lookup(EnvExecTimeout); ok {
 		d, err := time.ParseDuration(strings.TrimSpace(v))

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/istio-aux/istio-aux/internal/settings"
 	"github.com/istio-aux/istio-aux/pkg/decision"
 	"k8s.io/client-go/tools/record"
 )
@@ -21,9 +22,9 @@ func TestConfigFromEnv(t *testing.T) {
 	}, {
 		name: "everything set",
 		env: map[string]string{
-			decision.EnvSidecars: " vault-agent, ,fluent-bit ",
-			EnvQuitCommand:       "  curl -sf -XPOST\thttp://127.0.0.1:15020/quitquitquit ",
-			EnvExecTimeout:       "3s",
+			settings.EnvSidecars:    " vault-agent, ,fluent-bit ",
+			settings.EnvQuitCommand: "  curl -sf -XPOST\thttp://127.0.0.1:15020/quitquitquit ",
+			EnvExecTimeout:          "3s",
 		},
 		want: Config{
 			Decision:    decision.Options{ExtraSidecars: []string{"vault-agent", "fluent-bit"}},
@@ -32,11 +33,11 @@ func TestConfigFromEnv(t *testing.T) {
 		},
 	}, {
 		name: "empty sidecars means none",
-		env:  map[string]string{decision.EnvSidecars: ""},
+		env:  map[string]string{settings.EnvSidecars: ""},
 		want: DefaultConfig(),
 	}, {
 		name:    "blank quit command",
-		env:     map[string]string{EnvQuitCommand: "   "},
+		env:     map[string]string{settings.EnvQuitCommand: "   "},
 		wantErr: true,
 	}, {
 		name:    "timeout without unit",

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
@@ -16,10 +17,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"knative.dev/pkg/logging"
 
 	"github.com/istio-aux/istio-aux/internal/kube"
+	"github.com/istio-aux/istio-aux/internal/settings"
 	"github.com/istio-aux/istio-aux/pkg/decision"
 	"github.com/istio-aux/istio-aux/pkg/keys"
 	"github.com/istio-aux/istio-aux/pkg/podevent"
@@ -48,7 +51,10 @@ const (
 // Function is the proxy-quit CloudEvent function. It holds no state between
 // events; every field is a dependency or configuration.
 type Function struct {
-	cfg      Config
+	cfg Config
+	// live is what config-istio-aux says now: the decision's options and
+	// the quit command (SetSettings).
+	live     atomic.Pointer[liveSettings]
 	auth     *authenticator
 	cluster  Cluster
 	exec     Execer
@@ -90,9 +96,28 @@ func New(cfg Config, cluster Cluster, exec Execer, recorder record.EventRecorder
 	if metrics == nil {
 		metrics, _ = NewMetrics(nil) // cannot fail without a registry
 	}
-	return &Function{cfg: cfg, auth: newAuthenticator(cfg.Auth, cluster), cluster: cluster, exec: exec,
-		recorder: recorder, metrics: metrics, now: time.Now}, nil
+	f := &Function{cfg: cfg, auth: newAuthenticator(cfg.Auth, cluster), cluster: cluster, exec: exec,
+		recorder: recorder, metrics: metrics, now: time.Now}
+	f.live.Store(&liveSettings{decision: cfg.Decision, quitCommand: cfg.QuitCommand})
+	return f, nil
 }
+
+// liveSettings are the settings a handled event reads, all from one change.
+type liveSettings struct {
+	decision    decision.Options
+	quitCommand []string
+}
+
+// SetSettings applies a change of config-istio-aux to the events handled
+// from now on (settings.Follower's Apply).
+func (f *Function) SetSettings(s settings.Settings) {
+	f.live.Store(&liveSettings{decision: s.Decision, quitCommand: s.QuitCommand})
+}
+
+// followWait bounds how long NewFromConfig waits for config-istio-aux's
+// first read before serving with the environment's settings (a missing
+// RBAC grant must not keep the function from starting).
+const followWait = 5 * time.Second
 
 // NewFromConfig builds a Function talking to the cluster rc points at, with
 // metrics registered on reg (nil: not registered). Kubernetes Events are
@@ -144,6 +169,18 @@ func NewFromConfig(ctx context.Context, rc *rest.Config, cfg Config, reg prometh
 		return nil, err
 	}
 	fn.events = events
+	if cfg.SystemNamespace != "" {
+		base := settings.Defaults()
+		base.Decision, base.QuitCommand = cfg.Decision, cfg.QuitCommand
+		follower := &settings.Follower{Component: Component, Base: base, Apply: fn.SetSettings, Recorder: recorder}
+		synced := follower.Start(ctx, kc, cfg.SystemNamespace)
+		wctx, cancel := context.WithTimeout(ctx, followWait)
+		if !cache.WaitForCacheSync(wctx.Done(), synced) && ctx.Err() == nil {
+			logging.FromContext(ctx).Warnw("ConfigMap config-istio-aux not read yet; serving with the environment's settings until it is",
+				zap.String("namespace", cfg.SystemNamespace))
+		}
+		cancel()
+	}
 	if !cfg.Auth.Disabled {
 		go fn.auth.keys.follow(ctx, APIServerIssuer(ac.RESTClient()))
 	}
@@ -209,7 +246,8 @@ func (f *Function) handle(ctx context.Context, e cloudevents.Event) result {
 	if e.Type() == podevent.TypeAPIServerDelete {
 		return result{code: 200, outcome: OutcomeIgnored, detail: "pod deleted"}
 	}
-	opts := f.cfg.Decision
+	set := f.live.Load()
+	opts := set.decision
 	// The event's own pod state is enough to rule most events out without a
 	// single API call: only a pod that looked done when it was published can
 	// need a quit now. An event that names its pod only (podevent.New, for a
@@ -242,7 +280,7 @@ func (f *Function) handle(ctx context.Context, e cloudevents.Event) result {
 	if r, ended := contextEnded(ctx); ended {
 		return r
 	}
-	return f.quit(ctx, live, d)
+	return f.quit(ctx, live, d, set.quitCommand)
 }
 
 // livePod GETs the pod the event names. ok is false when the returned result
@@ -279,10 +317,10 @@ func (f *Function) namespace(ctx context.Context, name string) (*corev1.Namespac
 }
 
 // quit execs the quit command in istio-proxy and records what happened.
-func (f *Function) quit(ctx context.Context, pod *corev1.Pod, d decision.Decision) result {
+func (f *Function) quit(ctx context.Context, pod *corev1.Pod, d decision.Decision, argv []string) result {
 	ctx, cancel := context.WithTimeout(ctx, f.cfg.ExecTimeout)
 	start := f.now()
-	out, err := f.exec.Exec(ctx, pod.Namespace, pod.Name, keys.ProxyContainer, f.cfg.QuitCommand)
+	out, err := f.exec.Exec(ctx, pod.Namespace, pod.Name, keys.ProxyContainer, argv)
 	cancel()
 	elapsed := f.now().Sub(start).Seconds()
 	if err == nil {

@@ -8,7 +8,6 @@ package decision
 import (
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -74,7 +73,7 @@ type Options struct {
 	// QuitNative also quits a native istio-proxy (an init container with
 	// restartPolicy Always) once no app will run again, instead of leaving
 	// it to the kubelet, which stops it with SIGTERM and waits for Istio's
-	// preStop drain. Off by default (ISTIO_AUX_QUIT_NATIVE).
+	// preStop drain. Off by default (the quit-native setting).
 	QuitNative bool
 }
 
@@ -199,7 +198,7 @@ func IsNativeProxy(name string, policy *corev1.ContainerRestartPolicy) bool {
 }
 
 // ParseSidecars reads a comma-separated list of extra sidecar container
-// names (configuration: ISTIO_AUX_SIDECARS, the ConfigMap's sidecars key),
+// names (the sidecars setting of ConfigMap config-istio-aux),
 // trimming blanks and dropping empty items. A name that cannot be a
 // container name is an error, so a typo is seen at start.
 func ParseSidecars(s string) ([]string, error) {
@@ -214,32 +213,4 @@ func ParseSidecars(s string) ([]string, error) {
 		out = append(out, item)
 	}
 	return out, nil
-}
-
-// Environment variables OptionsFromEnv reads (config/: the sidecars and
-// quit-native keys of config-istio-aux).
-const (
-	EnvSidecars   = "ISTIO_AUX_SIDECARS"
-	EnvQuitNative = "ISTIO_AUX_QUIT_NATIVE"
-)
-
-// OptionsFromEnv reads the decision's configuration through lookup
-// (os.LookupEnv): what every process that decides reads, once, at start.
-func OptionsFromEnv(lookup func(string) (string, bool)) (Options, error) {
-	var o Options
-	if v, ok := lookup(EnvSidecars); ok {
-		names, err := ParseSidecars(v)
-		if err != nil {
-			return o, fmt.Errorf("%s: %w", EnvSidecars, err)
-		}
-		o.ExtraSidecars = names
-	}
-	if v, ok := lookup(EnvQuitNative); ok && strings.TrimSpace(v) != "" {
-		b, err := strconv.ParseBool(strings.TrimSpace(v))
-		if err != nil {
-			return o, fmt.Errorf("%s=%q: want true or false", EnvQuitNative, v)
-		}
-		o.QuitNative = b
-	}
-	return o, nil
 }

@@ -227,22 +227,6 @@ func TestDecideQuitNative(t *testing.T) {
 			t.Errorf("%s: Decide = %v (%q), want %v (%q)", tc.name, got.Outcome, got.Reason, tc.want.Outcome, tc.want.Reason)
 		}
 	}
-	for env, want := range map[string]bool{"true": true, "false": false, "": false} {
-		o, err := decision.OptionsFromEnv(func(k string) (string, bool) { return env, k == decision.EnvQuitNative })
-		if err != nil || o.QuitNative != want {
-			t.Errorf("%s=%q: %+v, %v", decision.EnvQuitNative, env, o, err)
-		}
-	}
-	if _, err := decision.OptionsFromEnv(func(k string) (string, bool) { return "yes please", k == decision.EnvQuitNative }); err == nil {
-		t.Error("a value that is no boolean was accepted")
-	}
-	o, err := decision.OptionsFromEnv(func(k string) (string, bool) { return "vault-agent, log-shipper", k == decision.EnvSidecars })
-	if err != nil || len(o.ExtraSidecars) != 2 {
-		t.Errorf("%s: %+v, %v", decision.EnvSidecars, o, err)
-	}
-	if _, err := decision.OptionsFromEnv(func(k string) (string, bool) { return "Not_A_Name", k == decision.EnvSidecars }); err == nil {
-		t.Errorf("%s: an invalid container name was accepted", decision.EnvSidecars)
-	}
 }
 
 // TestWhyRestart: the cause named is the setting that decided, read in the

@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/tools/remotecommand"
 
 	"github.com/istio-aux/istio-aux/functions/proxyquit"
+	"github.com/istio-aux/istio-aux/internal/settings"
 	"github.com/istio-aux/istio-aux/pkg/keys"
 	"github.com/istio-aux/istio-aux/test/cluster"
 )
@@ -35,7 +36,7 @@ const (
 
 var transports = []string{webSocket, spdy}
 
-var defaultArgv = strings.Fields(proxyquit.DefaultQuitCommand)
+var defaultArgv = strings.Fields(settings.DefaultQuitCommand)
 
 // execRequest is one exec: where, what, and with which streams.
 type execRequest struct {
@@ -192,11 +193,11 @@ func TestExecPolicy(t *testing.T) {
 		{"no container", withOpts(quitIn("jobs", "target"), func(o *corev1.PodExecOptions) { o.Container = "" }),
 			p1, `istio-aux-proxyquit may exec only in container istio-proxy, not ""`},
 		{"another command", quitIn("jobs", "target", "pilot-agent", "request", "GET", "config_dump"),
-			p2, "istio-aux-proxyquit may run only the quit-command of ConfigMap istio-aux/config-istio-aux: " + proxyquit.DefaultQuitCommand},
+			p2, "istio-aux-proxyquit may run only the quit-command of ConfigMap istio-aux/config-istio-aux: " + settings.DefaultQuitCommand},
 		{"a shell", quitIn("jobs", "target", "sh", "-c", "id"),
-			p2, "istio-aux-proxyquit may run only the quit-command of ConfigMap istio-aux/config-istio-aux: " + proxyquit.DefaultQuitCommand},
+			p2, "istio-aux-proxyquit may run only the quit-command of ConfigMap istio-aux/config-istio-aux: " + settings.DefaultQuitCommand},
 		{"the quit command plus an argument", quitIn("jobs", "target", append(defaultArgv, "--debug-port=15020")...),
-			p2, "istio-aux-proxyquit may run only the quit-command of ConfigMap istio-aux/config-istio-aux: " + proxyquit.DefaultQuitCommand},
+			p2, "istio-aux-proxyquit may run only the quit-command of ConfigMap istio-aux/config-istio-aux: " + settings.DefaultQuitCommand},
 		{"stdin", withOpts(quitIn("jobs", "target"), func(o *corev1.PodExecOptions) { o.Stdin = true }),
 			p1, "istio-aux-proxyquit may not exec with stdin"},
 		{"a TTY", withOpts(quitIn("jobs", "target"), func(o *corev1.PodExecOptions) { o.TTY, o.Stderr = true, false }),
@@ -231,7 +232,7 @@ func TestExecPolicy(t *testing.T) {
 		got := map[string]bool{}
 		for _, q := range quits {
 			got[q.Namespace+"/"+q.Name] = true
-			if strings.Join(q.Args, " ") != proxyquit.DefaultQuitCommand {
+			if strings.Join(q.Args, " ") != settings.DefaultQuitCommand {
 				t.Errorf("quit %+v ran %q", q, q.Args)
 			}
 		}

@@ -32,7 +32,7 @@ var dirs = []string{"config/nats", "config", "config/dispatch", "config/eventing
 var koPaths = map[string]bool{
 	"github.com/istio-aux/istio-aux/webhook/cmd/webhook":               true,
 	"github.com/istio-aux/istio-aux/bridge/cmd/bridge":                 true,
-	"github.com/istio-aux/istio-aux/bridge/cmd/allinone":               true,
+	"github.com/istio-aux/istio-aux/cmd/allinone":               true,
 	"github.com/istio-aux/istio-aux/functions/proxyquit/cmd/proxyquit": true,
 	// config/nats: nats-server from the module istio-aux requires, and
 	// the init container that fills its token.
@@ -337,6 +337,10 @@ func TestRBACHasNoWildcardsOrWrites(t *testing.T) {
 		"istio-aux-proxyquit/pods/exec/create":  true,
 		"istio-aux-proxyquit/events/create":     true,
 		"istio-aux-proxyquit/events/patch":      true,
+		// SettingsApplied/Rejected/Restart on config-istio-aux, in
+		// istio-aux only (the bridge and the function).
+		"istio-aux-logging/events/create": true,
+		"istio-aux-logging/events/patch":  true,
 		// A TokenReview writes nothing; "create" is how one is asked.
 		"istio-aux-proxyquit/tokenreviews/create": true,
 		// The token of config/nats, into its one Secret (resourceNames).
@@ -408,36 +412,87 @@ func contains(list []string, s string) bool {
 }
 
 // Both the bridge (its change filter) and the function decide whether a
-// pod's apps are done; with different sidecar lists they would disagree and
-// a pod could be filtered out forever. Each must read the same ConfigMap key.
-func TestDecidersShareTheSidecarList(t *testing.T) {
-	deciders := map[string]bool{
-		"ko://github.com/istio-aux/istio-aux/bridge/cmd/bridge":                 false,
-		"ko://github.com/istio-aux/istio-aux/functions/proxyquit/cmd/proxyquit": false,
+// pod's apps are done; with different settings they would disagree and a
+// pod could be filtered out forever. Each follows config-istio-aux itself
+// (internal/settings), so each must be told where it is (SYSTEM_NAMESPACE)
+// and be allowed to read it, and none may be handed a setting another way
+// (an environment variable would be overridden by the ConfigMap's key, but
+// would hide that the key is the one way).
+func TestDecidersFollowTheSettings(t *testing.T) {
+	deciders := map[string]string{ // image -> its ServiceAccount, once seen
+		"ko://github.com/istio-aux/istio-aux/bridge/cmd/bridge":                 "",
+		"ko://github.com/istio-aux/istio-aux/functions/proxyquit/cmd/proxyquit": "",
+		"ko://github.com/istio-aux/istio-aux/cmd/allinone":               "",
 	}
-	for _, d := range loadDocs(t, "config", nil) {
-		containers, _, _ := unstructured.NestedSlice(d.obj.Object, "spec", "template", "spec", "containers")
-		for _, c := range containers {
-			c, _ := c.(map[string]any)
-			image, _ := c["image"].(string)
-			if _, ok := deciders[image]; !ok {
+	readers := map[string]bool{} // ServiceAccounts bound to read config-istio-aux
+	roles := map[string]bool{}   // Roles granting it
+	for _, dir := range []string{"config", "config/standalone"} {
+		docs := loadDocs(t, dir, nil)
+		for _, d := range docs {
+			if d.obj.GetKind() != "Role" || d.obj.GetNamespace() != "istio-aux" {
 				continue
 			}
-			env, _, _ := unstructured.NestedSlice(c, "env")
-			for _, e := range env {
-				e, _ := e.(map[string]any)
-				name, _, _ := unstructured.NestedString(e, "name")
-				cm, _, _ := unstructured.NestedString(e, "valueFrom", "configMapKeyRef", "name")
-				key, _, _ := unstructured.NestedString(e, "valueFrom", "configMapKeyRef", "key")
-				if name == "ISTIO_AUX_SIDECARS" && cm == "config-istio-aux" && key == "sidecars" {
-					deciders[image] = true
+			rules, _, _ := unstructured.NestedSlice(d.obj.Object, "rules")
+			for _, r := range rules {
+				r, _ := r.(map[string]any)
+				res, _, _ := unstructured.NestedStringSlice(r, "resources")
+				names, _, _ := unstructured.NestedStringSlice(r, "resourceNames")
+				verbs, _, _ := unstructured.NestedStringSlice(r, "verbs")
+				if contains(res, "configmaps") && contains(names, "config-istio-aux") && contains(verbs, "watch") && contains(verbs, "list") {
+					roles[d.obj.GetName()] = true
+				}
+			}
+		}
+		for _, d := range docs {
+			if d.obj.GetKind() != "RoleBinding" {
+				continue
+			}
+			if role, _, _ := unstructured.NestedString(d.obj.Object, "roleRef", "name"); !roles[role] {
+				continue
+			}
+			subjects, _, _ := unstructured.NestedSlice(d.obj.Object, "subjects")
+			for _, s := range subjects {
+				name, _, _ := unstructured.NestedString(s.(map[string]any), "name")
+				readers[name] = true
+			}
+		}
+		for _, d := range docs {
+			spec, ok, _ := unstructured.NestedMap(d.obj.Object, "spec", "template", "spec")
+			if !ok {
+				continue
+			}
+			sa, _, _ := unstructured.NestedString(spec, "serviceAccountName")
+			containers, _, _ := unstructured.NestedSlice(spec, "containers")
+			for _, c := range containers {
+				c, _ := c.(map[string]any)
+				image, _ := c["image"].(string)
+				if _, ok := deciders[image]; !ok {
+					continue
+				}
+				deciders[image] = sa
+				env, _, _ := unstructured.NestedSlice(c, "env")
+				hasNS := false
+				for _, e := range env {
+					name, _, _ := unstructured.NestedString(e.(map[string]any), "name")
+					switch name {
+					case "SYSTEM_NAMESPACE":
+						hasNS = true
+					case "ISTIO_AUX_SIDECARS", "ISTIO_AUX_QUIT_NATIVE", "ISTIO_AUX_QUIT_COMMAND", "ISTIO_AUX_RESYNC":
+						t.Errorf("%s: %s sets %s: the ConfigMap's key is the one way", d, image, name)
+					}
+				}
+				if !hasNS {
+					t.Errorf("%s: %s has no SYSTEM_NAMESPACE: it follows no settings", d, image)
 				}
 			}
 		}
 	}
-	for image, ok := range deciders {
-		if !ok {
-			t.Errorf("%s: no ISTIO_AUX_SIDECARS from config-istio-aux key sidecars", image)
+	for image, sa := range deciders {
+		switch {
+		case sa == "":
+			t.Errorf("%s: in no manifest, or without a serviceAccountName", image)
+		case !readers[sa]:
+			t.Errorf("%s runs as %s, which no Role lets list and watch config-istio-aux", image, sa)
 		}
 	}
 }

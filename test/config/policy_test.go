@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
-	"github.com/istio-aux/istio-aux/functions/proxyquit"
+	"github.com/istio-aux/istio-aux/internal/settings"
 	"github.com/istio-aux/istio-aux/pkg/keys"
 )
 
@@ -103,7 +103,7 @@ func TestExecPoliciesUseOurNames(t *testing.T) {
 		{execPolicy, "[?'" + keys.LabelEnabled + "'].orValue('') in ['true', 'pods']", "decision.NamespaceOptedIn reads keys.LabelEnabled == true"},
 		{execPolicy, "[?'" + keys.LegacyLabel + "'].orValue('') == '" + keys.LegacyLabelValue + "'", "decision.NamespaceOptedIn reads the legacy label"},
 		{execPolicy, "!(request.namespace in ['" + strings.Join(systemNamespaces, "', '") + "'])", "system namespaces, ours (100-namespace.yaml) included, are never a target"},
-		{execCommandPolicy, "params.?data[?'quit-command'].orValue('" + proxyquit.DefaultQuitCommand + "')", "the function's default when quit-command is unset"},
+		{execCommandPolicy, "params.?data[?'quit-command'].orValue('" + settings.DefaultQuitCommand + "')", "the function's default when quit-command is unset"},
 	} {
 		if !strings.Contains(all(policies[tc.policy]), tc.literal) {
 			t.Errorf("%s does not contain %q (%s)", tc.policy, tc.literal, tc.why)
@@ -205,7 +205,7 @@ func TestQuitCommandSplitLikeTheFunction(t *testing.T) {
 		}
 	}
 	for _, s := range []string{
-		proxyquit.DefaultQuitCommand,
+		settings.DefaultQuitCommand,
 		"  pilot-agent\trequest \u00a0POST\n/quitquitquit ",
 		"curl -sf -XPOST http://127.0.0.1:15020/quitquitquit",
 		"", " \t ",

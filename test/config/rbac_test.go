@@ -5,6 +5,7 @@ package config
 import (
 	"bytes"
 	"context"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
@@ -23,6 +24,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/istio-aux/istio-aux/internal/settings"
 	"github.com/istio-aux/istio-aux/test/cluster"
 )
 
@@ -186,7 +188,8 @@ func TestBridgeRunsWithItsRole(t *testing.T) {
 	addr := "127.0.0.1:" + strconv.Itoa(ports[0])
 	log, start := runAs(ctx, t, c, "istio-aux-bridge", "./bridge/cmd/bridge",
 		"ISTIO_AUX_ROLE=bridge", "NATS_URL=", "ISTIO_AUX_DATA_DIR="+t.TempDir(), "METRICS_ADDR="+addr,
-		// It reads and watches config-logging there (204-rbac-logging.yaml).
+		// It reads and watches config-logging and config-istio-aux there
+		// (204-rbac-logging.yaml).
 		"SYSTEM_NAMESPACE=istio-aux")
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/readyz", nil)
@@ -206,6 +209,45 @@ func TestBridgeRunsWithItsRole(t *testing.T) {
 	}
 	if strings.Contains(log.String(), "config-logging is unreadable") {
 		t.Errorf("the bridge could not read config-logging:\n%s", grepLines(log.String(), "config-logging"))
+	}
+
+	// It follows config-istio-aux with that role alone: a value it cannot
+	// use is said on the ConfigMap, and a new nats-url makes it start again
+	// (NATS_URL is set, as config/ sets it from that key).
+	setKeys := func(data map[string]string) {
+		t.Helper()
+		cms := c.Client().CoreV1().ConfigMaps("istio-aux")
+		cm, err := cms.Get(ctx, settings.ConfigMapName, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		maps.Copy(cm.Data, data)
+		if _, err := cms.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setKeys(map[string]string{settings.KeyQuitNative: "yes please"})
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		evs, err := c.Client().CoreV1().Events("istio-aux").List(ctx, metav1.ListOptions{FieldSelector: "reason=" + settings.ReasonRejected})
+		if err != nil {
+			return false, err
+		}
+		for _, e := range evs.Items {
+			if e.InvolvedObject.Name == settings.ConfigMapName && e.Source.Component == "istio-aux-bridge" && strings.Contains(e.Message, settings.KeyQuitNative) {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Errorf("no %s Event from the bridge on %s: %v\n%s", settings.ReasonRejected, settings.ConfigMapName, err, grepLines(log.String(), "setting"))
+	}
+	setKeys(map[string]string{settings.KeyNATSURL: "nats://elsewhere.example:4222"})
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		return strings.Contains(log.String(), "Stopping to start again"), nil
+	})
+	if err != nil {
+		t.Errorf("the bridge did not stop for a new nats-url: %v\n%s", err, grepLines(log.String(), "nats"))
 	}
 }
 

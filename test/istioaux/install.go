@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -13,9 +14,11 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
+	"github.com/istio-aux/istio-aux/internal/settings"
 	"github.com/istio-aux/istio-aux/test/cluster"
 	"github.com/istio-aux/istio-aux/test/images"
 	"github.com/istio-aux/istio-aux/test/knative"
@@ -384,39 +387,67 @@ func (in *Installed) Scale(ctx context.Context, deployment string, replicas int3
 	})
 }
 
-// SetConfig sets keys of config-istio-aux and restarts the Deployments that
-// read it at start (the watcher and, in Config, the function), waiting
-// until they are Available again. The webhook reads it live.
+// SetConfig sets keys of config-istio-aux as a user does (an update of the
+// ConfigMap, nothing restarted) and waits until every running replica that
+// follows it (the bridge or the all-in-one, and the function's pods) has
+// applied the change: a SettingsApplied Event on the ConfigMap naming the
+// pod, after the update. A replica started since reads it at start.
 func (in *Installed) SetConfig(ctx context.Context, data map[string]string) error {
-	cms := in.c.Client().CoreV1().ConfigMaps(SystemNamespace)
-	cm, err := cms.Get(ctx, "config-istio-aux", metav1.GetOptions{})
+	cs := in.c.Client()
+	cms := cs.CoreV1().ConfigMaps(SystemNamespace)
+	cm, err := cms.Get(ctx, settings.ConfigMapName, metav1.GetOptions{})
 	if err != nil {
 		return err
 	}
+	changed := false
 	for k, v := range data {
-		cm.Data[k] = v
+		if old, ok := cm.Data[k]; !ok || old != v {
+			cm.Data[k], changed = v, true
+		}
 	}
+	if !changed {
+		return nil // nothing to apply: no replica would say so
+	}
+	updated := time.Now().Add(-time.Second).Truncate(time.Second) // Events carry seconds
 	if _, err := cms.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
 		return err
 	}
-	restart := []string{in.Watcher()}
-	if in.dir == Config {
-		// The function: a new revision of the Knative Service, or a
-		// restart of the Deployment knativeOverlay made of it.
-		if knative.Installed(in.c) {
-			if _, err := knative.NewRevision(ctx, in.c, SystemNamespace, "proxy-quit"); err != nil {
-				return err
+	followers := []string{"app.kubernetes.io/component in (bridge,allinone)", "serving.knative.dev/service=proxy-quit"}
+	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		evs, err := cs.CoreV1().Events(SystemNamespace).List(ctx, metav1.ListOptions{FieldSelector: "reason=" + settings.ReasonApplied})
+		if err != nil {
+			return false, err
+		}
+		for _, sel := range followers {
+			pods, err := cs.CoreV1().Pods(SystemNamespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
+			if err != nil {
+				return false, err
 			}
-		} else {
-			restart = append(restart, "proxy-quit")
+			for _, p := range pods.Items {
+				if p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil || (p.Status.StartTime != nil && !p.Status.StartTime.Time.Before(updated)) {
+					continue
+				}
+				if !appliedBy(evs.Items, p.Name, updated) {
+					return false, nil
+				}
+			}
+		}
+		return true, nil
+	})
+}
+
+// appliedBy reports a SettingsApplied Event of pod at or after since.
+func appliedBy(evs []corev1.Event, pod string, since time.Time) bool {
+	for _, e := range evs {
+		last := e.LastTimestamp.Time
+		if last.IsZero() {
+			last = e.EventTime.Time
+		}
+		if e.InvolvedObject.Name == settings.ConfigMapName && strings.Contains(e.Message, " "+pod+" ") && !last.Before(since) {
+			return true
 		}
 	}
-	for _, name := range restart {
-		if err := in.c.Kubectl(ctx, "-n", SystemNamespace, "rollout", "restart", "deployment/"+name); err != nil {
-			return err
-		}
-	}
-	return in.WaitAvailable(ctx, 2*time.Minute)
+	return false
 }
 
 // DeletePod deletes one pod of a Deployment or StatefulSet of istio-aux,

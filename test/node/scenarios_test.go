@@ -219,7 +219,7 @@ func TestNodeRestartRulesContainerNever(t *testing.T) {
 	waitEvent(t, c, ns, p.Name, "ProxyQuit")
 }
 
-// TestNodeQuitNative: with ISTIO_AUX_QUIT_NATIVE=true istio-aux quits a
+// TestNodeQuitNative: with quit-native set live (no restart) istio-aux quits a
 // native istio-proxy once the app is done; the exec reaches it, it exits 0,
 // the kubelet does not start it again and the pod Succeeds.
 //
@@ -250,8 +250,8 @@ func TestNodeQuitNative(t *testing.T) {
 	}
 }
 
-// setConfig sets a key of config-istio-aux and restarts what reads it at
-// start.
+// setConfig sets a key of config-istio-aux, as a user edits it, and waits
+// until every running replica has applied it (nothing is restarted).
 func setConfig(t *testing.T, aux *istioaux.Installed, key, value string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)

@@ -23,7 +23,7 @@ func main() {
 	ctx := startup.Context(0)
 	cfg, cfgErr := app.ConfigFromEnv()
 	fcfg, fnErr := proxyquit.ConfigFromEnv()
-	fcfg.Decision = cfg.Decision // read once, shared
+	fcfg.Decision, fcfg.QuitCommand = cfg.Settings.Decision, cfg.Settings.QuitCommand // read once, shared
 	rc, rcErr := app.RESTConfig(cfg)
 	logger := startup.Logger(ctx, rc, app.Component, cfgErr, fnErr, rcErr)
 	var fn *proxyquit.Function

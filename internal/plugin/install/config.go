@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/istio-aux/istio-aux/internal/settings"
 	"github.com/istio-aux/istio-aux/pkg/decision"
 	"github.com/istio-aux/istio-aux/webhook"
 )
@@ -18,16 +19,16 @@ import (
 // Keys of ConfigMap config-istio-aux that the plugin reads
 // (config/300-config-istio-aux.yaml).
 const (
-	KeySidecars    = "sidecars"
-	KeyQuitNative  = "quit-native"
-	KeyQuitCommand = "quit-command"
+	KeySidecars    = settings.KeySidecars
+	KeyQuitNative  = settings.KeyQuitNative
+	KeyQuitCommand = settings.KeyQuitCommand
 	KeyMode        = "mode"
-	KeyNATSURL     = "nats-url"
+	KeyNATSURL     = settings.KeyNATSURL
 )
 
 // Config is what ConfigMap config-istio-aux says, read as the components
 // read it: the decision's options as the bridge and the function read
-// their environment (decision.OptionsFromEnv), the mode as the webhook
+// it (settings.Apply), the mode as the webhook
 // reads it. A value they would refuse is in Problems, and its default is
 // used here.
 type Config struct {
@@ -52,22 +53,12 @@ func ConfigOf(cm *corev1.ConfigMap) Config {
 		return cfg
 	}
 	cfg.Found = true
-	// One key at a time, so that a bad value is named and the other key
-	// still counts.
-	for env, key := range map[string]string{decision.EnvSidecars: KeySidecars, decision.EnvQuitNative: KeyQuitNative} {
-		opts, err := decision.OptionsFromEnv(func(name string) (string, bool) {
-			if name != env {
-				return "", false
-			}
-			v, ok := cm.Data[key]
-			return v, ok
-		})
-		if err != nil {
-			cfg.Problems = append(cfg.Problems, fmt.Sprintf("key %s: %v: the bridge and the function refuse to start", key, err))
-			continue
-		}
-		cfg.Decision.ExtraSidecars = append(cfg.Decision.ExtraSidecars, opts.ExtraSidecars...)
-		cfg.Decision.QuitNative = cfg.Decision.QuitNative || opts.QuitNative
+	// Read as the bridge and the function read it: a bad key is named,
+	// the others still count.
+	set, errs := settings.Apply(settings.Defaults(), settings.Defaults(), cm.Data)
+	cfg.Decision = set.Decision
+	for _, err := range errs {
+		cfg.Problems = append(cfg.Problems, fmt.Sprintf("key %v: the bridge and the function refuse it and keep the value they had", err))
 	}
 	slices.Sort(cfg.Problems)
 	if w, err := webhook.NewConfigFromConfigMap(cm); err != nil {
@@ -78,9 +69,6 @@ func ConfigOf(cm *corev1.ConfigMap) Config {
 	cfg.NATSURL = strings.TrimSpace(cm.Data[KeyNATSURL])
 	if v, ok := cm.Data[KeyQuitCommand]; ok {
 		cfg.QuitCommand = v
-		if strings.TrimSpace(v) == "" {
-			cfg.Problems = append(cfg.Problems, "quit-command is empty: the function refuses to start")
-		}
 	}
 	return cfg
 }

@@ -29,7 +29,7 @@ func TestConfigOf(t *testing.T) {
 				Decision: decision.Options{ExtraSidecars: []string{"vault-agent", "fluent-bit"}, QuitNative: true}}, nil},
 		"bad values are named, the good ones kept": {cm(map[string]string{"sidecars": "Vault_Agent", "quit-native": "true", "mode": "hld", "quit-command": " "}),
 			install.Config{Found: true, Mode: webhook.ModeHold, QuitCommand: " ", Decision: decision.Options{QuitNative: true}},
-			[]string{`key sidecars: ISTIO_AUX_SIDECARS: sidecar name "Vault_Agent"`, `mode "hld"`, "quit-command is empty"}},
+			[]string{`key quit-command: " ": empty`, `key sidecars: "Vault_Agent": sidecar name "Vault_Agent"`, `mode "hld"`}},
 		"quit-native that is no boolean": {cm(map[string]string{"quit-native": "yes"}), install.Config{Found: true, Mode: webhook.ModeHold},
 			[]string{"key quit-native"}},
 	}

@@ -1,0 +1,86 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"knative.dev/pkg/logging"
+
+	"github.com/istio-aux/istio-aux/bridge/watch"
+	"github.com/istio-aux/istio-aux/internal/kube"
+	"github.com/istio-aux/istio-aux/internal/settings"
+)
+
+// followWait bounds how long the bridge waits for config-istio-aux's first
+// read before it starts with the environment's settings (a missing grant
+// must not keep it from starting; the settings then apply when read).
+const followWait = 5 * time.Second
+
+// liveSettings are the settings in force, handed to each new watcher and
+// to the one running when they change.
+type liveSettings struct {
+	mu      sync.Mutex
+	s       settings.Settings
+	watcher *watch.Watcher
+}
+
+func newLiveSettings(s settings.Settings) *liveSettings { return &liveSettings{s: s} }
+
+func (l *liveSettings) current() settings.Settings {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.s
+}
+
+func (l *liveSettings) setWatcher(w *watch.Watcher) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.watcher = w
+}
+
+func (l *liveSettings) apply(s settings.Settings) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.s = s
+	if l.watcher != nil {
+		l.watcher.Reconfigure(s.Decision, s.Resync)
+	}
+}
+
+// follow keeps l current with ConfigMap config-istio-aux until ctx is done.
+// A change of nats-url ends the process through restart when NATS_URL
+// comes from the environment (config/ sets it from that key; the
+// all-in-one's embedded server has none). Events go on the ConfigMap.
+func (l *liveSettings) follow(ctx context.Context, cfg Config, rc *rest.Config, restart context.CancelCauseFunc) error {
+	client, err := kube.NewForConfig(rc)
+	if err != nil {
+		return fmt.Errorf("kubernetes client for config-istio-aux: %w", err)
+	}
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	broadcaster.StartRecordingToSink(client.EventSink())
+	context.AfterFunc(ctx, broadcaster.Shutdown)
+	f := &settings.Follower{
+		Component: Component,
+		Base:      cfg.Settings,
+		Apply:     l.apply,
+		Recorder:  broadcaster.NewRecorder(kube.Scheme, corev1.EventSource{Component: Component}),
+	}
+	if cfg.NATSURLSet {
+		f.Restart = func(string) { restart(settings.ErrRestart) }
+	}
+	synced := f.Start(ctx, client, cfg.SystemNamespace)
+	wctx, cancel := context.WithTimeout(ctx, followWait)
+	defer cancel()
+	if !cache.WaitForCacheSync(wctx.Done(), synced) && ctx.Err() == nil {
+		logging.FromContext(ctx).Warnw("ConfigMap config-istio-aux not read yet; starting with the environment's settings until it is",
+			zap.String("namespace", cfg.SystemNamespace))
+	}
+	return nil
+}
