@@ -7,7 +7,7 @@
 export CGO_ENABLED := 0
 export GOFLAGS := $(strip $(GOFLAGS) -trimpath)
 
-.PHONY: test e2e e2e-node e2e-ha bench chaos fuzz run record verify-config build clean
+.PHONY: test e2e e2e-node e2e-ha bench chaos fuzz run record release verify-config build clean
 
 test:          ## fast tests: no cluster (embedded NATS is fine)
 	hack/test.sh
@@ -27,6 +27,8 @@ run:           ## the local demo (or the bridge alone against $KUBECONFIG)
 	hack/run.sh
 record:        ## re-record the CloudEvents in test/testdata from real runs
 	hack/record.sh
+release:       ## VERSION=vX.Y.Z KO_DOCKER_REPO=registry: the release YAML, image layouts, plugin, checksums in _output/release/
+	hack/release.sh
 verify-config: ## config/ only: dry-run with Knative CRDs, RBAC, offline ko resolve
 	hack/verify-config.sh
 build:         ## every binary, as ko would build it

@@ -21,6 +21,12 @@ func (c *Cluster) Apply(ctx context.Context, manifests []byte) error {
 	return c.kubectlIn(ctx, manifests, "apply", "--server-side", "--field-manager=istio-aux-harness", "-f", "-")
 }
 
+// ApplyPlain applies manifests as a user applies a release: plain
+// `kubectl apply -f` (client-side, the last-applied annotation).
+func (c *Cluster) ApplyPlain(ctx context.Context, manifests []byte) error {
+	return c.kubectlIn(ctx, manifests, "apply", "-f", "-")
+}
+
 // Delete deletes what manifests name and waits until it is gone.
 func (c *Cluster) Delete(ctx context.Context, manifests []byte) error {
 	return c.kubectlIn(ctx, manifests, "delete", "--ignore-not-found", "--wait", "-f", "-")

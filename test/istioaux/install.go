@@ -4,6 +4,10 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	goruntime "runtime"
 	"slices"
 	"strings"
 	"time"
@@ -46,6 +50,8 @@ type Installed struct {
 	base images.Image
 	// docs are what was applied, for Move.
 	docs []*unstructured.Unstructured
+	// version is the release's (VERSION of hack/release.sh).
+	version string
 }
 
 // Install runs `ko resolve -f dir` (dir is Config or Standalone, relative to
@@ -71,7 +77,7 @@ func (in *Installed) Upgrade(ctx context.Context, version string) (*Installed, e
 	if err := realnode.PushImage(ctx, base); err != nil {
 		return nil, err
 	}
-	return (&Installed{c: in.c, log: in.log, base: base}).apply(ctx, in.dir)
+	return (&Installed{c: in.c, log: in.log, base: base, version: "v0.0.1-" + strings.TrimPrefix(version, "v")}).apply(ctx, in.dir)
 }
 
 // Move changes the install to dir as a user moves between the two shapes:
@@ -82,7 +88,7 @@ func (in *Installed) Upgrade(ctx context.Context, version string) (*Installed, e
 // the API server unable to find the policy's params, denying every quit
 // (kubernetes/kubernetes#133827, seen here on v1.36.3).
 func (in *Installed) Move(ctx context.Context, dir string) (*Installed, error) {
-	next := &Installed{c: in.c, log: in.log, base: in.base}
+	next := &Installed{c: in.c, log: in.log, base: in.base, version: in.version}
 	docs, err := next.resolve(ctx, dir)
 	if err != nil {
 		return nil, err
@@ -111,7 +117,8 @@ func (in *Installed) apply(ctx context.Context, dir string) (*Installed, error) 
 	if err != nil {
 		return nil, err
 	}
-	if err := in.c.Apply(ctx, manifests); err != nil {
+	// Plain `kubectl apply -f`, as a user applies a release.
+	if err := in.c.ApplyPlain(ctx, manifests); err != nil {
 		return nil, err
 	}
 	if err := in.WaitAvailable(ctx, 3*time.Minute); err != nil {
@@ -131,36 +138,76 @@ func (in *Installed) apply(ctx context.Context, dir string) (*Installed, error) 
 	return in, nil
 }
 
-// resolve builds dir's images and returns its documents as they will be
-// applied.
+// resolve makes dir's release (hack/release.sh, as `make release` does,
+// named for the node's registry) and copies its images into that registry
+// with crane, as a user without ko does; it returns the release's
+// documents as they will be applied.
 func (in *Installed) resolve(ctx context.Context, dir string) ([]*unstructured.Unstructured, error) {
 	start := time.Now()
-	resolved, err := koResolve(ctx, in.base, folders(dir)...)
+	manifests, err := release(ctx, in.base, in.releaseVersion(), dir)
 	if err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(in.log, "harness| ko resolve -f %s in %s\n", dir, time.Since(start).Round(time.Millisecond))
-	return knativeOverlay(in.c, resolved)
+	fmt.Fprintf(in.log, "harness| make release (%s) and crane push in %s\n", dir, time.Since(start).Round(time.Millisecond))
+	return knativeOverlay(in.c, manifests)
 }
 
-// folders are what `ko apply -f` is given for a shape, as the README says:
-// config/ with istio-aux's own NATS, or config/standalone/.
-func folders(dir string) []string {
-	if dir == Config {
-		return []string{Config, Config + "/nats"}
+// releaseVersion is the version the install's release is made as.
+func (in *Installed) releaseVersion() string {
+	if in.version == "" {
+		return "v0.0.0-e2e"
 	}
-	return []string{dir}
+	return in.version
 }
 
-// koResolve builds every ko:// image of the folders into the node's
-// registry and returns the manifests with their references resolved. ko
-// reads .ko.yaml at the repository root.
-func koResolve(ctx context.Context, base images.Image, folders ...string) ([]byte, error) {
-	var args []string
-	for _, f := range folders {
-		args = append(args, "-f", f)
+// release runs hack/release.sh for the shape dir without pushing, pushes
+// its images from their layouts with crane, and returns the shape's YAML.
+func release(ctx context.Context, base images.Image, version, dir string) ([]byte, error) {
+	out, err := os.MkdirTemp("", "istio-aux-release-")
+	if err != nil {
+		return nil, err
 	}
-	return realnode.KoResolveOn(ctx, base, cluster.RepoRoot(), "istio-aux", args...)
+	defer os.RemoveAll(out)
+	shape, file := "config", "istio-aux.yaml"
+	if dir == Standalone {
+		shape, file = "standalone", "istio-aux-standalone.yaml"
+	}
+	repo := realnode.RegistryAddr + "/istio-aux"
+	cmd := exec.CommandContext(ctx, filepath.Join(cluster.RepoRoot(), "hack", "release.sh"))
+	cmd.Dir = cluster.RepoRoot()
+	cmd.Env = append(os.Environ(), "VERSION="+version, "KO_DOCKER_REPO="+repo, "RELEASE_DIR="+out,
+		"RELEASE_SHAPES="+shape, "RELEASE_PUSH=0", "RELEASE_PLATFORM=linux/"+goruntime.GOARCH,
+		"KO_DEFAULTBASEIMAGE="+realnode.RegistryAddr+strings.TrimPrefix(base.Ref, images.Registry), "GOPROXY=off")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("hack/release.sh: %w: %s", err, lastLines(string(b), 20))
+	}
+	untar := exec.CommandContext(ctx, "tar", "-C", out, "-xf", filepath.Join(out, "images.tar"))
+	if b, err := untar.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("tar -xf images.tar: %w: %s", err, b)
+	}
+	entries, err := os.ReadDir(filepath.Join(out, "images"))
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range entries {
+		if e.Name() == "blobs" {
+			continue
+		}
+		push := exec.CommandContext(ctx, filepath.Join(realnode.ToolsBinDir(), "crane"), "push",
+			filepath.Join(out, "images", e.Name()), repo+"/"+e.Name()+":"+version)
+		if b, err := push.CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("crane push %s: %w: %s", e.Name(), err, b)
+		}
+	}
+	return os.ReadFile(filepath.Join(out, file))
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
 }
 
 // knativeOverlay decodes the resolved manifests, with the one difference

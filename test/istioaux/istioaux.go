@@ -40,7 +40,7 @@ type IstioAux struct {
 	webhookBin string
 	webhookEnv []string
 	bridge     *cluster.Process
-	dataDir string
+	dataDir    string
 	// The deployed shape's own processes (StartBridgeAs(Deployed)).
 	nats, function       *cluster.Process
 	natsURL, functionURL string

@@ -19,13 +19,10 @@ import (
 // first), and returns the manifests with digest references. Offline
 // (GOPROXY=off): the modules are in the module cache. ko reads dir's
 // .ko.yaml; only the base image and the platform are overridden.
+// (istio-aux's own images are made by hack/release.sh instead, as users
+// without ko get them.)
 func KoResolve(ctx context.Context, dir, repo string, args ...string) ([]byte, error) {
-	return KoResolveOn(ctx, images.NonRootBase, dir, repo, args...)
-}
-
-// KoResolveOn is KoResolve on another base image (push it first): every
-// image built on it is a new image, as a new release's.
-func KoResolveOn(ctx context.Context, base images.Image, dir, repo string, args ...string) ([]byte, error) {
+	base := images.NonRootBase
 	args = append([]string{"resolve", "--platform=linux/" + goruntime.GOARCH, "--base-import-paths"}, args...)
 	cmd := exec.CommandContext(ctx, filepath.Join(ToolsBinDir(), "ko"), args...)
 	cmd.Dir = dir
