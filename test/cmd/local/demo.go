@@ -15,8 +15,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/istio-aux/istio-aux/test/cluster"
+	"github.com/istio-aux/istio-aux/test/images"
 	"github.com/istio-aux/istio-aux/test/istioaux"
 	"github.com/istio-aux/istio-aux/test/mesh"
+	"github.com/istio-aux/istio-aux/test/operators"
 	"github.com/istio-aux/istio-aux/test/realnode"
 )
 
@@ -72,18 +74,47 @@ func demo() error {
 	} else if err := jobStory(ctx, c, step); err != nil {
 		return err
 	}
-	kubectl := filepath.Join(c.BinDir(), "kubectl") + " --kubeconfig " + c.Kubeconfig()
-	if node {
-		kubectl = "nsenter --net=" + realnode.NetnsPath() + " " + kubectl
+	kubectl, err := writeKubectl(c, node)
+	if err != nil {
+		return err
 	}
+	defer os.Remove(kubectl)
 	kind, selector := "jobs", "batch.kubernetes.io/job-name=mnist"
 	if node {
 		kind, selector = "tfjobs", "training.kubeflow.org/job-name=mnist"
 	}
-	fmt.Printf("\nThe cluster stays up until Ctrl-C. Try:\n  %s get pods,%s -n %s\n  %s get events -n %s\n  %s logs -n %s -l %s -c tensorflow\n",
-		kubectl, kind, demoNamespace, kubectl, demoNamespace, kubectl, demoNamespace, selector)
+	fmt.Printf("\nThe cluster stays up until Ctrl-C. Reach it with %s (any kubectl arguments), for example:\n"+
+		"  %s get pods,%s -n %s\n  %s logs -n %s -l %s -c tensorflow\n"+
+		"Your own Jobs: label a namespace istio-injection=enabled %s, and use an image its registry holds\n"+
+		"(no internet here): %s (args: serve :8080 | exit N | probe URL; with no args it \"downloads\" through\n"+
+		"the proxy, trains APP_RUN_FOR and exits; DEVELOPMENT.md lists its settings).\n",
+		kubectl, kubectl, kind, demoNamespace, kubectl, demoNamespace, selector, operators.SeedOptIn, images.AppRef)
 	<-ctx.Done()
 	return nil
+}
+
+// writeKubectl writes an executable that runs this cluster's kubectl with
+// its kubeconfig (inside the cluster's network namespace on the real node)
+// and returns its path, relative to the working directory when it can.
+func writeKubectl(c *cluster.Cluster, node bool) (string, error) {
+	line := fmt.Sprintf("exec %s --kubeconfig %s \"$@\"\n", filepath.Join(c.BinDir(), "kubectl"), c.Kubeconfig())
+	if node {
+		line = "exec nsenter --net=" + realnode.NetnsPath() + " " + strings.TrimPrefix(line, "exec ")
+	}
+	dir := filepath.Join(cluster.CacheDir(), "run")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, "kubectl")
+	if err := os.WriteFile(path, []byte("#!/bin/sh\n# make run's cluster; gone when make run stops.\n"+line), 0o755); err != nil {
+		return "", err
+	}
+	if wd, err := os.Getwd(); err == nil {
+		if rel, err := filepath.Rel(wd, path); err == nil && !strings.HasPrefix(rel, "..") {
+			return rel, nil
+		}
+	}
+	return path, nil
 }
 
 // jobStory is the demo on kwok's simulated node, where no operator runs:

@@ -27,6 +27,11 @@ import (
 )
 
 func main() {
+	// `make run | tee run.log` and Ctrl-C: tee is gone at once, and a
+	// write to its pipe would kill this process with SIGPIPE halfway
+	// through stopping the cluster (pods, shims and mounts left behind).
+	// Ignored, the write fails instead and the cleanup goes on.
+	signal.Ignore(syscall.SIGPIPE)
 	if kc := configuredKubeconfig(); kc != "" {
 		exit(bridgeOnly(kc))
 	}
