@@ -1,7 +1,12 @@
 package kube_test
 
 import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -49,5 +54,43 @@ func TestBridgeLeavesOutTheFunction(t *testing.T) {
 			"github.com/istio-aux/istio-aux/functions/proxyquit":
 			t.Errorf("bridge/cmd/bridge links %s", dep)
 		}
+	}
+}
+
+// TestPkgReadsNoEnvironment: pkg/ is the pure domain every component and
+// the plugin share; where a setting comes from (the environment, a
+// ConfigMap) is each component's business (internal/settings).
+func TestPkgReadsNoEnvironment(t *testing.T) {
+	fset := token.NewFileSet()
+	err := filepath.WalkDir("../../pkg", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return err
+		}
+		f, err := parser.ParseFile(fset, path, nil, 0)
+		if err != nil {
+			return err
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			// Nor names a variable for someone else to read.
+			if lit, ok := n.(*ast.BasicLit); ok && lit.Kind == token.STRING &&
+				(strings.HasPrefix(lit.Value, `"ISTIO_AUX_`) || lit.Value == `"SYSTEM_NAMESPACE"`) {
+				t.Errorf("%s: %s: pkg/ names no environment variable", fset.Position(lit.Pos()), lit.Value)
+			}
+			sel, ok := n.(*ast.SelectorExpr)
+			if !ok {
+				return true
+			}
+			if pkg, ok := sel.X.(*ast.Ident); ok && (pkg.Name == "os" || pkg.Name == "syscall") {
+				switch sel.Sel.Name {
+				case "Getenv", "LookupEnv", "Environ", "ExpandEnv":
+					t.Errorf("%s: %s.%s: pkg/ reads no environment", fset.Position(sel.Pos()), pkg.Name, sel.Sel.Name)
+				}
+			}
+			return true
+		})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
