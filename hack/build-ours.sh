@@ -15,4 +15,4 @@ cache="${ISTIO_AUX_CACHE:-${root}/_output}"
 mkdir -p "${cache}/bin" "${cache}/stub/bin" "${cache}/envoy-standin"
 go build -o "${cache}/stub/bin/pilot-agent" ./test/cmd/pilot-agent
 CGO_ENABLED=0 go build -trimpath -o "${cache}/envoy-standin/envoy" ./test/cmd/envoy
-go build -o "${cache}/bin/" ./webhook/cmd/webhook ./bridge/cmd/bridge ./bridge/cmd/allinone "$@"
+go build -o "${cache}/bin/" ./webhook/cmd/webhook ./bridge/cmd/bridge ./cmd/allinone "$@"

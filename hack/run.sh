@@ -17,7 +17,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "${root}"
 cache="${ISTIO_AUX_CACHE:-${root}/_output}"
 mkdir -p "${cache}/bin"
-go build -o "${cache}/bin/allinone" ./bridge/cmd/allinone
+go build -o "${cache}/bin/allinone" ./cmd/allinone
 export ISTIO_AUX_BRIDGE="${cache}/bin/allinone"
 if [[ -z "${KUBECONFIG:-}" && ! -f "${HOME}/.kube/config" ]]; then
   echo "building the control plane, the kubelet, kube-proxy, CoreDNS, kwok, istiod, pilot-agent, ko, crane and the Kubeflow operators (cached after the first run) ..." >&2

@@ -39,7 +39,7 @@ func TestFunctionLeavesOutTheClientset(t *testing.T) {
 
 // TestBridgeLeavesOutTheFunction: the deployed bridge delivers over HTTP
 // and never links the proxy-quit function or its exec transports
-// (remotecommand, SPDY, WebSocket); only bridge/cmd/allinone does.
+// (remotecommand, SPDY, WebSocket); only cmd/allinone does.
 func TestBridgeLeavesOutTheFunction(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs go list")

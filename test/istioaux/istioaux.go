@@ -205,7 +205,7 @@ func (a *IstioAux) StartBridgeAs(shape Shape) error {
 	env := a.env
 	// The deployed shape runs the bridge binary config/ deploys; the
 	// all-in-one shape the command with the function linked in.
-	pkg, name := "./bridge/cmd/allinone", "allinone"
+	pkg, name := "./cmd/allinone", "allinone"
 	if shape == Deployed {
 		pkg, name = "./bridge/cmd/bridge", "bridge"
 	}

@@ -1,7 +1,7 @@
 // Command bridge watches pods and publishes their events to NATS JetStream,
 // and/or dispatches those events to the proxy-quit function at K_SINK
 // (ISTIO_AUX_ROLE). With no NATS_URL it embeds a nats-server. It does not
-// link the function: bridge/cmd/allinone is the bridge with the function
+// link the function: cmd/allinone is the bridge with the function
 // in-process. Its environment is app.Config's.
 //
 // Unless GOGC is set, the bridge runs with GOGC=50 (Go's default is 100):

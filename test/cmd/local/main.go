@@ -67,7 +67,7 @@ func bridgeOnly(kubeconfig string) error {
 	defer stop()
 	bin := os.Getenv("ISTIO_AUX_BRIDGE")
 	if bin == "" {
-		return errors.New("ISTIO_AUX_BRIDGE (the all-in-one binary, bridge/cmd/allinone) is not set; use hack/run.sh")
+		return errors.New("ISTIO_AUX_BRIDGE (the all-in-one binary, cmd/allinone) is not set; use hack/run.sh")
 	}
 	fmt.Fprintf(os.Stderr, "kubeconfig %s: running the bridge alone (the webhook needs in-cluster networking; install it with ko apply -f config/)\n", kubeconfig)
 	cmd := exec.CommandContext(ctx, bin)
