@@ -14,35 +14,36 @@ import (
 // value of type bool".
 
 // holdProblem says why Istio would reject v as the hold value, as the rest of
-// a sentence about the key ("is the string \"true\"; Istio rejects it: ..."),
-// or "" when Istio accepts it.
-func holdProblem(v *yaml.Node) string {
+// a sentence about the key ("is the string \"true\""), and what to write
+// instead; "" when Istio accepts it.
+func holdProblem(v *yaml.Node) (problem, fix string) {
+	const trueOrFalse = "write true or false"
 	switch v.Kind {
 	case yaml.MappingNode, yaml.SequenceNode:
-		return "is " + describeKind(v) + "; Istio rejects it: write true or false"
+		return "is " + describeKind(v), trueOrFalse
 	case yaml.ScalarNode:
 	default:
-		return "is not a plain value; Istio rejects it: write true or false"
+		return "is not a plain value", trueOrFalse
 	}
 	if v.Style&yaml.TaggedStyle != 0 {
 		// YAML 1.1 resolves a !!bool or !!null tag by the same tables as
 		// plain text; any other tag makes a string or a number.
 		if (v.Tag == "!!bool" && yaml11Bool(v.Value) != "") || (v.Tag == "!!null" && yamlNull(v.Value)) {
-			return ""
+			return "", ""
 		}
-		return fmt.Sprintf("is %q tagged %s; Istio rejects it: write true or false", clip(v.Value), clip(v.Tag))
+		return fmt.Sprintf("is %q tagged %s", clip(v.Value), clip(v.Tag)), trueOrFalse
 	}
 	b := yaml11Bool(v.Value)
 	if !isPlain(v) {
 		if b != "" {
-			return fmt.Sprintf("is the string %q; Istio rejects it: write %s without quotes", clip(v.Value), b)
+			return fmt.Sprintf("is the string %q", clip(v.Value)), "write " + b + " without quotes"
 		}
-		return fmt.Sprintf("is the string %q; Istio rejects it: write true or false", clip(v.Value))
+		return fmt.Sprintf("is the string %q", clip(v.Value)), trueOrFalse
 	}
 	if b != "" || yamlNull(v.Value) {
-		return ""
+		return "", ""
 	}
-	return fmt.Sprintf("is %s, not true or false; Istio rejects it: write true or false", clip(v.Value))
+	return fmt.Sprintf("is %s, not true or false", clip(v.Value)), trueOrFalse
 }
 
 // yaml11Bool returns "true" or "false" for the plain scalars YAML 1.1 reads

@@ -64,9 +64,9 @@ func readsAsHeld(js []byte, merged string) bool {
 	return true
 }
 
-// istioRejects is the message for a config Istio does not read.
+// istioRejects is the error for a config Istio's own reading refused.
 func istioRejects(err error) error {
-	return fmt.Errorf("%s is not a ProxyConfig Istio reads (%s); Istio rejects it", keys.AnnotationProxyConfig, clipTo(err.Error(), 160))
+	return &rejection{what: fmt.Sprintf("%s is not a ProxyConfig Istio reads (%s)", keys.AnnotationProxyConfig, clipTo(err.Error(), 160)), err: err}
 }
 
 // IstioHold is the hold as Istio reads config: set when config names it in

@@ -20,13 +20,13 @@ func parseConfig(config string) (*yaml.Node, error) {
 	case errors.Is(err, io.EOF):
 		return nil, nil
 	case err != nil:
-		return nil, fmt.Errorf("%s is not valid YAML (%w); Istio rejects it", keys.AnnotationProxyConfig, err)
+		return nil, &rejection{what: fmt.Sprintf("%s is not valid YAML (%v)", keys.AnnotationProxyConfig, err), err: err}
 	}
 	var extra yaml.Node
 	switch err := dec.Decode(&extra); {
 	case errors.Is(err, io.EOF):
 	case err != nil:
-		return nil, fmt.Errorf("%s is not valid YAML (%w); Istio rejects it", keys.AnnotationProxyConfig, err)
+		return nil, &rejection{what: fmt.Sprintf("%s is not valid YAML (%v)", keys.AnnotationProxyConfig, err), err: err}
 	default:
 		// Istio reads the first document; rewriting would drop the rest.
 		return nil, fmt.Errorf("%s holds more than one YAML document (line %d); istio-aux does not rewrite it: remove the ---",
@@ -42,7 +42,7 @@ func parseConfig(config string) (*yaml.Node, error) {
 		// Istio reads a null document as an empty ProxyConfig.
 		return nil, fmt.Errorf("%s is null, not a mapping; istio-aux adds nothing to it: write {} or remove it", keys.AnnotationProxyConfig)
 	default:
-		return nil, fmt.Errorf("%s is %s, not a mapping of ProxyConfig fields; Istio rejects it", keys.AnnotationProxyConfig, describeKind(root))
+		return nil, &rejection{what: fmt.Sprintf("%s is %s, not a mapping of ProxyConfig fields", keys.AnnotationProxyConfig, describeKind(root))}
 	}
 }
 
@@ -62,14 +62,14 @@ func checkTree(n *yaml.Node) error {
 		for i := 0; i < len(n.Content); i += 2 {
 			switch k := n.Content[i]; {
 			case k.Kind == yaml.MappingNode || k.Kind == yaml.SequenceNode:
-				return fmt.Errorf("%s has a mapping key that is %s (line %d); Istio rejects it",
-					keys.AnnotationProxyConfig, describeKind(k), k.Line)
+				return &rejection{what: fmt.Sprintf("%s has a mapping key that is %s (line %d)",
+					keys.AnnotationProxyConfig, describeKind(k), k.Line)}
 			case k.Kind != yaml.ScalarNode:
 			case k.ShortTag() == "!!merge":
 				return fmt.Errorf("%s uses the YAML merge key << (line %d); istio-aux does not expand anchors, aliases or merge keys: write the values out",
 					keys.AnnotationProxyConfig, k.Line)
 			case k.ShortTag() == "!!null":
-				return fmt.Errorf("%s has a null mapping key (line %d); Istio rejects it", keys.AnnotationProxyConfig, k.Line)
+				return &rejection{what: fmt.Sprintf("%s has a null mapping key (line %d)", keys.AnnotationProxyConfig, k.Line)}
 			}
 		}
 	}
@@ -110,8 +110,8 @@ func userHold(root *yaml.Node) (bool, error) {
 	if v == nil {
 		return false, nil
 	}
-	if problem := holdProblem(v); problem != "" {
-		return false, fmt.Errorf("%s: %s %s", keys.AnnotationProxyConfig, key, problem)
+	if problem, fix := holdProblem(v); problem != "" {
+		return false, &rejection{what: fmt.Sprintf("%s: %s %s", keys.AnnotationProxyConfig, key, problem), fix: fix}
 	}
 	return true, nil
 }

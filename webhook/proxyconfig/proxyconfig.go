@@ -109,19 +109,40 @@ func readNodes(config string) (root *yaml.Node, set bool, err error) {
 	return root, set, err
 }
 
-// rejects is how a message says that Istio rejects the config. The node
-// reading's problems say so only where Istio's reading confirms it
-// (confirmed): the two parsers do not agree on every document.
-const rejects = "Istio rejects it"
+// rejection is a config Istio rejects, as a reading found it: Istio's own
+// (istioRejects), or the node reading, whose claim stands only where
+// Istio's reading confirms it (confirmed): the two parsers do not agree on
+// every document.
+type rejection struct {
+	what string // the problem, naming the annotation
+	fix  string // what to write instead; "" says nothing
+	err  error  // the parser's own error, if any
+	// unconfirmed: Istio's reading does not confirm the claim, which
+	// becomes "istio-aux does not read it".
+	unconfirmed bool
+}
+
+func (r *rejection) Error() string {
+	claim := "Istio rejects it"
+	if r.unconfirmed {
+		claim = "istio-aux does not read it"
+	}
+	s := r.what + "; " + claim
+	if r.fix != "" {
+		s += ": " + r.fix
+	}
+	return s
+}
+
+func (r *rejection) Unwrap() error { return r.err }
 
 // confirmed returns err, a problem the node reading found in config, as it
-// is when what it says of Istio holds, and otherwise with "istio-aux does
-// not read it" in place of the claim. A config that may hold an anchor or an
-// alias is not given to Istio's reader, which expands them: its message
-// makes no claim either.
+// is when what it says of Istio holds, and otherwise without the claim. A
+// config that may hold an anchor or an alias is not given to Istio's
+// reader, which expands them: its message makes no claim either.
 func confirmed(config string, err error) error {
-	msg := err.Error()
-	if !strings.Contains(msg, rejects) {
+	var r *rejection
+	if !errors.As(err, &r) {
 		return err
 	}
 	if !strings.ContainsAny(config, "&*") {
@@ -129,5 +150,7 @@ func confirmed(config string, err error) error {
 			return err
 		}
 	}
-	return errors.New(strings.Replace(msg, rejects, "istio-aux does not read it", 1))
+	unconfirmed := *r
+	unconfirmed.unconfirmed = true
+	return &unconfirmed
 }
