@@ -5,7 +5,6 @@ import (
 
 	"net/http"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -63,7 +62,7 @@ func NewController(ctx context.Context, cmw configmap.Watcher) *controller.Impl 
 		mwhLister:                 mwhInformer.Lister(),
 		secretLister:              secretInformer.Lister(),
 		namespaces:                cachedNamespaces{lister: nsInformer.Lister(), client: client},
-		metrics:                   newMetrics(prometheus.DefaultRegisterer),
+		metrics:                   processMetrics(),
 	}
 	r.config.Store(DefaultConfig())
 	watchConfig(logger, cmw, r)

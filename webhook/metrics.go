@@ -1,7 +1,7 @@
 package webhook
 
 import (
-	"errors"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -21,9 +21,13 @@ type metrics struct {
 	duration   prometheus.Histogram
 }
 
-// newMetrics registers the webhook's metrics on reg. A registry that already
-// has them (NewController runs once per test on the default registry) lends
-// its own, so one process counts in one place.
+// processMetrics are the webhook's metrics on the default registry, which
+// knative's sharedmain serves: that registry is the process's, so they are
+// made once for it however many controllers the process builds.
+var processMetrics = sync.OnceValue(func() *metrics { return newMetrics(prometheus.DefaultRegisterer) })
+
+// newMetrics registers the webhook's metrics on reg, which must not have
+// them yet.
 func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
 		admissions: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -36,8 +40,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Buckets: []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5},
 		}),
 	}
-	m.admissions = register(reg, m.admissions)
-	m.duration = register(reg, m.duration)
+	reg.MustRegister(m.admissions, m.duration)
 	return m
 }
 
@@ -45,19 +48,6 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 // does on the default registry: for what lists every component's metrics
 // (docs.Registered).
 func RegisterMetrics(reg prometheus.Registerer) { newMetrics(reg) }
-
-// register registers c on reg and returns it, or the collector reg already
-// has under its name.
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
-	err := reg.Register(c)
-	var already prometheus.AlreadyRegisteredError
-	if errors.As(err, &already) {
-		if existing, ok := already.ExistingCollector.(C); ok {
-			return existing
-		}
-	}
-	return c
-}
 
 func (m *metrics) record(o Outcome, reason string) {
 	m.admissions.WithLabelValues(string(o), reason).Inc()

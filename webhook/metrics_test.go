@@ -48,10 +48,9 @@ func TestMetricsPrometheusName(t *testing.T) {
 	if got["mutated"] != 2 || got["warned"] != 1 || durations != 1 {
 		t.Errorf("istio_aux_webhook_admissions_total by outcome = %v, %d durations; families %v", got, durations, names)
 	}
-	// A second registration on the same registry (NewController in every
-	// test) counts in the first one's collectors.
-	if again := newMetrics(reg); again.admissions != m.admissions || again.duration != m.duration {
-		t.Error("a second newMetrics on one registry made new collectors")
+	// The process's metrics are made once, whoever asks for them.
+	if a, b := processMetrics(), processMetrics(); a != b {
+		t.Error("processMetrics made two sets of collectors for the default registry")
 	}
 }
 
@@ -71,7 +70,7 @@ func TestMetricsServedBesideKnatives(t *testing.T) {
 	if err := otelruntime.Start(otelruntime.WithMeterProvider(mp)); err != nil {
 		t.Fatal(err)
 	}
-	m := newMetrics(prometheus.DefaultRegisterer)
+	m := processMetrics()
 	m.record(Mutated, ReasonHold)
 	m.duration.Observe(0.001)
 	families, err := prometheus.DefaultGatherer.Gather()
