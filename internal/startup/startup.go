@@ -15,6 +15,7 @@ import (
 	"knative.dev/pkg/signals"
 
 	"github.com/istio-aux/istio-aux/internal/logging"
+	"github.com/istio-aux/istio-aux/internal/settings"
 )
 
 // Context returns the context a command runs in, cancelled on SIGTERM or
@@ -43,8 +44,15 @@ func Logger(ctx context.Context, rc *rest.Config, component string, errs ...erro
 }
 
 // Exit ends a command: with an error it logs msg and err and exits with
-// status 1 (zap flushes fatal lines); without one it flushes the logger.
+// status 1 (zap flushes fatal lines); without one it flushes the logger. A
+// process stopping to start again (settings.ErrRestart: its nats-url
+// changed) is no failure: the kubelet starts the container again, with
+// NATS_URL read anew.
 func Exit(logger *zap.SugaredLogger, msg string, err error) {
+	if errors.Is(err, settings.ErrRestart) {
+		logger.Infow("Stopping to start again", zap.Error(err))
+		err = nil
+	}
 	if err != nil {
 		logger.Fatalw(msg, zap.Error(err))
 	}

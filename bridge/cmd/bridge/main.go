@@ -11,13 +11,10 @@
 package main
 
 import (
-	"errors"
-
 	"go.uber.org/zap"
 	knlogging "knative.dev/pkg/logging"
 
 	"github.com/istio-aux/istio-aux/bridge/app"
-	"github.com/istio-aux/istio-aux/internal/settings"
 	"github.com/istio-aux/istio-aux/internal/startup"
 )
 
@@ -27,11 +24,5 @@ func main() {
 	rc, rcErr := app.RESTConfig(cfg)
 	logger := startup.Logger(ctx, rc, app.Component, cfgErr, rcErr)
 	logger.Infow("Starting", zap.String("role", string(cfg.Role)), zap.Bool("embeddedNATS", cfg.NATSURL == ""), zap.String("sink", cfg.Sink))
-	err := app.Run(knlogging.WithLogger(ctx, logger), cfg, rc, app.HTTPSink(cfg))
-	if errors.Is(err, settings.ErrRestart) {
-		// The kubelet starts the container again, with NATS_URL read anew.
-		logger.Infow("Stopping to start again", zap.Error(err))
-		err = nil
-	}
-	startup.Exit(logger, "Bridge failed", err)
+	startup.Exit(logger, "Bridge failed", app.Run(knlogging.WithLogger(ctx, logger), cfg, rc, app.HTTPSink(cfg)))
 }
