@@ -19,6 +19,8 @@ import (
 	"knative.dev/pkg/system"
 	knwebhook "knative.dev/pkg/webhook"
 	certresources "knative.dev/pkg/webhook/certificates/resources"
+
+	"github.com/istio-aux/istio-aux/internal/serving"
 )
 
 // Server is the webhook's HTTPS endpoint, in place of knative.dev/pkg's
@@ -116,18 +118,12 @@ func (s *Server) serve(ctx context.Context, h http.Handler, secrets corelisters.
 		}
 		ln = tls.NewListener(ln, cfg)
 	}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
 	logger.Infow("Serving admission", zap.String("addr", ln.Addr().String()), zap.Bool("tls", opts.SecretName != ""))
-	select {
-	case err := <-errc:
+	if err := serving.Serve(ctx, srv, ln, serving.Stop{Quiet: func() {
+		logger.Info("Draining the admission server")
+		drainer.Drain()
+	}}); err != nil {
 		return fmt.Errorf("admission server: %w", err)
-	case <-ctx.Done():
-	}
-	logger.Info("Draining the admission server")
-	drainer.Drain()
-	if err := srv.Shutdown(context.Background()); err != nil {
-		return fmt.Errorf("admission server shutdown: %w", err)
 	}
 	return nil
 }

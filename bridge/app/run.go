@@ -28,6 +28,7 @@ import (
 	"github.com/istio-aux/istio-aux/bridge/transport"
 	"github.com/istio-aux/istio-aux/bridge/watch"
 	"github.com/istio-aux/istio-aux/internal/kube"
+	"github.com/istio-aux/istio-aux/internal/serving"
 	"github.com/istio-aux/istio-aux/internal/settings"
 )
 
@@ -300,14 +301,5 @@ func serve(ctx context.Context, addr string, profiling bool, g prometheus.Gather
 		listening <- l.Addr()
 	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go func() {
-		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-	}()
-	if err := srv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nil
+	return serving.Serve(ctx, srv, l, serving.Stop{Drain: 5 * time.Second})
 }

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 	"knative.dev/pkg/logging"
 
+	"github.com/istio-aux/istio-aux/internal/serving"
 	"github.com/istio-aux/istio-aux/pkg/podevent"
 )
 
@@ -44,20 +45,7 @@ func NewServer(addr string, h http.Handler) *http.Server {
 // returns once the requests under way have been answered, or after
 // drainTimeout.
 func Serve(ctx context.Context, l net.Listener, h http.Handler) error {
-	srv := NewServer(l.Addr().String(), h)
-	drained := make(chan struct{})
-	go func() {
-		defer close(drained)
-		<-ctx.Done()
-		shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), drainTimeout)
-		defer cancel()
-		_ = srv.Shutdown(shutdown)
-	}()
-	if err := srv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	<-drained // Serve returns as soon as Shutdown begins
-	return nil
+	return serving.Serve(ctx, NewServer(l.Addr().String(), h), l, serving.Stop{Drain: drainTimeout})
 }
 
 // drainTimeout bounds how long a stopping function waits for the requests
