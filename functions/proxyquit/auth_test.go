@@ -72,7 +72,7 @@ func TestOnlyTheDispatcherMayCall(t *testing.T) {
 	for _, tc := range []struct {
 		name, authorization string
 		code                int
-		body                string
+		body                Outcome
 	}{
 		{"no token", "", 401, OutcomeUnauthenticated},
 		{"not a bearer token", "Basic YWRtaW46YWRtaW4=", 401, OutcomeUnauthenticated},
@@ -80,7 +80,7 @@ func TestOnlyTheDispatcherMayCall(t *testing.T) {
 		{"another ServiceAccount", "Bearer " + strangerToken, 403, OutcomeForbidden},
 	} {
 		code, body := post(t, url, tc.authorization, h)
-		if code != tc.code || body != tc.body {
+		if code != tc.code || body != string(tc.body) {
 			t.Errorf("%s: %d %q, want %d %q", tc.name, code, body, tc.code, tc.body)
 		}
 		if len(h.client.Actions()) != 0 {
@@ -93,7 +93,7 @@ func TestOnlyTheDispatcherMayCall(t *testing.T) {
 	if n := apiCalls(h, "get", "pods"); n != 0 {
 		t.Errorf("refused callers caused %d pod reads", n)
 	}
-	if code, body := post(t, url, "Bearer "+dispatcherToken, h); code != 200 || body != OutcomeQuit {
+	if code, body := post(t, url, "Bearer "+dispatcherToken, h); code != 200 || body != string(OutcomeQuit) {
 		t.Errorf("dispatcher: %d %q, want 200 %q", code, body, OutcomeQuit)
 	}
 	if n := len(h.exec.Calls()); n != 1 {
@@ -119,7 +119,7 @@ func TestWhatCannotBeATokenCostsNoAPICall(t *testing.T) {
 		"the dispatcher's, one byte off": "Bearer " + dispatcherToken[:len(dispatcherToken)-2] + "AA",
 	}
 	for name, authorization := range junk {
-		if code, body := post(t, url, authorization, h); code != 401 || body != OutcomeUnauthenticated {
+		if code, body := post(t, url, authorization, h); code != 401 || body != string(OutcomeUnauthenticated) {
 			t.Errorf("%s: %d %q, want 401", name, code, body)
 		}
 	}
@@ -169,7 +169,7 @@ func TestReviewsHonourExpiryAndRevocation(t *testing.T) {
 	}
 	before := reviews()
 	now = now.Add(3 * time.Second)
-	if code, body := post(t, url, "Bearer "+short, h); code != 401 || body != OutcomeUnauthenticated {
+	if code, body := post(t, url, "Bearer "+short, h); code != 401 || body != string(OutcomeUnauthenticated) {
 		t.Errorf("the token at its expiry: %d %q, want 401", code, body)
 	}
 	if reviews() != before {
@@ -196,7 +196,7 @@ func TestReviewsHonourExpiryAndRevocation(t *testing.T) {
 		t.Errorf("within reviewTTL of the last review: %d, want 200 (the cached answer)", code)
 	}
 	now = now.Add(time.Millisecond)
-	if code, body := post(t, url, "Bearer "+dispatcherToken, h); code != 401 || body != OutcomeUnauthenticated {
+	if code, body := post(t, url, "Bearer "+dispatcherToken, h); code != 401 || body != string(OutcomeUnauthenticated) {
 		t.Errorf("reviewTTL after the revocation: %d %q, want 401", code, body)
 	}
 
@@ -206,7 +206,7 @@ func TestReviewsHonourExpiryAndRevocation(t *testing.T) {
 	fresh := signToken(tokenSpec{expires: now.Add(time.Hour)})
 	before = reviews()
 	for range 2 {
-		if code, body := post(t, url, "Bearer "+fresh, h); code != 503 || body != OutcomeError {
+		if code, body := post(t, url, "Bearer "+fresh, h); code != 503 || body != string(OutcomeError) {
 			t.Errorf("review failing: %d %q, want 503 %q", code, body, OutcomeError)
 		}
 	}
@@ -282,7 +282,7 @@ func TestAnswersCarryTheOutcomeOnly(t *testing.T) {
 	live := donePod("job-1", "uid-live-secret")
 	h := newHarness(t, DefaultConfig(), optedIn, live)
 	code, body := post(t, serve(t, h), "Bearer "+dispatcherToken, h)
-	if code != 200 || body != OutcomeUIDMismatch {
+	if code != 200 || body != string(OutcomeUIDMismatch) {
 		t.Errorf("uid mismatch: %d %q, want 200 %q", code, body, OutcomeUIDMismatch)
 	}
 	if strings.Contains(body, "uid-live-secret") {

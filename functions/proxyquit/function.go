@@ -218,12 +218,12 @@ func (f *Function) Handle(ctx context.Context, e cloudevents.Event) cloudevents.
 // handleAndLog handles one event, counts and logs its outcome.
 func (f *Function) handleAndLog(ctx context.Context, e cloudevents.Event) result {
 	r := f.handle(ctx, e)
-	f.metrics.events.WithLabelValues(typeLabel(e.Type()), r.outcome).Inc()
+	f.metrics.events.WithLabelValues(typeLabel(e.Type()), string(r.outcome)).Inc()
 
 	log := logging.FromContext(ctx).With(zap.String("id", e.ID()), zap.String("subject", e.Subject()),
-		zap.String("outcome", r.outcome), zap.Int("code", r.code))
+		zap.String("outcome", string(r.outcome)), zap.Int("code", r.code))
 	switch {
-	case r.err != nil && r.code >= 500:
+	case r.err != nil && r.code >= http.StatusInternalServerError:
 		log.Errorw(r.detail, zap.Error(r.err))
 	case r.err != nil:
 		log.Warnw(r.detail, zap.Error(r.err))
@@ -241,10 +241,10 @@ func (f *Function) handle(ctx context.Context, e cloudevents.Event) result {
 		f.refuseBeyondBounds(e, err)
 	}
 	if err != nil {
-		return result{code: 400, outcome: OutcomeInvalid, detail: "invalid event", err: err}
+		return result{code: http.StatusBadRequest, outcome: OutcomeInvalid, detail: "invalid event", err: err}
 	}
 	if e.Type() == podevent.TypeAPIServerDelete {
-		return result{code: 200, outcome: OutcomeIgnored, detail: "pod deleted"}
+		return result{code: http.StatusOK, outcome: OutcomeIgnored, detail: "pod deleted"}
 	}
 	set := f.live.Load()
 	opts := set.decision
@@ -271,7 +271,7 @@ func (f *Function) handle(ctx context.Context, e cloudevents.Event) result {
 		return apiFailure("namespace "+live.Namespace, err)
 	}
 	if !decision.OptedIn(ns.Labels, live.Labels, live.Annotations) {
-		return result{code: 200, outcome: OutcomeNotOptedIn, detail: "pod is not opted in"}
+		return result{code: http.StatusOK, outcome: OutcomeNotOptedIn, detail: "pod is not opted in"}
 	}
 	d := decision.Decide(slim.Of(live), opts)
 	if d.Outcome != decision.Quit {
@@ -304,7 +304,7 @@ func (f *Function) livePod(ctx context.Context, want *slim.Pod) (*corev1.Pod, re
 		return nil, apiFailure("pod "+want.Namespace+"/"+want.Name, err), false
 	}
 	if live.UID != want.UID {
-		return nil, result{code: 200, outcome: OutcomeUIDMismatch,
+		return nil, result{code: http.StatusOK, outcome: OutcomeUIDMismatch,
 			detail: fmt.Sprintf("pod was replaced: live uid %s, event uid %s", live.UID, want.UID)}, false
 	}
 	return live, result{}, true
@@ -326,7 +326,7 @@ func (f *Function) quit(ctx context.Context, pod *corev1.Pod, d decision.Decisio
 	if err == nil {
 		f.metrics.execDuration.WithLabelValues("ok").Observe(elapsed)
 		f.recorder.Eventf(pod, corev1.EventTypeNormal, ReasonProxyQuit, "Quit istio-proxy: %s", d.Reason)
-		return result{code: 200, outcome: OutcomeQuit, detail: "quit istio-proxy: " + d.Reason}
+		return result{code: http.StatusOK, outcome: OutcomeQuit, detail: "quit istio-proxy: " + d.Reason}
 	}
 	f.metrics.execDuration.WithLabelValues("error").Observe(elapsed)
 
@@ -334,7 +334,7 @@ func (f *Function) quit(ctx context.Context, pod *corev1.Pod, d decision.Decisio
 	// replica quit it, or the quit itself tore the stream down): that is
 	// success, and only a fresh read can tell it apart from a failure.
 	if gone, why := f.proxyGone(ctx, pod); gone {
-		return result{code: 200, outcome: OutcomeGone, detail: "exec failed but " + why}
+		return result{code: http.StatusOK, outcome: OutcomeGone, detail: "exec failed but " + why}
 	}
 	f.metrics.execFailures.Inc()
 	msg := err.Error()
@@ -348,7 +348,7 @@ func (f *Function) quit(ctx context.Context, pod *corev1.Pod, d decision.Decisio
 		return result{code: http.StatusUnprocessableEntity, outcome: OutcomeFailedFinal, detail: "quit command failed for good: " + reason, err: err}
 	}
 	f.recorder.Eventf(pod, corev1.EventTypeWarning, ReasonProxyQuitFailed, "Quitting istio-proxy failed (will retry): %s", msg)
-	return result{code: 500, outcome: OutcomeFailed, detail: "quit command failed", err: err}
+	return result{code: http.StatusInternalServerError, outcome: OutcomeFailed, detail: "quit command failed", err: err}
 }
 
 // cacheableVersion is rv if it names a version (a positive integer: "0"

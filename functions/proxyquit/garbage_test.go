@@ -76,7 +76,7 @@ func TestHTTPGarbage(t *testing.T) {
 	// Every rejection is counted, whether or not it decoded as an event.
 	var invalid float64
 	for _, typ := range []string{"other", podevent.TypePodUpdated} {
-		invalid += testutil.ToFloat64(h.metrics.events.WithLabelValues(typ, OutcomeInvalid))
+		invalid += testutil.ToFloat64(h.metrics.events.WithLabelValues(typ, string(OutcomeInvalid)))
 	}
 	if invalid != float64(len(cases)) {
 		t.Errorf("%v invalid events counted, want %d (one per rejected request)", invalid, len(cases))

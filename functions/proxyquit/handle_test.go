@@ -57,7 +57,7 @@ func TestHandle(t *testing.T) {
 		event    func(t *testing.T) cloudevents.Event
 		setup    func(*harness)
 		wantCode int
-		wantOut  string
+		wantOut  Outcome
 		wantExec []execCall
 		wantKube []string // substrings of the recorded Kubernetes Events, in order
 		noAPI    bool     // the API must not be called at all

@@ -158,8 +158,8 @@ func (h *harness) events() []string {
 	}
 }
 
-func (h *harness) count(eventType, outcome string) float64 {
-	return counterValue(h.metrics.events.WithLabelValues(typeLabel(eventType), outcome))
+func (h *harness) count(eventType string, outcome Outcome) float64 {
+	return counterValue(h.metrics.events.WithLabelValues(typeLabel(eventType), string(outcome)))
 }
 
 func counterValue(c interface{ Write(*dto.Metric) error }) float64 {

@@ -125,7 +125,7 @@ func (f *Function) refuse(ctx context.Context, w http.ResponseWriter, err error)
 	case errors.Is(err, ErrForbidden):
 		code, outcome = http.StatusForbidden, OutcomeForbidden
 	}
-	f.metrics.events.WithLabelValues(typeLabel(""), outcome).Inc()
+	f.metrics.events.WithLabelValues(typeLabel(""), string(outcome)).Inc()
 	logger := logging.FromContext(ctx)
 	if code == http.StatusUnauthorized {
 		// Anyone can send these, as fast as they like: the counter shows
@@ -134,13 +134,13 @@ func (f *Function) refuse(ctx context.Context, w http.ResponseWriter, err error)
 	} else {
 		logger.Warnw("Refused a caller", zap.Int("code", code), zap.Error(err))
 	}
-	http.Error(w, outcome, code)
+	http.Error(w, string(outcome), code)
 }
 
 // rejectUndecodable answers a request that is not a CloudEvent at all with a
 // final 4xx, and logs and counts it like any other invalid event.
 func (f *Function) rejectUndecodable(ctx context.Context, w http.ResponseWriter, code int, err error) {
-	f.metrics.events.WithLabelValues(typeLabel(""), OutcomeInvalid).Inc()
+	f.metrics.events.WithLabelValues(typeLabel(""), string(OutcomeInvalid)).Inc()
 	logging.FromContext(ctx).Warnw("invalid request", zap.Int("code", code), zap.Error(err))
-	http.Error(w, OutcomeInvalid, code)
+	http.Error(w, string(OutcomeInvalid), code)
 }

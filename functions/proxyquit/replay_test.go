@@ -24,7 +24,7 @@ const testdata = "../../test/testdata"
 
 // expect is what must happen for one event, given the state its pod shows.
 type expect struct {
-	outcome string
+	outcome Outcome
 	quit    bool // the quit command is exec'd in the event's pod
 }
 
