@@ -44,14 +44,14 @@ trap 'rm -rf "${work}"' EXIT
 rm -rf "${out}"
 mkdir -p "${out}"
 
-# ko resolve: the images into one OCI layout (exact bytes: the pinned digests
+# ko resolve (no SBOM: nothing here would carry it): the images into one OCI layout (exact bytes: the pinned digests
 # are theirs) and a throwaway tarball, whose publisher is what writes the
 # references as REPO/NAME:VERSION@sha256:DIGEST. Nothing is pushed here.
 resolve() {
   local file="$1"; shift
   local args=()
   for f in "$@"; do args+=(-f "$f"); done
-  "${bin}/ko" resolve --push=false --base-import-paths --tags "${version}" --platform "${platform}" \
+  "${bin}/ko" resolve --push=false --sbom=none --base-import-paths --tags "${version}" --platform "${platform}" \
     --oci-layout-path "${work}/layout" --tarball "${work}/${file}.tar" "${args[@]}" > "${out}/${file}"
   rm -f "${work}/${file}.tar"
 }
