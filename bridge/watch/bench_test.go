@@ -126,8 +126,8 @@ func BenchmarkPipeline(b *testing.B) {
 			// count), as a watch stream of distinct updates would be.
 			full.ResourceVersion = fmt.Sprint(i + 2)
 			full.Status.ContainerStatuses[1].RestartCount = int32(i / perWorker)
-			obj, _ := slim.PackTransform(full)
-			pod := obj.(*slim.Packed).Unpack()
+			obj, _ := watch.PackTransform(full)
+			pod := obj.(*watch.Packed).Unpack()
 			l, has := last[pod.Name]
 			v := watch.Evaluate(decision.Options{}, false, watch.Input{Pod: pod, NamespaceLabels: ns, Last: l, HasLast: has})
 			if !v.Publish {
@@ -205,7 +205,7 @@ func BenchmarkCacheBytesPerPod(b *testing.B) {
 	}
 	var packed, full float64
 	for b.Loop() {
-		packed = measure(slim.PackTransform)
+		packed = measure(watch.PackTransform)
 		full = measure(func(o any) (any, error) { return o, nil })
 	}
 	b.ReportMetric(packed, "B/pod-slim")

@@ -9,7 +9,6 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/istio-aux/istio-aux/pkg/decision"
-	"github.com/istio-aux/istio-aux/pkg/slim"
 )
 
 // podStore is one namespace's pod cache, written by that namespace's
@@ -21,12 +20,12 @@ import (
 type podStore struct {
 	w      *Watcher
 	mu     sync.RWMutex
-	pods   map[string]*slim.Packed
+	pods   map[string]*Packed
 	synced atomic.Bool
 }
 
 func newPodStore(w *Watcher) *podStore {
-	return &podStore{w: w, pods: map[string]*slim.Packed{}}
+	return &podStore{w: w, pods: map[string]*Packed{}}
 }
 
 // Transformer has the reflector pack the pods of a streamed first list as
@@ -73,7 +72,7 @@ func (s *podStore) Delete(obj any) error {
 // Replace takes a whole list (the first one, and any relist): every pod in
 // it is queued, and so is every pod it no longer has.
 func (s *podStore) Replace(list []any, _ string) error {
-	pods := make(map[string]*slim.Packed, len(list))
+	pods := make(map[string]*Packed, len(list))
 	for _, obj := range list {
 		p, key, err := s.pack(obj)
 		if err != nil {
@@ -122,7 +121,7 @@ func (s *podStore) Resync() error {
 	return nil
 }
 
-func (s *podStore) get(key string) (*slim.Packed, bool) {
+func (s *podStore) get(key string) (*Packed, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	p, ok := s.pods[key]
@@ -147,12 +146,12 @@ func (s *podStore) len() int {
 
 // pack is the transform applied once (a pod a streamed list delivered
 // comes packed already), with the pod's key.
-func (s *podStore) pack(obj any) (*slim.Packed, string, error) {
+func (s *podStore) pack(obj any) (*Packed, string, error) {
 	o, err := s.w.transform(obj)
 	if err != nil {
 		return nil, "", err
 	}
-	p, ok := o.(*slim.Packed)
+	p, ok := o.(*Packed)
 	if !ok {
 		return nil, "", fmt.Errorf("a pod watch delivered a %T", obj)
 	}

@@ -22,7 +22,6 @@ import (
 
 	"github.com/istio-aux/istio-aux/bridge/metrics"
 	"github.com/istio-aux/istio-aux/pkg/decision"
-	"github.com/istio-aux/istio-aux/pkg/slim"
 )
 
 // Publisher sends one event with a JetStream dedup id. A returned error
@@ -231,7 +230,7 @@ func (w *Watcher) transform(obj any) (any, error) {
 	if _, ok := obj.(*corev1.Pod); ok {
 		w.m.PodsDecoded.Inc()
 	}
-	return slim.PackTransform(obj)
+	return PackTransform(obj)
 }
 
 // onNamespace queues a namespace added or deleted: its pod watch starts

@@ -188,6 +188,17 @@ func copyRules(in []corev1.ContainerRestartRule) Rules {
 	})
 }
 
+// Clone is a deep copy of rs (nil stays nil): what the bridge's packed
+// cache keeps of a pod's rules shares nothing with the pod it came from.
+func (rs Rules) Clone() Rules {
+	return rulesOf(rs, func(r Rule) Rule {
+		if r.ExitCodes == nil {
+			return Rule{Action: r.Action}
+		}
+		return Rule{Action: r.Action, ExitCodes: newExitCodes(r.ExitCodes.Operator, r.ExitCodes.Values)}
+	})
+}
+
 // rulesOf makes Rules of in, one rule per element; nil stays nil.
 func rulesOf[E any](in []E, rule func(E) Rule) Rules {
 	if in == nil {

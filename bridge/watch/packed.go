@@ -1,4 +1,4 @@
-package slim
+package watch
 
 import (
 	"unique"
@@ -9,18 +9,20 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/istio-aux/istio-aux/pkg/slim"
 )
 
 // Packed is a slim pod as the bridge's informer cache stores it. The cache
 // holds every watched pod for as long as the bridge runs, so its size per
 // pod is the bridge's memory per pod (BenchmarkCacheBytesPerPod in
-// bridge/watch measures it). A *Pod costs several times more: every field
+// bridge/watch measures it). A *slim.Pod costs several times more: every field
 // of its own, maps for labels and annotations, a string per container name.
 // Packed keeps labels and annotations as key/value lists, times as Unix
 // seconds (the API's precision), and every string pods share (namespace,
 // label values, container names, reasons, phase) as a unique.Handle: one
 // copy per distinct value in the process, released when no packed pod uses
-// it any more. Unpack returns exactly the Pod it was packed from.
+// it any more. Unpack returns exactly the slim.Pod it was packed from.
 type Packed struct {
 	name, uid, resourceVersion string // unique per pod: not interned
 	namespace                  handle
@@ -38,10 +40,10 @@ func intern(s string) handle { return unique.Make(s) }
 type packedContainer struct {
 	name          handle
 	restartPolicy *corev1.ContainerRestartPolicy // a copy: shared with no one
-	rules         Rules                          // a copy; nil for almost every pod
+	rules         slim.Rules                          // a copy; nil for almost every pod
 }
 
-// State kinds of a packedStatus.
+// slim.State kinds of a packedStatus.
 const (
 	stateNone uint8 = iota
 	stateWaiting
@@ -65,10 +67,10 @@ type packedStatus struct {
 func PackTransform(obj any) (any, error) {
 	switch o := obj.(type) {
 	case *corev1.Pod:
-		return Pack(Of(o)), nil
+		return Pack(slim.Of(o)), nil
 	case cache.DeletedFinalStateUnknown:
 		if p, ok := o.Obj.(*corev1.Pod); ok {
-			o.Obj = Pack(Of(p))
+			o.Obj = Pack(slim.Of(p))
 		}
 		return o, nil
 	}
@@ -76,7 +78,7 @@ func PackTransform(obj any) (any, error) {
 }
 
 // Pack packs p. The result shares nothing mutable with p.
-func Pack(p *Pod) *Packed {
+func Pack(p *slim.Pod) *Packed {
 	return &Packed{
 		name:            p.Name,
 		uid:             string(p.UID),
@@ -96,7 +98,7 @@ func Pack(p *Pod) *Packed {
 
 // packMap flattens m into key, value pairs (in map order: nothing compares
 // them, Unpack rebuilds the map); nil stays nil and an empty map stays empty.
-func packMap(m Kept) []handle {
+func packMap(m slim.Kept) []handle {
 	if m == nil {
 		return nil
 	}
@@ -107,35 +109,35 @@ func packMap(m Kept) []handle {
 	return out
 }
 
-func unpackMap(kv []handle) Kept {
+func unpackMap(kv []handle) slim.Kept {
 	if kv == nil {
 		return nil
 	}
-	m := make(Kept, len(kv)/2)
+	m := make(slim.Kept, len(kv)/2)
 	for i := 0; i+1 < len(kv); i += 2 {
 		m[kv[i].Value()] = kv[i+1].Value()
 	}
 	return m
 }
 
-func packContainers(in Containers) []packedContainer {
+func packContainers(in slim.Containers) []packedContainer {
 	if len(in) == 0 {
 		return nil
 	}
 	out := make([]packedContainer, len(in))
 	for i, c := range in {
-		out[i] = packedContainer{name: intern(c.Name), restartPolicy: copyPolicy(c.RestartPolicy), rules: cloneRules(c.RestartPolicyRules)}
+		out[i] = packedContainer{name: intern(c.Name), restartPolicy: copyPolicy(c.RestartPolicy), rules: c.RestartPolicyRules.Clone()}
 	}
 	return out
 }
 
-func unpackContainers(in []packedContainer) Containers {
+func unpackContainers(in []packedContainer) slim.Containers {
 	if len(in) == 0 {
 		return nil
 	}
-	out := make(Containers, len(in))
+	out := make(slim.Containers, len(in))
 	for i, c := range in {
-		out[i] = Container{Name: c.name.Value(), RestartPolicy: copyPolicy(c.restartPolicy), RestartPolicyRules: cloneRules(c.rules)}
+		out[i] = slim.Container{Name: c.name.Value(), RestartPolicy: copyPolicy(c.restartPolicy), RestartPolicyRules: c.rules.Clone()}
 	}
 	return out
 }
@@ -148,16 +150,15 @@ func copyPolicy(p *corev1.ContainerRestartPolicy) *corev1.ContainerRestartPolicy
 	return &c
 }
 
-func cloneRules(in Rules) Rules {
-	return rulesOf(in, func(r Rule) Rule {
-		if r.ExitCodes == nil {
-			return Rule{Action: r.Action}
-		}
-		return Rule{Action: r.Action, ExitCodes: newExitCodes(r.ExitCodes.Operator, r.ExitCodes.Values)}
-	})
+func copyTime(t *metav1.Time) *metav1.Time {
+	if t == nil {
+		return nil
+	}
+	c := *t
+	return &c
 }
 
-func packStatuses(in Statuses) []packedStatus {
+func packStatuses(in slim.Statuses) []packedStatus {
 	if len(in) == 0 {
 		return nil
 	}
@@ -183,37 +184,37 @@ func packStatuses(in Statuses) []packedStatus {
 	return out
 }
 
-func unpackStatuses(in []packedStatus) Statuses {
+func unpackStatuses(in []packedStatus) slim.Statuses {
 	if len(in) == 0 {
 		return nil
 	}
-	out := make(Statuses, len(in))
+	out := make(slim.Statuses, len(in))
 	for i, c := range in {
-		out[i] = ContainerStatus{Name: c.name.Value(), Ready: c.ready, RestartCount: c.restartCount}
+		out[i] = slim.ContainerStatus{Name: c.name.Value(), Ready: c.ready, RestartCount: c.restartCount}
 		var at metav1.Time
 		if c.hasTime {
 			at = metav1.Unix(c.time, 0)
 		}
 		switch c.kind {
 		case stateTerminated:
-			out[i].State.Terminated = &Terminated{ExitCode: c.exitCode, Reason: c.reason.Value(), FinishedAt: at}
+			out[i].State.Terminated = &slim.Terminated{ExitCode: c.exitCode, Reason: c.reason.Value(), FinishedAt: at}
 		case stateRunning:
-			out[i].State.Running = &Running{StartedAt: at}
+			out[i].State.Running = &slim.Running{StartedAt: at}
 		case stateWaiting:
-			out[i].State.Waiting = &Waiting{Reason: c.reason.Value()}
+			out[i].State.Waiting = &slim.Waiting{Reason: c.reason.Value()}
 		}
 	}
 	return out
 }
 
-// Unpack returns a new Pod equal to the one c was packed from. It shares no
+// Unpack returns a new slim.Pod equal to the one c was packed from. It shares no
 // maps or slices with c, so callers may do anything with it without
 // touching the cache.
-func (c *Packed) Unpack() *Pod {
-	return &Pod{
+func (c *Packed) Unpack() *slim.Pod {
+	return &slim.Pod{
 		APIVersion: "v1",
 		Kind:       "Pod",
-		Meta: Meta{
+		Meta: slim.Meta{
 			Name:              c.name,
 			Namespace:         c.namespace.Value(),
 			UID:               types.UID(c.uid),
@@ -222,12 +223,12 @@ func (c *Packed) Unpack() *Pod {
 			Labels:            unpackMap(c.labels),
 			Annotations:       unpackMap(c.annotations),
 		},
-		Spec: Spec{
+		Spec: slim.Spec{
 			RestartPolicy:  corev1.RestartPolicy(c.restartPolicy.Value()),
 			InitContainers: unpackContainers(c.initContainers),
 			Containers:     unpackContainers(c.containers),
 		},
-		Status: Status{
+		Status: slim.Status{
 			Phase:                 corev1.PodPhase(c.phase.Value()),
 			InitContainerStatuses: unpackStatuses(c.initStatuses),
 			ContainerStatuses:     unpackStatuses(c.statuses),
@@ -246,7 +247,7 @@ func (c *Packed) ResourceVersion() string { return c.resourceVersion }
 
 // GetObjectMeta makes Packed a metav1.ObjectMetaAccessor, which is all the
 // informer's store needs of it (meta.Accessor: the key and namespace index
-// functions). It returns a new ObjectMeta with the identifying fields only.
+// functions). It returns a new slim.ObjectMeta with the identifying fields only.
 func (c *Packed) GetObjectMeta() metav1.Object {
 	return &metav1.ObjectMeta{Name: c.name, Namespace: c.namespace.Value(), UID: types.UID(c.uid),
 		ResourceVersion: c.resourceVersion, DeletionTimestamp: copyTime(c.deletion)}

@@ -1,4 +1,4 @@
-package slim
+package watch
 
 import (
 	"testing"
@@ -7,6 +7,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/istio-aux/istio-aux/pkg/slim"
 )
 
 func TestPackUnpacks(t *testing.T) {
@@ -40,6 +42,14 @@ func TestPackUnpacks(t *testing.T) {
 				}},
 		},
 	}
+	// Container restart rules (Kubernetes 1.35), which the decision reads.
+	never := corev1.ContainerRestartPolicyNever
+	cases["restart rules"] = &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns"},
+		Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "app", RestartPolicy: &never,
+			RestartPolicyRules: []corev1.ContainerRestartRule{{Action: corev1.ContainerRestartRuleActionRestart,
+				ExitCodes: &corev1.ContainerRestartRuleOnExitCodes{Operator: corev1.ContainerRestartRuleOnExitCodesOpIn, Values: []int32{42, 43}}}}}}},
+	}
 	for name, full := range cases {
 		before := full.DeepCopy()
 		obj, err := PackTransform(full)
@@ -47,7 +57,7 @@ func TestPackUnpacks(t *testing.T) {
 			t.Fatal(err)
 		}
 		c := obj.(*Packed)
-		if d := cmp.Diff(Of(full), c.Unpack()); d != "" {
+		if d := cmp.Diff(slim.Of(full), c.Unpack()); d != "" {
 			t.Errorf("%s: Unpack differs from Of (-want +got):\n%s", name, d)
 		}
 		if !cmp.Equal(before, full) {
@@ -61,7 +71,7 @@ func TestPackUnpacks(t *testing.T) {
 		if len(p.Spec.InitContainers) > 1 {
 			*p.Spec.InitContainers[1].RestartPolicy = corev1.ContainerRestartPolicy("Never")
 		}
-		if d := cmp.Diff(Of(full), c.Unpack()); d != "" {
+		if d := cmp.Diff(slim.Of(full), c.Unpack()); d != "" {
 			t.Errorf("%s: changing Unpack's result reached the cache:\n%s", name, d)
 		}
 		cp := c.DeepCopyObject().(*Packed)
