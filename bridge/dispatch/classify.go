@@ -16,7 +16,7 @@ const (
 	// Nak: deliver again later, with back-off (a scheduled retry).
 	Nak
 	// Term: never deliverable for this pod state; do not redeliver, and
-	// remember the state as a final failure (transport.FinalBucket).
+	// remember the state as a final failure (final.Bucket).
 	Term
 )
 

@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 	"knative.dev/pkg/logging"
 
+	"github.com/istio-aux/istio-aux/bridge/final"
 	"github.com/istio-aux/istio-aux/bridge/metrics"
 	"github.com/istio-aux/istio-aux/bridge/transport"
 )
@@ -230,7 +231,7 @@ func (d *Dispatcher) consume(ctx context.Context, handler jetstream.MessageHandl
 	if _, err := transport.Ensure(ctx, d.js, d.o.Stream); err != nil {
 		return nil, err
 	}
-	finals, err := transport.EnsureFinal(ctx, d.js)
+	finals, err := final.Ensure(ctx, d.js, transport.Replicas(d.js))
 	if err != nil {
 		return nil, err
 	}

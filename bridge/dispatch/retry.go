@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
+	"github.com/istio-aux/istio-aux/bridge/final"
 	"github.com/istio-aux/istio-aux/bridge/transport"
 )
 
@@ -104,28 +105,23 @@ func retryMsg(msg jetstream.Msg, attempt int, due time.Time) (*nats.Msg, bool) {
 	return r, true
 }
 
-// remember records msg's pod state as a final failure (transport.FinalBucket),
-// so that the bridge does not publish it again while it is unchanged.
+// remember records msg's pod state as a final failure (final.Bucket), so
+// that the bridge does not publish it again while it is unchanged.
 func (d *Dispatcher) remember(ctx context.Context, log *zap.Logger, msg jetstream.Msg, res error) {
-	key, ok := transport.FinalKey(dedupIDOf(msg))
 	finals := d.finals.Load()
-	if !ok || finals == nil {
+	if finals == nil {
 		return
-	}
-	reason := resultString{res}.String()
-	if len(reason) > maxReason {
-		reason = reason[:maxReason]
 	}
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), publishTimeout)
 	defer cancel()
-	if _, err := (*finals).PutString(pctx, key, reason); err != nil {
+	recorded, err := final.Record(pctx, *finals, dedupIDOf(msg), resultString{res}.String())
+	if err != nil {
 		// The resync will deliver it again, and it will fail again: a
 		// wasted delivery, nothing worse.
 		log.Warn("Recording a final failure", zap.Error(err))
 		return
 	}
-	d.m.Final.Inc()
+	if recorded {
+		d.m.Final.Inc()
+	}
 }
-
-// maxReason bounds the reason stored with a final failure.
-const maxReason = 512

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/istio-aux/istio-aux/bridge/dispatch"
+	"github.com/istio-aux/istio-aux/bridge/final"
 	"github.com/istio-aux/istio-aux/bridge/internal/testenv"
 	"github.com/istio-aux/istio-aux/bridge/transport"
 	"github.com/istio-aux/istio-aux/pkg/podevent"
@@ -124,7 +125,7 @@ func TestFinalFailureIsNotPublishedAgain(t *testing.T) {
 	testenv.Eventually(t, 5*time.Second, "the final failure recorded", func() bool {
 		return testutil.ToFloat64(e.dm.Final) == 1 && e.stats() == 0
 	})
-	kv, err := e.js.KeyValue(e.ctx, transport.FinalBucket)
+	kv, err := e.js.KeyValue(e.ctx, final.Bucket)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sync/singleflight"
 	"knative.dev/pkg/logging"
 
+	"github.com/istio-aux/istio-aux/bridge/final"
 	"github.com/istio-aux/istio-aux/bridge/metrics"
 	"github.com/istio-aux/istio-aux/bridge/transport"
 	"github.com/istio-aux/istio-aux/pkg/podevent"
@@ -35,8 +36,8 @@ type Publisher struct {
 	pending chan pending
 	// restore re-creates the stream when it has gone, at most once at a time.
 	restore singleflight.Group
-	// finals are the pod states not to publish again (transport.FinalBucket).
-	finals *finals
+	// finals are the pod states not to publish again (final.Bucket).
+	finals *final.Mirror
 }
 
 type pending struct {
@@ -48,7 +49,7 @@ type pending struct {
 // New returns a publisher to stream over js (see NewJetStream for the
 // options it expects). maxPending bounds publishes awaiting their ack.
 func New(nc *nats.Conn, js jetstream.JetStream, m *metrics.Bridge, stream string, maxPending int) *Publisher {
-	return &Publisher{nc: nc, js: js, m: m, stream: stream, pending: make(chan pending, maxPending), finals: newFinals()}
+	return &Publisher{nc: nc, js: js, m: m, stream: stream, pending: make(chan pending, maxPending), finals: final.NewMirror()}
 }
 
 // NewJetStream is the JetStream context the publisher needs: at most
@@ -65,13 +66,13 @@ func NewJetStream(nc *nats.Conn, maxPending int) (jetstream.JetStream, error) {
 // An error means nothing was sent and done will not be called; otherwise
 // done is called exactly once, when Run has seen the ack: with nil when
 // JetStream stored the event (or already had it), with an error otherwise.
-// A pod state whose quit failed for good (transport.FinalBucket) is not
+// A pod state whose quit failed for good (final.Bucket) is not
 // sent: done(nil) is called before Publish returns.
 func (p *Publisher) Publish(ctx context.Context, e *event.Event, dedupID string, done func(error)) error {
 	if dedupID == "" {
 		dedupID = e.ID()
 	}
-	if p.finals.has(dedupID) {
+	if p.finals.Has(dedupID) {
 		p.m.FinalSkipped.Inc()
 		done(nil)
 		return nil
@@ -125,7 +126,7 @@ func extension(e *event.Event, name string) string {
 func (p *Publisher) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	wg.Go(func() { p.watchFinals(ctx) })
+	wg.Go(func() { p.finals.Follow(ctx, p.js, transport.Replicas(p.js)) })
 	for {
 		select {
 		case <-ctx.Done():

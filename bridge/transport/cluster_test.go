@@ -10,6 +10,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/istio-aux/istio-aux/bridge/final"
 )
 
 // TestShippedClusterLosesAServer: on config/nats's three servers, the
@@ -38,7 +40,7 @@ func TestShippedClusterLosesAServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kv, err := EnsureFinal(ctx, js)
+	kv, err := final.Ensure(ctx, js, Replicas(js))
 	if err != nil {
 		t.Fatal(err)
 	}

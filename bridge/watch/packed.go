@@ -40,7 +40,7 @@ func intern(s string) handle { return unique.Make(s) }
 type packedContainer struct {
 	name          handle
 	restartPolicy *corev1.ContainerRestartPolicy // a copy: shared with no one
-	rules         slim.Rules                          // a copy; nil for almost every pod
+	rules         slim.Rules                     // a copy; nil for almost every pod
 }
 
 // slim.State kinds of a packedStatus.
