@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"knative.dev/pkg/logging"
 
 	"github.com/istio-aux/istio-aux/bridge/final"
@@ -136,7 +138,8 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		waiting, _ := q.sizes()
 		d.m.Waiting.Set(float64(waiting))
 	}
-	for attempt := 0; ; attempt++ {
+	restore := restoreBackoff()
+	for {
 		lost, err := d.consume(ctx, handler)
 		d.running.Store(false)
 		if ctx.Err() != nil {
@@ -149,14 +152,20 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 			logger.Warnw("The durable consumer is gone; re-creating it", zap.String("consumer", transport.Durable), zap.Error(lost))
 		}
 		if err == nil {
-			attempt = 0 // it consumed: the back-off starts over
+			restore = restoreBackoff() // it consumed: the back-off starts over
 		}
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-time.After(min(restoreDelay<<min(attempt, 3), maxRestoreDelay)):
+		case <-time.After(restore.Step()):
 		}
 	}
+}
+
+// restoreBackoff spaces out the attempts to consume again: restoreDelay,
+// doubled each time up to maxRestoreDelay.
+func restoreBackoff() wait.Backoff {
+	return wait.Backoff{Duration: restoreDelay, Factor: 2, Cap: maxRestoreDelay, Steps: math.MaxInt32}
 }
 
 // work hands the queue's messages to at most Workers deliveries at once,
@@ -343,11 +352,14 @@ func (d *Dispatcher) settle(log *zap.Logger, msg jetstream.Msg, a Action, reason
 	}
 }
 
-// delay is BaseDelay doubled per previous attempt, capped at MaxDelay.
+// delay is BaseDelay doubled per previous attempt, capped at MaxDelay: the
+// attempt-th step of the back-off, computed from the delivery count the
+// message carries (a retry may be delivered to any dispatcher).
 func (d *Dispatcher) delay(attempt int) time.Duration {
-	delay := d.o.BaseDelay
+	b := wait.Backoff{Duration: d.o.BaseDelay, Factor: 2, Cap: d.o.MaxDelay, Steps: math.MaxInt32}
+	delay := b.Step()
 	for i := 1; i < attempt && delay < d.o.MaxDelay; i++ {
-		delay *= 2
+		delay = b.Step()
 	}
 	return min(delay, d.o.MaxDelay)
 }

@@ -6,11 +6,13 @@ package final
 import (
 	"context"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"knative.dev/pkg/logging"
 )
 
@@ -134,17 +136,23 @@ func (f *Mirror) remove(id string) {
 // its entries at start, then every change, re-watching after a failure.
 func (f *Mirror) Follow(ctx context.Context, js jetstream.JetStream, replicas int) {
 	logger := logging.FromContext(ctx)
-	for wait := time.Second; ctx.Err() == nil; wait = min(2*wait, 30*time.Second) {
+	for b := followBackoff(); ctx.Err() == nil; {
 		if err := f.mirror(ctx, js, replicas); err != nil {
 			logger.Warnw("Watching the final failures; retrying", zap.Error(err))
 		} else {
-			wait = time.Second
+			b = followBackoff() // it watched: start over
 		}
 		select {
 		case <-ctx.Done():
-		case <-time.After(wait):
+		case <-time.After(b.Step()):
 		}
 	}
+}
+
+// followBackoff spaces out the watches of the bucket: a second, doubled
+// each time up to 30 s.
+func followBackoff() wait.Backoff {
+	return wait.Backoff{Duration: time.Second, Factor: 2, Cap: 30 * time.Second, Steps: math.MaxInt32}
 }
 
 func (f *Mirror) mirror(ctx context.Context, js jetstream.JetStream, replicas int) error {
