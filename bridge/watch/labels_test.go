@@ -1,4 +1,4 @@
-package watch
+package watch_test
 
 import (
 	"fmt"
@@ -8,6 +8,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/istio-aux/istio-aux/bridge/watch"
 )
 
 // The bridge once cached every label and annotation of every pod it
@@ -34,21 +36,21 @@ func TestLabelsCostTheCacheNothing(t *testing.T) {
 		return p
 	}
 	perPod := func(labelled bool) (cached, input float64) {
-		base := heapNow()
+		base := heap()
 		in := make([]*corev1.Pod, pods)
 		for i := range in {
 			in[i] = pod(i, labelled)
 		}
-		input = float64(int64(heapNow())-int64(base)) / pods
+		input = float64(int64(heap())-int64(base)) / pods
 		out := make([]any, pods)
 		for i, p := range in {
 			var err error
-			if out[i], err = PackTransform(p); err != nil {
+			if out[i], err = watch.PackTransform(p); err != nil {
 				t.Fatal(err)
 			}
 		}
 		in = nil
-		cached = float64(int64(heapNow())-int64(base)) / pods
+		cached = float64(int64(heap())-int64(base)) / pods
 		runtime.KeepAlive(out)
 		return cached, input
 	}
@@ -59,12 +61,4 @@ func TestLabelsCostTheCacheNothing(t *testing.T) {
 	if labelled > plain+64 {
 		t.Errorf("labels grow the cache: %.0f B/pod labelled, %.0f B/pod plain", labelled, plain)
 	}
-}
-
-func heapNow() uint64 {
-	runtime.GC()
-	runtime.GC()
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	return m.HeapAlloc
 }
