@@ -32,7 +32,7 @@ var dirs = []string{"config/nats", "config", "config/dispatch", "config/eventing
 var koPaths = map[string]bool{
 	"github.com/istio-aux/istio-aux/webhook/cmd/webhook":               true,
 	"github.com/istio-aux/istio-aux/bridge/cmd/bridge":                 true,
-	"github.com/istio-aux/istio-aux/cmd/allinone":               true,
+	"github.com/istio-aux/istio-aux/cmd/allinone":                      true,
 	"github.com/istio-aux/istio-aux/functions/proxyquit/cmd/proxyquit": true,
 	// config/nats: nats-server from the module istio-aux requires, and
 	// the init container that fills its token.
@@ -422,7 +422,7 @@ func TestDecidersFollowTheSettings(t *testing.T) {
 	deciders := map[string]string{ // image -> its ServiceAccount, once seen
 		"ko://github.com/istio-aux/istio-aux/bridge/cmd/bridge":                 "",
 		"ko://github.com/istio-aux/istio-aux/functions/proxyquit/cmd/proxyquit": "",
-		"ko://github.com/istio-aux/istio-aux/cmd/allinone":               "",
+		"ko://github.com/istio-aux/istio-aux/cmd/allinone":                      "",
 	}
 	readers := map[string]bool{} // ServiceAccounts bound to read config-istio-aux
 	roles := map[string]bool{}   // Roles granting it
