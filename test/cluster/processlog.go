@@ -5,6 +5,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
+	"unicode"
 )
 
 // ProcessLog is where a test binary sends the output of the processes it
@@ -22,4 +24,14 @@ func ProcessLog(name, verboseEnv string) (w io.Writer, close func()) {
 	}
 	fmt.Fprintf(os.Stderr, "process logs: %s\n", f.Name())
 	return f, func() { _ = f.Close() }
+}
+
+// LastLines is the last n lines of a process's output, for an error or a
+// test log that should not quote all of it.
+func LastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRightFunc(s, unicode.IsSpace), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
 }

@@ -156,17 +156,9 @@ func logIstioAux(t *testing.T, c *cluster.Cluster, since time.Time) {
 	for _, p := range pods.Items {
 		for _, ctr := range p.Spec.Containers {
 			out, err := c.Client().CoreV1().Pods(p.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{Container: ctr.Name, SinceTime: &from}).DoRaw(ctx)
-			t.Logf("logs of %s/%s on %s (%v):\n%s", p.Name, ctr.Name, p.Spec.NodeName, err, tail(string(out), 60))
+			t.Logf("logs of %s/%s on %s (%v):\n%s", p.Name, ctr.Name, p.Spec.NodeName, err, cluster.LastLines(string(out), 60))
 		}
 	}
-}
-
-func tail(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }
 
 // whole waits until the cluster is whole again: every node Ready, every

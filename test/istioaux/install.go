@@ -179,7 +179,7 @@ func release(ctx context.Context, base images.Image, version, dir string) ([]byt
 		"RELEASE_SHAPES="+shape, "RELEASE_PUSH=0", "RELEASE_PLATFORM=linux/"+goruntime.GOARCH,
 		"KO_DEFAULTBASEIMAGE="+realnode.RegistryAddr+strings.TrimPrefix(base.Ref, images.Registry), "GOPROXY=off")
 	if b, err := cmd.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("hack/release.sh: %w: %s", err, lastLines(string(b), 20))
+		return nil, fmt.Errorf("hack/release.sh: %w: %s", err, cluster.LastLines(string(b), 20))
 	}
 	untar := exec.CommandContext(ctx, "tar", "-C", out, "-xf", filepath.Join(out, "images.tar"))
 	if b, err := untar.CombinedOutput(); err != nil {
@@ -200,14 +200,6 @@ func release(ctx context.Context, base images.Image, version, dir string) ([]byt
 		}
 	}
 	return os.ReadFile(filepath.Join(out, file))
-}
-
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimSpace(s), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }
 
 // knativeOverlay decodes the resolved manifests, with the one difference

@@ -10,6 +10,7 @@ import (
 	goruntime "runtime"
 	"strings"
 
+	"github.com/istio-aux/istio-aux/test/cluster"
 	"github.com/istio-aux/istio-aux/test/images"
 )
 
@@ -34,15 +35,7 @@ func KoResolve(ctx context.Context, dir, repo string, args ...string) ([]byte, e
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		return nil, fmt.Errorf("ko %s: %w: %s", strings.Join(args, " "), err, lastLines(stderr.String(), 20))
+		return nil, fmt.Errorf("ko %s: %w: %s", strings.Join(args, " "), err, cluster.LastLines(stderr.String(), 20))
 	}
 	return out, nil
-}
-
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimSpace(s), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }
