@@ -73,11 +73,14 @@ func Defaults() Settings {
 	return Settings{QuitCommand: strings.Fields(DefaultQuitCommand), Resync: DefaultResync}
 }
 
+// envOf is the environment variable of each key FromEnv reads.
+var envOf = map[string]string{KeySidecars: EnvSidecars, KeyQuitNative: EnvQuitNative, KeyQuitCommand: EnvQuitCommand, KeyResync: EnvResync}
+
 // FromEnv is Defaults overridden by the environment variables lookup
 // (os.LookupEnv) finds; a set but unusable value is an error naming it.
 func FromEnv(lookup func(string) (string, bool)) (Settings, error) {
 	data := map[string]string{}
-	for key, env := range map[string]string{KeySidecars: EnvSidecars, KeyQuitNative: EnvQuitNative, KeyQuitCommand: EnvQuitCommand, KeyResync: EnvResync} {
+	for key, env := range envOf {
 		if v, ok := lookup(env); ok {
 			data[key] = v
 		}
@@ -87,11 +90,7 @@ func FromEnv(lookup func(string) (string, bool)) (Settings, error) {
 		// Say the variable, not the key.
 		var ke *KeyError
 		if errors.As(err, &ke) {
-			for key, env := range map[string]string{KeySidecars: EnvSidecars, KeyQuitNative: EnvQuitNative, KeyQuitCommand: EnvQuitCommand, KeyResync: EnvResync} {
-				if key == ke.Key {
-					errs[i] = fmt.Errorf("%s=%q: %w", env, ke.Value, ke.Err)
-				}
-			}
+			errs[i] = fmt.Errorf("%s=%q: %w", envOf[ke.Key], ke.Value, ke.Err)
 		}
 	}
 	return s, errors.Join(errs...)
