@@ -97,6 +97,22 @@ func (c *Client) ConfigMapListWatch(namespace, name string) *cache.ListWatch {
 	return c.listWatch(namespace, "configmaps", "metadata.name="+name, "", func() runtime.Object { return &corev1.ConfigMapList{} })
 }
 
+// FollowConfigMap calls apply with ConfigMap namespace/name when it is
+// added or changes, and with nil when it is deleted, until ctx is done. It
+// returns whether its first list is in. How the components follow
+// config-logging and config-istio-aux.
+func (c *Client) FollowConfigMap(ctx context.Context, namespace, name string, apply func(*corev1.ConfigMap)) cache.InformerSynced {
+	inf := cache.NewSharedIndexInformer(c.ConfigMapListWatch(namespace, name), &corev1.ConfigMap{}, 0, cache.Indexers{})
+	// Registration only fails on a stopped informer; this one is new.
+	reg, _ := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { apply(obj.(*corev1.ConfigMap)) },
+		UpdateFunc: func(_, obj any) { apply(obj.(*corev1.ConfigMap)) },
+		DeleteFunc: func(any) { apply(nil) },
+	})
+	go inf.RunWithContext(ctx)
+	return reg.HasSynced
+}
+
 // PodListWatch lists and watches the pods of one namespace that match
 // fieldSelector and labelSelector (empty: no selection). The bridge
 // watches pods namespace by namespace, never across the cluster.

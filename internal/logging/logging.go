@@ -14,7 +14,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/cache"
 	knlogging "knative.dev/pkg/logging"
 
 	"github.com/istio-aux/istio-aux/internal/kube"
@@ -54,11 +53,10 @@ func New(ctx context.Context, rc *rest.Config, component string) *zap.SugaredLog
 		logger.Warnw("Logging at the default level: config-logging is unreadable", zap.String("namespace", namespace), zap.Error(err))
 	}
 	update := knlogging.UpdateLevelFromConfigMap(logger, level, component)
-	inf := cache.NewSharedIndexInformer(client.ConfigMapListWatch(namespace, name), &corev1.ConfigMap{}, 0, cache.Indexers{})
-	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { update(obj.(*corev1.ConfigMap)) },
-		UpdateFunc: func(_, obj any) { update(obj.(*corev1.ConfigMap)) },
+	client.FollowConfigMap(ctx, namespace, name, func(cm *corev1.ConfigMap) {
+		if cm != nil { // deleted: the level stays
+			update(cm)
+		}
 	})
-	go inf.RunWithContext(ctx)
 	return logger
 }

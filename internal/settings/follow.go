@@ -66,14 +66,7 @@ func (f *Follower) Start(ctx context.Context, client *kube.Client, ns string) ca
 		f.Instance, _ = os.Hostname()
 	}
 	f.mu.Unlock()
-	inf := cache.NewSharedIndexInformer(client.ConfigMapListWatch(ns, ConfigMapName), &corev1.ConfigMap{}, 0, cache.Indexers{})
-	reg, _ := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { f.Observe(obj.(*corev1.ConfigMap)) },
-		UpdateFunc: func(_, obj any) { f.Observe(obj.(*corev1.ConfigMap)) },
-		DeleteFunc: func(any) { f.Observe(nil) },
-	})
-	go inf.RunWithContext(ctx)
-	return reg.HasSynced
+	return client.FollowConfigMap(ctx, ns, ConfigMapName, f.Observe)
 }
 
 // Observe applies one state of the ConfigMap (nil: deleted, the base
