@@ -108,9 +108,9 @@ func run(ctx context.Context, cfg Config, rc *rest.Config, newSink NewSink, list
 	// While a watcher runs, a reconnection retries at once the pods whose
 	// events could not be published meanwhile, instead of each waiting out
 	// its back-off (up to 30 s).
-	var watcher atomic.Pointer[watch.Watcher]
+	live := newLiveSettings(cfg.Settings)
 	nc, err := transport.Connect(url, "istio-aux-"+string(cfg.Role), sec, logger, func() {
-		if w := watcher.Load(); w != nil {
+		if w := live.running(); w != nil {
 			go retryWhenStreamAnswers(ctx, js, cfg.Stream, w.RetryNow)
 		}
 	})
@@ -129,7 +129,6 @@ func run(ctx context.Context, cfg Config, rc *rest.Config, newSink NewSink, list
 
 	ctx, restart := context.WithCancelCause(ctx)
 	defer restart(nil)
-	live := newLiveSettings(cfg.Settings)
 	if rc != nil && cfg.SystemNamespace != "" {
 		if err := live.follow(ctx, cfg, rc, restart); err != nil {
 			return err
@@ -150,15 +149,12 @@ func run(ctx context.Context, cfg Config, rc *rest.Config, newSink NewSink, list
 		// Ready while standing by; while leading, once the watcher has
 		// listed what it watches.
 		ready = append(ready, func() bool {
-			w := watcher.Load()
+			w := live.running()
 			return w == nil || w.Synced()
 		})
 		runWatcher := func(ctx context.Context) error {
-			w := newWatcher(cfg, rc, client, pub, m, live.current())
-			watcher.Store(w)
-			live.setWatcher(w)
-			defer live.setWatcher(nil)
-			defer watcher.Store(nil)
+			w := live.start(func(s settings.Settings) *watch.Watcher { return newWatcher(cfg, rc, client, pub, m, s) })
+			defer live.stop()
 			return w.Run(ctx)
 		}
 		if cfg.Election.Lease == "" {

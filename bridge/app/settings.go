@@ -23,8 +23,8 @@ import (
 // must not keep it from starting; the settings then apply when read).
 const followWait = 5 * time.Second
 
-// liveSettings are the settings in force, handed to each new watcher and
-// to the one running when they change.
+// liveSettings are the settings in force and the watcher running (while
+// this replica leads), which is made with them and given every change.
 type liveSettings struct {
 	mu      sync.Mutex
 	s       settings.Settings
@@ -33,16 +33,27 @@ type liveSettings struct {
 
 func newLiveSettings(s settings.Settings) *liveSettings { return &liveSettings{s: s} }
 
-func (l *liveSettings) current() settings.Settings {
+// start makes the term's watcher with the settings in force, under the
+// lock, so that no change falls between its making and its registration.
+func (l *liveSettings) start(build func(settings.Settings) *watch.Watcher) *watch.Watcher {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.s
+	l.watcher = build(l.s)
+	return l.watcher
 }
 
-func (l *liveSettings) setWatcher(w *watch.Watcher) {
+// stop ends the term: no watcher runs.
+func (l *liveSettings) stop() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.watcher = w
+	l.watcher = nil
+}
+
+// running is the watcher of this term, nil while standing by.
+func (l *liveSettings) running() *watch.Watcher {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.watcher
 }
 
 func (l *liveSettings) apply(s settings.Settings) {
