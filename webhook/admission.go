@@ -41,12 +41,14 @@ func (r *reconciler) Admit(ctx context.Context, req *request) *admissionv1.Admis
 	// encode or box them whether or not a line is written (at the shipped
 	// warn level none is, for most admissions).
 	logger := logging.FromContext(ctx).Desugar()
-	switch m.Outcome {
-	case Mutated:
+	if patch != nil {
 		pt := admissionv1.PatchTypeJSONPatch
 		resp.Patch, resp.PatchType = patch, &pt
+	}
+	switch m.Outcome {
+	case Mutated:
 		if ce := logger.Check(zap.DebugLevel, "Mutated pod"); ce != nil {
-			ce.Write(zap.String("outcome", string(m.Outcome)), zap.String("reason", m.Reason), zap.String("annotation", m.Key))
+			ce.Write(zap.String("outcome", string(m.Outcome)), zap.String("reason", m.Reason), zap.String("annotation", m.Key), zap.Bool("labelled", m.Label))
 		}
 	case Warned:
 		resp.Warnings = []string{m.Warning}
@@ -55,7 +57,7 @@ func (r *reconciler) Admit(ctx context.Context, req *request) *admissionv1.Admis
 		}
 	default:
 		if ce := logger.Check(zap.DebugLevel, "Skipped pod"); ce != nil {
-			ce.Write(zap.String("outcome", string(m.Outcome)), zap.String("reason", m.Reason))
+			ce.Write(zap.String("outcome", string(m.Outcome)), zap.String("reason", m.Reason), zap.Bool("labelled", m.Label))
 		}
 	}
 	return resp
@@ -92,13 +94,13 @@ func (r *reconciler) admit(ctx context.Context, req *request) (Mutation, []byte)
 		return warn("namespace unreadable", err)
 	}
 	m := Mutate(pod, labels, r.mode())
-	if m.Outcome != Mutated {
+	if m.Key == "" && !m.Label {
 		return m, nil
 	}
 	if err := ctx.Err(); err != nil {
 		return warn(ReasonRequestEnded, requestEnded(err))
 	}
-	patch, err := annotationPatch(pod.shape(), m.Key, m.Value)
+	patch, err := patchFor(pod.shape(), m)
 	if err != nil {
 		return warn("patch failed", err)
 	}

@@ -166,3 +166,27 @@ func namespace(name string, labels map[string]string) *corev1.Namespace {
 func fakens(f *fixture) interface{ Add(any) error } {
 	return fakensinformer.Get(f.ctx).Informer().GetIndexer()
 }
+
+// touchesAnnotations reports whether a JSON patch from the webhook sets an
+// annotation (the hold or the native sidecar), as opposed to only the label
+// keys.LabelWatched, which rides along whatever the annotation's outcome.
+func touchesAnnotations(t testing.TB, patch []byte) bool {
+	t.Helper()
+	if patch == nil {
+		return false
+	}
+	var ops []struct {
+		Path  string          `json:"path"`
+		Value json.RawMessage `json:"value"`
+	}
+	if err := json.Unmarshal(patch, &ops); err != nil {
+		t.Fatalf("patch %s: %v", patch, err)
+	}
+	for _, op := range ops {
+		if bytes.HasPrefix([]byte(op.Path), []byte("/metadata/annotations")) ||
+			(op.Path == "/metadata" && bytes.Contains(op.Value, []byte(`"annotations":`))) {
+			return true
+		}
+	}
+	return false
+}

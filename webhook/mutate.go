@@ -50,15 +50,26 @@ const (
 	ReasonProxyConfigLimit = keys.AnnotationProxyConfig + " over istio-aux's limits"
 )
 
-// Mutation is the decision for one pod: at most one annotation to set.
+// Mutation is the decision for one pod: at most one annotation to set, and
+// whether to label it for the bridge. Outcome and Reason describe the
+// annotation (the hold or the native sidecar); the label is independent of
+// them.
 type Mutation struct {
 	Outcome Outcome
 	Reason  string
 	// Key and Value are the annotation to set when Outcome is Mutated.
 	Key, Value string
+	// Label: set keys.LabelWatched=true, on every opted-in run-to-completion
+	// pod Istio injects that lacks it, whatever the annotation's outcome
+	// (a pod whose hold the user wrote, or whose config istio-aux cannot
+	// rewrite, still needs its quit).
+	Label bool
 	// Warning is returned to the client as an admission warning.
 	Warning string
 }
+
+// WarningPrefix begins every warning Mutate returns.
+const WarningPrefix = "istio-aux did not add the hold: "
 
 // Mutate decides what to do with a pod at CREATE, given its namespace's
 // labels and the configured mode. It is pure and never modifies pod.
@@ -69,6 +80,13 @@ func Mutate(pod *Pod, namespaceLabels map[string]string, mode Mode) Mutation {
 	if !istioWillInject(pod) {
 		return Mutation{Outcome: Skipped, Reason: ReasonNoInjection}
 	}
+	m := hold(pod, mode)
+	m.Label = pod.runsToCompletion() && !pod.watched()
+	return m
+}
+
+// hold is the annotation for an opted-in pod Istio will inject.
+func hold(pod *Pod, mode Mode) Mutation {
 	if pod.nativeProxy() {
 		return Mutation{Outcome: Skipped, Reason: ReasonNativeSidecar}
 	}
@@ -99,7 +117,7 @@ func unchanged(err error) Mutation {
 	if le := (*proxyconfig.LimitError)(nil); errors.As(err, &le) {
 		reason = ReasonProxyConfigLimit
 	}
-	return Mutation{Outcome: Warned, Reason: reason, Warning: "istio-aux left the pod unchanged: " + err.Error()}
+	return Mutation{Outcome: Warned, Reason: reason, Warning: WarningPrefix + err.Error()}
 }
 
 // istioWillInject reads the pod the way Istio's injector (injectRequired)

@@ -41,9 +41,9 @@ func applyMutation(t testing.TB, raw []byte, nsLabels map[string]string, mode Mo
 	if m.Outcome != Mutated {
 		return m, rawAnnotations(t, raw)
 	}
-	patch, err := annotationPatch(pod.shape(), m.Key, m.Value)
+	patch, err := patchFor(pod.shape(), m)
 	if err != nil {
-		t.Fatalf("annotationPatch: %v", err)
+		t.Fatalf("patchFor: %v", err)
 	}
 	return m, annotationsAfter(t, raw, patch)
 }
@@ -247,7 +247,7 @@ func TestAnnotationPatchShapes(t *testing.T) {
 				t.Fatalf("outcome %s, annotations %#v", m.Outcome, got)
 			}
 			pod, _ := decodePod([]byte(tc.raw))
-			patch, _ := annotationPatch(pod.shape(), m.Key, m.Value)
+			patch, _ := patchFor(pod.shape(), m)
 			var ops []map[string]any
 			if err := json.Unmarshal(patch, &ops); err != nil || len(ops) != 1 || ops[0]["path"] != tc.want {
 				t.Errorf("patch %s, want one operation on %s", patch, tc.want)
@@ -272,7 +272,7 @@ func TestDecodePodAnnotations(t *testing.T) {
 	raw := `{"metadata":{"labels":{"team":1,"istio-aux.dev/enabled":"true"},"annotations":{"team":{"not":"read"},"sidecar.istio.io/inject":"tr\u0075e",` +
 		`"istio-aux.dev/enabled":null,"proxy.istio.io/config":"` + strings.Repeat(`\u0026`, 3*proxyconfig.MaxBytes) + `"}}}`
 	pod, err := decodePod([]byte(raw))
-	if err != nil || pod.shape() != (shape{metadata: true, annotations: true}) {
+	if err != nil || pod.shape() != (shape{metadata: true, annotations: true, labels: true}) {
 		t.Fatalf("decodePod: %v, %+v", err, pod)
 	}
 	a := pod.Metadata.Annotations
@@ -325,4 +325,71 @@ func TestNewConfigFromConfigMap(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestMutateLabelsRunToCompletionPods: every opted-in pod Istio injects
+// whose containers are not restarted gets keys.LabelWatched, whatever
+// becomes of its hold, so that the bridge's cluster-wide watch sees it; no
+// other pod does.
+func TestMutateLabelsRunToCompletionPods(t *testing.T) {
+	tests := map[string]struct {
+		raw  string
+		ns   map[string]string
+		want bool
+	}{
+		"Never":                  {`{"spec":{"restartPolicy":"Never"}}`, enabledNS, true},
+		"OnFailure":              {`{"spec":{"restartPolicy":"OnFailure"}}`, enabledNS, true},
+		"Always":                 {`{"spec":{"restartPolicy":"Always"}}`, enabledNS, false},
+		"no policy (Always)":     {`{"spec":{}}`, enabledNS, false},
+		"not opted in":           {`{"spec":{"restartPolicy":"Never"}}`, nil, false},
+		"opted out by its label": {`{"metadata":{"labels":{"istio-aux.dev/enabled":"false"}},"spec":{"restartPolicy":"Never"}}`, enabledNS, false},
+		"opted in by its label":  {`{"metadata":{"labels":{"istio-aux.dev/enabled":"true"}},"spec":{"restartPolicy":"Never"}}`, nil, true},
+		"no injection":           {`{"metadata":{"labels":{"sidecar.istio.io/inject":"false"}},"spec":{"restartPolicy":"Never"}}`, enabledNS, false},
+		"labelled already":       {`{"metadata":{"labels":{"istio-aux.dev/watched":"true"}},"spec":{"restartPolicy":"Never"}}`, enabledNS, false},
+		"user's hold":            {`{"metadata":{"annotations":{"proxy.istio.io/config":"holdApplicationUntilProxyStarts: true"}},"spec":{"restartPolicy":"Never"}}`, enabledNS, true},
+		"config not rewritten":   {`{"metadata":{"annotations":{"proxy.istio.io/config":"a: &x 1\nb: *x"}},"spec":{"restartPolicy":"Never"}}`, enabledNS, true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			pod, err := decodePod([]byte(tc.raw))
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := Mutate(pod, tc.ns, ModeHold)
+			if m.Label != tc.want {
+				t.Fatalf("Label = %v, want %v (outcome %s, %s)", m.Label, tc.want, m.Outcome, m.Reason)
+			}
+			patch, err := patchFor(pod.shape(), m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, want := labelsAfter(t, []byte(tc.raw), patch)[keys.LabelWatched] == "true", tc.want || pod.watched()
+			if got != want {
+				t.Errorf("labelled after the patch: %v, want %v (patch %s)", got, want, patch)
+			}
+		})
+	}
+}
+
+// labelsAfter applies a patch to raw and returns the object's labels.
+func labelsAfter(t testing.TB, raw, patch []byte) map[string]string {
+	t.Helper()
+	if patch != nil {
+		p, err := jsonpatch.DecodePatch(patch)
+		if err != nil {
+			t.Fatalf("patch %s: %v", patch, err)
+		}
+		if raw, err = p.Apply(raw); err != nil {
+			t.Fatalf("applying %s: %v", patch, err)
+		}
+	}
+	var v struct {
+		Metadata struct {
+			Labels map[string]string `json:"labels"`
+		} `json:"metadata"`
+	}
+	if err := json.Unmarshal(raw, &v); err != nil {
+		t.Fatal(err)
+	}
+	return v.Metadata.Labels
 }

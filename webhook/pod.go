@@ -29,15 +29,17 @@ type Pod struct {
 	} `json:"metadata"`
 	Spec struct {
 		HostNetwork    bool            `json:"hostNetwork"`
+		RestartPolicy  string          `json:"restartPolicy"`
 		InitContainers []initContainer `json:"initContainers"`
 	} `json:"spec"`
 }
 
-// podLabels are the labels Mutate reads (keys.LabelEnabled, keys.KeyInject;
-// TestPodTagsAreTheKeys).
+// podLabels are the labels Mutate reads (keys.LabelEnabled, keys.KeyInject,
+// keys.LabelWatched; TestPodTagsAreTheKeys).
 type podLabels struct {
 	Enabled value `json:"istio-aux.dev/enabled"`
 	Inject  value `json:"sidecar.istio.io/inject"`
+	Watched value `json:"istio-aux.dev/watched"`
 }
 
 // podAnnotations are the annotations Mutate reads (keys.AnnotationEnabled,
@@ -167,16 +169,29 @@ func (p *Pod) annotations() *podAnnotations {
 // noAnnotations stands for a pod without annotations; nothing writes it.
 var noAnnotations podAnnotations
 
-// shape says which of /metadata and /metadata/annotations exist (non-null)
-// in the object: a JSON patch can only add a member to an object that is
-// there.
-type shape struct{ metadata, annotations bool }
+// runsToCompletion reports whether the pod's containers are not restarted
+// once they exit (restartPolicy Never or OnFailure): the pods whose proxy
+// istio-aux quits. The API server defaults the policy before admission; an
+// object without one is read as Kubernetes' default, Always.
+func (p *Pod) runsToCompletion() bool {
+	return p.Spec.RestartPolicy != "" && p.Spec.RestartPolicy != string(corev1.RestartPolicyAlways)
+}
+
+// watched reports whether the pod already carries keys.LabelWatched=true.
+func (p *Pod) watched() bool {
+	return p.Metadata != nil && p.Metadata.Labels != nil && p.Metadata.Labels.Watched.text == "true"
+}
+
+// shape says which of /metadata, /metadata/annotations and /metadata/labels
+// exist (non-null) in the object: a JSON patch can only add a member to an
+// object that is there.
+type shape struct{ metadata, annotations, labels bool }
 
 func (p *Pod) shape() shape {
 	if p.Metadata == nil {
 		return shape{}
 	}
-	return shape{metadata: true, annotations: p.Metadata.Annotations != nil}
+	return shape{metadata: true, annotations: p.Metadata.Annotations != nil, labels: p.Metadata.Labels != nil}
 }
 
 // decodePod decodes an admission object on its own (the review decoder reads

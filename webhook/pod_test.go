@@ -19,7 +19,7 @@ func TestPodTagsAreTheKeys(t *testing.T) {
 		}
 		return out
 	}
-	if got, want := tags(podLabels{}), []string{keys.LabelEnabled, keys.KeyInject}; !slices.Equal(got, want) {
+	if got, want := tags(podLabels{}), []string{keys.LabelEnabled, keys.KeyInject, keys.LabelWatched}; !slices.Equal(got, want) {
 		t.Errorf("label tags %q, want %q", got, want)
 	}
 	want := []string{keys.AnnotationEnabled, keys.KeyInject, keys.AnnotationNativeSidecar, keys.AnnotationProxyConfig}

@@ -17,9 +17,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/record"
 	"knative.dev/pkg/logging"
 
 	"github.com/istio-aux/istio-aux/bridge/dispatch"
@@ -152,10 +155,19 @@ func run(ctx context.Context, cfg Config, rc *rest.Config, newSink NewSink, list
 			w := live.running()
 			return w == nil || w.Synced()
 		})
+		maxPods := watch.Capacity(memoryLimit(cgroupMemoryMax))
+		m.CapacityPods.Set(float64(maxPods))
+		r := refusals{m: m, first: time.Minute}
+		if cfg.SystemNamespace != "" {
+			r.recorder = eventRecorder(ctx, client)
+			r.pod = &corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: cfg.SystemNamespace, Name: cfg.Election.Identity}
+		}
 		runWatcher := func(ctx context.Context) error {
-			w := live.start(func(s settings.Settings) *watch.Watcher { return newWatcher(cfg, rc, client, pub, m, s) })
-			defer live.stop()
-			return w.Run(ctx)
+			return r.run(ctx, func(ctx context.Context) error {
+				w := live.start(func(s settings.Settings) *watch.Watcher { return newWatcher(cfg, rc, client, pub, m, s, maxPods) })
+				defer live.stop()
+				return w.Run(ctx)
+			})
 		}
 		if cfg.Election.Lease == "" {
 			m.Leader.Set(1)
@@ -231,33 +243,51 @@ func retryWhenStreamAnswers(ctx context.Context, js jetstream.JetStream, stream 
 	}
 }
 
-// watchClient is the watcher's client. Pods and namespaces come as
-// protobuf (internal/kube): every pod update is decoded in full before the
-// transform slims it, and protobuf decodes in a fraction of JSON's CPU and
-// garbage.
-func watchClient(rc *rest.Config) (*kube.Client, error) {
+// watchClients are the watcher's clients: internal/kube's, whose pods and
+// namespaces come as protobuf (every pod update is decoded in full before
+// the transform slims it, and protobuf decodes in a fraction of JSON's CPU
+// and garbage), and client-go's metadata client for the sweep.
+type watchClients struct {
+	core     *kube.Client
+	metadata metadata.Interface
+}
+
+func watchClient(rc *rest.Config) (watchClients, error) {
 	wc := rest.CopyConfig(rc)
 	if wc.QPS == 0 {
-		// One watch per opted-in namespace, each a request at start and
-		// again every 5 to 10 minutes (the watch timeout): client-go's
-		// default 5 QPS would take minutes to start a thousand of them.
+		// A watch per namespace holding opted-in pods without the label,
+		// each a request at start and again every 5 to 10 minutes (the
+		// watch timeout): client-go's default 5 QPS would take minutes to
+		// start a thousand of them after an install.
 		wc.QPS, wc.Burst = watchQPS, watchBurst
 	}
-	client, err := kube.NewForConfig(wc)
+	core, err := kube.NewForConfig(wc)
 	if err != nil {
-		return nil, fmt.Errorf("kubernetes client: %w", err)
+		return watchClients{}, fmt.Errorf("kubernetes client: %w", err)
 	}
-	return client, nil
+	md, err := metadata.NewForConfig(wc)
+	if err != nil {
+		return watchClients{}, fmt.Errorf("kubernetes metadata client: %w", err)
+	}
+	return watchClients{core, md}, nil
+}
+
+// eventRecorder records core/v1 Events through client until ctx is done.
+func eventRecorder(ctx context.Context, client watchClients) record.EventRecorder {
+	b := record.NewBroadcaster(record.WithContext(ctx))
+	b.StartRecordingToSink(client.core.EventSink())
+	context.AfterFunc(ctx, b.Shutdown)
+	return b.NewRecorder(kube.Scheme, corev1.EventSource{Component: Component})
 }
 
 // newWatcher is a watcher with empty caches: one for each term as leader,
 // whose first lists find every pod that finished while nobody watched.
-func newWatcher(cfg Config, rc *rest.Config, client *kube.Client, pub *publish.Publisher, m *metrics.Bridge, s settings.Settings) *watch.Watcher {
+func newWatcher(cfg Config, rc *rest.Config, client watchClients, pub *publish.Publisher, m *metrics.Bridge, s settings.Settings, maxPods int) *watch.Watcher {
 	source := cfg.ClusterName
 	if source == "" {
 		source = rc.Host
 	}
-	return watch.New(watch.KubeLists(client), pub, m, watch.Options{Source: source, Resync: s.Resync, Decision: s.Decision})
+	return watch.New(watch.KubeLists(client.core, client.metadata), pub, m, watch.Options{Source: source, Resync: s.Resync, Decision: s.Decision, MaxPods: maxPods})
 }
 
 func boolGauge(b bool) float64 {

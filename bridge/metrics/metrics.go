@@ -11,9 +11,25 @@ type Bridge struct {
 	// PodsDecoded counts pod objects the watches received and packed into
 	// the cache: what watching costs. Pods outside the opt-in never count.
 	PodsDecoded prometheus.Counter
-	// WatchedNamespaces is the number of namespaces whose pods are
-	// watched, by scope (all, labelled).
+	// WatchedNamespaces is the number of namespaces in scope, by scope
+	// (all, labelled): those whose pods the watcher serves.
 	WatchedNamespaces *prometheus.GaugeVec
+	// StrayWatches is the number of namespaces whose pods without the
+	// webhook's label are watched on their own, until none is left.
+	StrayWatches prometheus.Gauge
+	// Sweeps counts the searches for opted-in pods without the webhook's
+	// label, by result (ok, error).
+	Sweeps *prometheus.CounterVec
+	// Strays is the number of such pods the last sweep found.
+	Strays prometheus.Gauge
+	// CachedPods is the number of pods the watcher holds.
+	CachedPods prometheus.Gauge
+	// CapacityPods is the most pods the watcher holds before it refuses
+	// (0: no limit).
+	CapacityPods prometheus.Gauge
+	// OverCapacity is 1 while the watcher refuses to run because the pods
+	// it would serve exceed CapacityPods.
+	OverCapacity prometheus.Gauge
 	// Filtered counts evaluated pod states by filter reason (publish, unchanged, ...).
 	Filtered *prometheus.CounterVec
 	// Published counts events JetStream acknowledged as stored.
@@ -47,7 +63,19 @@ func NewBridge(reg prometheus.Registerer) *Bridge {
 		PodsDecoded: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "istio_aux_bridge_pods_decoded_total", Help: "Pod objects received from the API server and packed into the cache."}),
 		WatchedNamespaces: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "istio_aux_bridge_watched_namespaces", Help: "Namespaces whose pods are watched, by scope."}, []string{"scope"}),
+			Name: "istio_aux_bridge_watched_namespaces", Help: "Namespaces whose pods are served (opted in), by scope."}, []string{"scope"}),
+		StrayWatches: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "istio_aux_bridge_stray_watches", Help: "Namespaces whose opted-in pods without the webhook's label are watched on their own."}),
+		Sweeps: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "istio_aux_bridge_sweeps_total", Help: "Searches for opted-in pods without the webhook's label, by result."}, []string{"result"}),
+		Strays: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "istio_aux_bridge_strays", Help: "Opted-in pods without the webhook's label found by the last sweep."}),
+		CachedPods: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "istio_aux_bridge_cached_pods", Help: "Pods the watcher holds."}),
+		CapacityPods: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "istio_aux_bridge_capacity_pods", Help: "Most pods the watcher holds within its memory limit before it refuses (0: no limit)."}),
+		OverCapacity: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "istio_aux_bridge_over_capacity", Help: "1 while the watcher refuses to run: the pods it would serve exceed its capacity."}),
 		Filtered: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "istio_aux_bridge_filtered_total", Help: "Pod states evaluated by the change filter, by result."}, []string{"reason"}),
 		Published: prometheus.NewCounter(prometheus.CounterOpts{
@@ -70,7 +98,7 @@ func NewBridge(reg prometheus.Registerer) *Bridge {
 			Name: "istio_aux_bridge_leader_transitions_total", Help: "Terms this replica began as the one that watches pods."}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.WatchEvents, m.PodsDecoded, m.WatchedNamespaces, m.Filtered, m.Published, m.Deduplicated, m.PublishErrors, m.Retries, m.InFlight, m.StreamRestores,
+		reg.MustRegister(m.WatchEvents, m.PodsDecoded, m.WatchedNamespaces, m.StrayWatches, m.Sweeps, m.Strays, m.CachedPods, m.CapacityPods, m.OverCapacity, m.Filtered, m.Published, m.Deduplicated, m.PublishErrors, m.Retries, m.InFlight, m.StreamRestores,
 			m.FinalSkipped, m.Leader, m.LeaderTransitions)
 	}
 	return m

@@ -1,9 +1,14 @@
 package watch
 
 import (
+	"context"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/pager"
 
 	"github.com/istio-aux/istio-aux/internal/kube"
 )
@@ -40,12 +45,27 @@ func slimNamespace(n *corev1.Namespace) *corev1.Namespace {
 }
 
 // KubeLists are the lists the bridge runs on: internal/kube's (protobuf,
-// core/v1 only), pods namespace by namespace with PodFieldSelector.
-func KubeLists(c *kube.Client) Lists {
+// core/v1 only) for namespaces and pods, with PodFieldSelector; the
+// metadata client's for the sweep, a page of 500 at a time (client-go's
+// pager; the API server serves such lists from its watch cache).
+func KubeLists(c *kube.Client, md metadata.Interface) Lists {
+	pods := corev1.SchemeGroupVersion.WithResource("pods")
 	return Lists{
 		Namespaces: c.NamespaceListWatch(),
 		Pods: func(namespace, labelSelector string) cache.ListerWatcher {
 			return c.PodListWatch(namespace, PodFieldSelector, labelSelector)
+		},
+		Strays: func(ctx context.Context, labelSelector string, each func(*metav1.PartialObjectMetadata)) error {
+			p := pager.New(pager.SimplePageFunc(func(o metav1.ListOptions) (runtime.Object, error) {
+				return md.Resource(pods).List(ctx, o)
+			}))
+			return p.EachListItem(ctx, metav1.ListOptions{FieldSelector: PodFieldSelector, LabelSelector: labelSelector},
+				func(obj runtime.Object) error {
+					if m, ok := obj.(*metav1.PartialObjectMetadata); ok {
+						each(m)
+					}
+					return nil
+				})
 		},
 	}
 }

@@ -2,6 +2,7 @@ package watch
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -11,26 +12,42 @@ import (
 	"github.com/istio-aux/istio-aux/pkg/decision"
 )
 
-// podStore is one namespace's pod cache, written by that namespace's
-// reflector (client-go's list-and-watch loop): it packs each pod, keeps it
-// and queues its key for the workers. It is the reflector's store itself,
-// not an informer's queue of changes in front of one: a namespace costs its
-// reflector's goroutines and the pods it holds, which matters with a
-// thousand namespaces opted in (make bench, docs/bench.md).
+// podStore is a pod cache written by one client-go reflector (the
+// list-and-watch loop): the cluster-wide watch of labelled pods, or one
+// namespace's watch of pods without the label (strays.go). It packs each
+// pod, keeps it and queues its key for the workers. It is the reflector's
+// store itself, not an informer's queue of changes in front of one. Pods are
+// held by namespace, so that a namespace whose scope changes re-queues its
+// own pods only.
 type podStore struct {
 	w      *Watcher
 	mu     sync.RWMutex
-	pods   map[string]*Packed
+	pods   map[string]map[string]*Packed // namespace -> name -> pod
+	n      int
 	synced atomic.Bool
+	// listing counts the pods of the first list packed so far, before
+	// Replace takes them: the capacity is checked as they arrive.
+	listing atomic.Int64
+	// shrunk, if set, is called when a synced store lost pods (a delete, a
+	// list).
+	shrunk func()
 }
 
 func newPodStore(w *Watcher) *podStore {
-	return &podStore{w: w, pods: map[string]*Packed{}}
+	return &podStore{w: w, pods: map[string]map[string]*Packed{}}
 }
 
 // Transformer has the reflector pack the pods of a streamed first list as
-// they arrive, not only once the list is complete.
-func (s *podStore) Transformer() cache.TransformFunc { return s.w.transform }
+// they arrive, not only once the list is complete, and count them against
+// the capacity.
+func (s *podStore) Transformer() cache.TransformFunc {
+	return func(obj any) (any, error) {
+		if _, ok := obj.(*corev1.Pod); ok && !s.synced.Load() {
+			s.w.checkCapacity(s.listing.Add(1))
+		}
+		return s.w.transform(obj)
+	}
+}
 
 // Add keeps a pod the watch reports added, and queues it.
 func (s *podStore) Add(obj any) error { return s.put("add", obj) }
@@ -44,8 +61,20 @@ func (s *podStore) put(op string, obj any) error {
 		return err
 	}
 	s.mu.Lock()
-	s.pods[key] = p
+	names := s.pods[p.Namespace()]
+	if names == nil {
+		names = map[string]*Packed{}
+		s.pods[p.Namespace()] = names
+	}
+	_, had := names[p.Name()]
+	names[p.Name()] = p
+	if !had {
+		s.n++
+	}
 	s.mu.Unlock()
+	if !had {
+		s.w.counted(1)
+	}
 	s.w.m.WatchEvents.WithLabelValues("pod", op).Inc()
 	s.w.queue.Add(key)
 	return nil
@@ -61,41 +90,88 @@ func (s *podStore) Delete(obj any) error {
 	if err != nil {
 		return err
 	}
+	ns, name, _ := strings.Cut(key, "/")
 	s.mu.Lock()
-	delete(s.pods, key)
+	_, had := s.pods[ns][name]
+	if had {
+		delete(s.pods[ns], name)
+		if len(s.pods[ns]) == 0 {
+			delete(s.pods, ns)
+		}
+		s.n--
+	}
 	s.mu.Unlock()
+	if had {
+		s.w.counted(-1)
+	}
 	s.w.m.WatchEvents.WithLabelValues("pod", "delete").Inc()
 	s.w.queue.Add(key)
+	s.hasShrunk()
 	return nil
 }
 
 // Replace takes a whole list (the first one, and any relist): every pod in
 // it is queued, and so is every pod it no longer has.
 func (s *podStore) Replace(list []any, _ string) error {
-	pods := make(map[string]*Packed, len(list))
+	pods := make(map[string]map[string]*Packed)
+	keys := make([]string, 0, len(list))
 	for _, obj := range list {
 		p, key, err := s.pack(obj)
 		if err != nil {
 			return err
 		}
-		pods[key] = p
+		names := pods[p.Namespace()]
+		if names == nil {
+			names = map[string]*Packed{}
+			pods[p.Namespace()] = names
+		}
+		names[p.Name()] = p
+		keys = append(keys, key)
 	}
 	s.mu.Lock()
-	old := s.pods
-	s.pods = pods
+	old, oldN := s.pods, s.n
+	s.pods, s.n = pods, len(keys)
 	s.mu.Unlock()
-	for key := range pods {
+	s.listing.Store(0)
+	s.w.counted(int64(len(keys) - oldN))
+	for _, key := range keys {
 		s.w.m.WatchEvents.WithLabelValues("pod", "add").Inc()
 		s.w.queue.Add(key)
 	}
-	for key := range old {
-		if _, kept := pods[key]; !kept {
-			s.w.m.WatchEvents.WithLabelValues("pod", "delete").Inc()
-			s.w.queue.Add(key)
+	for ns, names := range old {
+		for name := range names {
+			if _, kept := pods[ns][name]; !kept {
+				s.w.m.WatchEvents.WithLabelValues("pod", "delete").Inc()
+				s.w.queue.Add(ns + "/" + name)
+			}
 		}
 	}
 	s.synced.Store(true)
+	s.hasShrunk()
 	return nil
+}
+
+func (s *podStore) hasShrunk() {
+	if s.shrunk != nil && s.synced.Load() {
+		s.shrunk()
+	}
+}
+
+// servesAny reports whether any pod of the store is opted in, in a
+// namespace with these labels.
+func (s *podStore) servesAny(nsLabels map[string]string) bool {
+	scope := ScopeOf(nsLabels)
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for _, names := range s.pods {
+		for _, p := range names {
+			pod := p.Unpack()
+			if scope.Admits(pod.Labels) && decision.OptedIn(nsLabels, pod.Labels, pod.Annotations) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // Resync is the watcher's periodic call (Options.Resync, resyncLoop), and
@@ -104,14 +180,17 @@ func (s *podStore) Replace(list []any, _ string) error {
 // the function anew), which retries a quit lost downstream. Others are
 // left alone.
 func (s *podStore) Resync() error {
+	o := s.w.options()
 	s.mu.RLock()
 	quit := make([]string, 0, 8)
-	for key, p := range s.pods {
-		if decision.Decide(p.Unpack(), s.w.options()).Outcome == decision.Quit {
-			quit = append(quit, key)
+	for ns, names := range s.pods {
+		for name, p := range names {
+			if decision.Decide(p.Unpack(), o).Outcome == decision.Quit {
+				quit = append(quit, ns+"/"+name)
+			}
 		}
 	}
-	n := len(s.pods)
+	n := s.n
 	s.mu.RUnlock()
 	s.w.m.WatchEvents.WithLabelValues("pod", "resync").Add(float64(n))
 	for _, key := range quit {
@@ -122,18 +201,25 @@ func (s *podStore) Resync() error {
 }
 
 func (s *podStore) get(key string) (*Packed, bool) {
+	ns, name, _ := strings.Cut(key, "/")
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	p, ok := s.pods[key]
+	p, ok := s.pods[ns][name]
 	return p, ok
 }
 
-func (s *podStore) keys() []string {
+// keys are the keys of the pods of namespace ns ("": every namespace).
+func (s *podStore) keys(ns string) []string {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	out := make([]string, 0, len(s.pods))
-	for key := range s.pods {
-		out = append(out, key)
+	var out []string
+	for n, names := range s.pods {
+		if ns != "" && n != ns {
+			continue
+		}
+		for name := range names {
+			out = append(out, n+"/"+name)
+		}
 	}
 	return out
 }
@@ -141,7 +227,7 @@ func (s *podStore) keys() []string {
 func (s *podStore) len() int {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	return len(s.pods)
+	return s.n
 }
 
 // pack is the transform applied once (a pod a streamed list delivered
@@ -155,6 +241,5 @@ func (s *podStore) pack(obj any) (*Packed, string, error) {
 	if !ok {
 		return nil, "", fmt.Errorf("a pod watch delivered a %T", obj)
 	}
-	key, err := cache.MetaNamespaceKeyFunc(p)
-	return p, key, err
+	return p, p.Namespace() + "/" + p.Name(), nil
 }

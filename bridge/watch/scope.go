@@ -5,28 +5,28 @@ import (
 	"github.com/istio-aux/istio-aux/pkg/keys"
 )
 
-// Scope is which of a namespace's pods the bridge watches.
+// Scope is which of a namespace's pods the bridge serves.
 type Scope int
 
 // Scopes, from a namespace's labels (ScopeOf).
 const (
-	// ScopeNone: no watch; none of the namespace's pods reach the bridge.
+	// ScopeNone: none of the namespace's pods is served.
 	ScopeNone Scope = iota
 	// ScopeAll: the namespace is opted in (decision.NamespaceOptedIn, the
 	// reference's legacy label included): every run-to-completion pod is
-	// watched, and a pod's own annotation or label may opt it out.
+	// served, and a pod's own annotation or label may opt it out.
 	ScopeAll
 	// ScopeLabelled: the namespace is labelled istio-aux.dev/enabled=pods:
-	// only pods labelled istio-aux.dev/enabled=true are watched (a label
-	// selector the API server applies), as only they reach the webhook.
+	// only pods labelled istio-aux.dev/enabled=true are served, as only
+	// they reach the webhook.
 	ScopeLabelled
 )
 
-// ScopeOf is the watch a namespace with these labels gets. It agrees with
+// ScopeOf is the scope of a namespace with these labels. It agrees with
 // decision.OptedIn on every pod it lets through, and with the webhook's
 // selectors and the function's exec policy (config/403, config/204) on the
 // namespaces: a pod outside them could be neither mutated nor quit, so the
-// bridge does not watch it either.
+// bridge does not serve it either.
 func ScopeOf(namespaceLabels map[string]string) Scope {
 	switch {
 	case decision.NamespaceOptedIn(namespaceLabels):
@@ -37,14 +37,29 @@ func ScopeOf(namespaceLabels map[string]string) Scope {
 	return ScopeNone
 }
 
-// LabelSelector is the label selector of the scope's pod watch ("" for
-// every pod). The value is matched exactly, as the webhook's
-// objectSelector matches it.
-func (s Scope) LabelSelector() string {
-	if s == ScopeLabelled {
-		return keys.LabelEnabled + "=true"
+// Admits reports whether a pod with these labels is in the scope: every
+// pod of a namespace opted in as a whole, only those labelled
+// istio-aux.dev/enabled=true (exactly, as the webhook's objectSelector
+// matches it) in a namespace whose pods opt in one by one, none elsewhere.
+// The watcher serves no other pod, whatever its own labels say.
+func (s Scope) Admits(podLabels map[string]string) bool {
+	switch s {
+	case ScopeAll:
+		return true
+	case ScopeLabelled:
+		return podLabels[keys.LabelEnabled] == "true"
 	}
-	return ""
+	return false
+}
+
+// StraySelector selects the scope's pods that lack the webhook's label
+// (keys.LabelWatched): those the cluster-wide watch does not bring.
+func (s Scope) StraySelector() string {
+	sel := "!" + keys.LabelWatched
+	if s == ScopeLabelled {
+		sel = keys.LabelEnabled + "=true," + sel
+	}
+	return sel
 }
 
 // String is the scope's metric label.

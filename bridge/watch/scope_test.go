@@ -14,10 +14,10 @@ func TestScopeOf(t *testing.T) {
 		selector string
 	}{
 		"no labels":          {want: ScopeNone},
-		"opted in":           {labels: map[string]string{keys.LabelEnabled: "true"}, want: ScopeAll},
-		"the legacy label":   {labels: map[string]string{keys.LegacyLabel: keys.LegacyLabelValue}, want: ScopeAll},
-		"pods one by one":    {labels: map[string]string{keys.LabelEnabled: "pods"}, want: ScopeLabelled, selector: "istio-aux.dev/enabled=true"},
-		"pods and legacy":    {labels: map[string]string{keys.LabelEnabled: "pods", keys.LegacyLabel: keys.LegacyLabelValue}, want: ScopeAll},
+		"opted in":           {labels: map[string]string{keys.LabelEnabled: "true"}, want: ScopeAll, selector: "!istio-aux.dev/watched"},
+		"the legacy label":   {labels: map[string]string{keys.LegacyLabel: keys.LegacyLabelValue}, want: ScopeAll, selector: "!istio-aux.dev/watched"},
+		"pods one by one":    {labels: map[string]string{keys.LabelEnabled: "pods"}, want: ScopeLabelled, selector: "istio-aux.dev/enabled=true,!istio-aux.dev/watched"},
+		"pods and legacy":    {labels: map[string]string{keys.LabelEnabled: "pods", keys.LegacyLabel: keys.LegacyLabelValue}, want: ScopeAll, selector: "!istio-aux.dev/watched"},
 		"opted out":          {labels: map[string]string{keys.LabelEnabled: "false"}, want: ScopeNone},
 		"other value":        {labels: map[string]string{keys.LabelEnabled: "True"}, want: ScopeNone},
 		"legacy other value": {labels: map[string]string{keys.LegacyLabel: "true"}, want: ScopeNone},
@@ -25,8 +25,11 @@ func TestScopeOf(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			got := ScopeOf(tc.labels)
-			if got != tc.want || got.LabelSelector() != tc.selector {
-				t.Errorf("ScopeOf = %v (selector %q), want %v (%q)", got, got.LabelSelector(), tc.want, tc.selector)
+			if got != tc.want {
+				t.Errorf("ScopeOf = %v, want %v", got, tc.want)
+			}
+			if got != ScopeNone && got.StraySelector() != tc.selector {
+				t.Errorf("stray selector %q, want %q", got.StraySelector(), tc.selector)
 			}
 			// The watch never leaves out a pod the opt-in rule lets in
 			// through its namespace.
@@ -34,5 +37,28 @@ func TestScopeOf(t *testing.T) {
 				t.Errorf("ScopeOf = %v, but NamespaceOptedIn = %v", got, decision.NamespaceOptedIn(tc.labels))
 			}
 		})
+	}
+}
+
+// TestScopeAdmits: a pod is served by its namespace's scope alone: a pod
+// label opting in does not reach across a namespace that is not in scope.
+func TestScopeAdmits(t *testing.T) {
+	in := map[string]string{keys.LabelEnabled: "true"}
+	cases := []struct {
+		s    Scope
+		pod  map[string]string
+		want bool
+	}{
+		{ScopeAll, nil, true},
+		{ScopeAll, map[string]string{keys.LabelEnabled: "false"}, true}, // decision.OptedIn then says no
+		{ScopeLabelled, in, true},
+		{ScopeLabelled, nil, false},
+		{ScopeLabelled, map[string]string{keys.LabelEnabled: "True"}, false},
+		{ScopeNone, in, false},
+	}
+	for _, tc := range cases {
+		if got := tc.s.Admits(tc.pod); got != tc.want {
+			t.Errorf("%v.Admits(%v) = %v, want %v", tc.s, tc.pod, got, tc.want)
+		}
 	}
 }

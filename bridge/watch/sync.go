@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"go.uber.org/zap"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"knative.dev/pkg/logging"
 
@@ -86,24 +85,30 @@ func (w *Watcher) sync(ctx context.Context, key string) error {
 
 // read is the pod's cached state, unpacked (the cache itself is never handed
 // out, so it cannot be modified), with its namespace's labels and what was
-// last published for it; false when the pod is gone, or its namespace is
-// not (or no longer) watched.
+// last published for it; false when the pod is gone, or not in its
+// namespace's scope (Scope.Admits): a pod the watcher does not serve reads
+// as gone, whatever its own labels say.
 func (w *Watcher) read(key string) (Input, bool) {
 	ns, _, err := cache.SplitMetaNamespaceKey(key)
 	if err != nil {
 		return Input{}, false
 	}
-	store := w.pods.store(ns)
-	if store == nil {
+	nsLabels, ok := w.namespaceLabels(ns)
+	if !ok {
 		return Input{}, false
 	}
-	packed, exists := store.get(key)
+	packed, exists := w.labelled.get(key)
+	if !exists {
+		if store := w.strays.store(ns); store != nil {
+			packed, exists = store.get(key)
+		}
+	}
 	if !exists {
 		return Input{}, false
 	}
-	in := Input{Pod: packed.Unpack()}
-	if nsObj, ok, _ := w.nss.GetIndexer().GetByKey(in.Pod.Namespace); ok {
-		in.NamespaceLabels = nsObj.(*corev1.Namespace).Labels
+	in := Input{Pod: packed.Unpack(), NamespaceLabels: nsLabels}
+	if !ScopeOf(nsLabels).Admits(in.Pod.Labels) {
+		return Input{}, false
 	}
 	in.Last, in.HasLast = w.published.get(key)
 	return in, true

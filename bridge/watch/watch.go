@@ -1,7 +1,10 @@
 // Package watch is the bridge's producer side: a namespace informer, one
-// watch of slim pods per namespace in scope (ScopeOf), a rate-limited work
-// queue keyed by pod, and workers that run the change filter and publish an
-// event for each state worth acting on.
+// cluster-wide watch of the pods the webhook labelled (keys.LabelWatched),
+// a sweep and per-namespace watches for opted-in pods without the label
+// (strays.go), a rate-limited work queue keyed by pod, and workers that run
+// the change filter and publish an event for each state worth acting on.
+// What the API server sends the bridge is the pods it serves, however many
+// namespaces are opted in (docs/design.md, "The largest clusters").
 package watch
 
 import (
@@ -15,6 +18,7 @@ import (
 	"github.com/cloudevents/sdk-go/v2/event"
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
@@ -22,6 +26,7 @@ import (
 
 	"github.com/istio-aux/istio-aux/bridge/metrics"
 	"github.com/istio-aux/istio-aux/pkg/decision"
+	"github.com/istio-aux/istio-aux/pkg/keys"
 )
 
 // Publisher sends one event with a JetStream dedup id. A returned error
@@ -31,15 +36,19 @@ type Publisher interface {
 	Publish(ctx context.Context, e *event.Event, dedupID string, done func(error)) error
 }
 
-// Lists are where a Watcher lists and watches: every namespace, and the
-// pods of one namespace at a time. Production passes KubeLists; tests, a
+// Lists are where a Watcher lists and watches: every namespace, pods by a
+// label selector, and pods' metadata. Production passes KubeLists; tests, a
 // fake clientset's.
 type Lists struct {
 	Namespaces cache.ListerWatcher
-	// Pods lists and watches the pods of namespace that match labelSelector
-	// ("": all). It should apply PodFieldSelector where the server can (the
-	// filter checks anyway).
+	// Pods lists and watches the pods of namespace ("": every namespace)
+	// that match labelSelector. It should apply PodFieldSelector where the
+	// server can (the filter checks anyway).
 	Pods func(namespace, labelSelector string) cache.ListerWatcher
+	// Strays calls each with the metadata of every pod, in every namespace,
+	// that matches labelSelector (and PodFieldSelector where the server
+	// can), a page at a time.
+	Strays func(ctx context.Context, labelSelector string, each func(*metav1.PartialObjectMetadata)) error
 }
 
 // Options configure a Watcher.
@@ -61,6 +70,10 @@ type Options struct {
 	// RateLimiter spaces out retries of a pod (default: exponential,
 	// 10ms to 30s).
 	RateLimiter workqueue.TypedRateLimiter[string]
+	// MaxPods is the most pods the watcher holds (0: no limit): past it,
+	// Run drops its caches and returns a *CapacityError rather than grow
+	// until its container is OOM-killed (Capacity).
+	MaxPods int
 }
 
 // Watcher watches the namespaces, the pods of those opted in, and
@@ -72,8 +85,19 @@ type Watcher struct {
 	lists Lists
 	nss   cache.SharedIndexInformer
 	// nsSynced: the namespace handler has seen the initial list.
-	nsSynced  cache.InformerSynced
-	pods      *podWatches
+	nsSynced cache.InformerSynced
+	// scopes are the namespaces in scope as the handler last saw them
+	// (the WatchedNamespaces gauge's share of this watcher).
+	scopesMu sync.Mutex
+	scopes   map[string]Scope
+	// labelled is the cluster-wide watch's cache; strays, the
+	// per-namespace watches of pods without the label.
+	labelled *podStore
+	strays   *strayWatches
+	// cached counts the pods of every cache; over Options.MaxPods, refuse
+	// cancels Run with a *CapacityError.
+	cached    atomic.Int64
+	refuse    context.CancelCauseFunc
 	queue     workqueue.TypedRateLimitingInterface[string]
 	published *published
 	synced    atomic.Bool
@@ -87,7 +111,7 @@ type Watcher struct {
 }
 
 // New builds the namespace informer and registers its handler; Run starts
-// it and, from it, one pod watch per namespace in scope (ScopeOf).
+// it, the cluster-wide pod watch and the sweep.
 func New(lists Lists, pub Publisher, m *metrics.Bridge, o Options) *Watcher {
 	if o.Workers <= 0 {
 		o.Workers = 2
@@ -105,10 +129,13 @@ func New(lists Lists, pub Publisher, m *metrics.Bridge, o Options) *Watcher {
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "istio-aux-pods"}),
 		published:     newPublished(),
 		resyncChanged: make(chan struct{}, 1),
+		scopes:        map[string]Scope{},
+		refuse:        func(error) {},
 	}
 	w.decision.Store(&o.Decision)
 	w.resync.Store(int64(o.Resync))
-	w.pods = newPodWatches(w)
+	w.labelled = newPodStore(w)
+	w.strays = newStrayWatches(w)
 	// Registration only fails on a stopped informer; this one is new.
 	reg, _ := w.nss.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { w.onNamespace("add", obj) },
@@ -119,50 +146,43 @@ func New(lists Lists, pub Publisher, m *metrics.Bridge, o Options) *Watcher {
 	return w
 }
 
-// Synced reports whether the namespaces and the pods of every namespace in
-// scope at start have been listed (readiness). Namespaces opted in later
-// do not make it false again.
+// Synced reports whether the namespaces and the labelled pods have been
+// listed (readiness). Pods without the label are found after it, by the
+// sweep.
 func (w *Watcher) Synced() bool { return w.synced.Load() }
 
 // CachedPods is the number of pods the watches hold.
-func (w *Watcher) CachedPods() int { return w.pods.cached() }
+func (w *Watcher) CachedPods() int { return int(w.cached.Load()) }
 
-// Run starts the namespace informer, starts the pod watches of the
-// namespaces in scope, waits for all of them to list, and runs the workers
-// until ctx is done.
+// Run starts the namespace informer and the cluster-wide pod watch, waits
+// for both to list, and runs the workers, the sweep and the resync until
+// ctx is done. It returns a *CapacityError, its caches dropped, if the pods
+// to serve exceed Options.MaxPods.
 func (w *Watcher) Run(ctx context.Context) error {
 	logger := logging.FromContext(ctx)
+	ctx, refuse := context.WithCancelCause(ctx)
+	defer refuse(nil)
+	w.refuse = refuse
 	defer w.queue.ShutDown()
-	// Deferred in reverse: cancel the informer, the namespace queue and
-	// every pod watch, wait for the goroutines, then for each pod watch to
-	// end.
-	defer w.pods.stopAll()
+	// Deferred in reverse: cancel the informers and the namespace queue,
+	// wait for their goroutines, stop every stray watch, forget the
+	// watcher's namespaces and pods.
+	defer w.forgetAll()
+	defer w.strays.stopAll()
 	var informers sync.WaitGroup
 	defer informers.Wait()
 	ictx, stop := context.WithCancel(ctx)
 	defer stop()
 	informers.Go(func() { w.nss.RunWithContext(ictx) })
-	if !cache.WaitForCacheSync(ctx.Done(), w.nss.HasSynced, w.nsSynced) {
-		if ctx.Err() != nil {
-			return nil
-		}
-		return errors.New("namespace cache did not sync")
+	r := cache.NewReflectorWithOptions(w.lists.Pods("", keys.LabelWatched+"=true"), &corev1.Pod{}, w.labelled,
+		cache.ReflectorOptions{Name: "pods", TypeDescription: "*v1.Pod"})
+	informers.Go(func() { r.RunWithContext(ictx) })
+	if !cache.WaitForCacheSync(ctx.Done(), w.nss.HasSynced, w.nsSynced, w.labelled.synced.Load) {
+		return w.ended(ctx, errors.New("namespace and pod caches did not sync"))
 	}
-	// The namespaces listed so far get their watches now, so that
-	// readiness means their pods are listed too; later changes go through
-	// the namespace queue.
-	for _, name := range w.nss.GetStore().ListKeys() {
-		w.pods.reconcile(ictx, name)
-	}
-	informers.Go(func() { w.pods.run(ictx) })
-	if !cache.WaitForCacheSync(ctx.Done(), w.pods.hasSynced) {
-		if ctx.Err() != nil {
-			return nil
-		}
-		return errors.New("pod caches did not sync")
-	}
+	informers.Go(func() { w.strays.run(ictx) })
 	w.synced.Store(true)
-	logger.Infow("Caches synced", zap.Int("namespaces", w.pods.count()), zap.Int("pods", w.pods.cached()))
+	logger.Infow("Caches synced", zap.Int("namespaces", w.inScope()), zap.Int("pods", w.CachedPods()))
 	var wg sync.WaitGroup
 	for range w.o.Workers {
 		wg.Go(func() { wait.UntilWithContext(ctx, w.work, time.Second) })
@@ -171,7 +191,32 @@ func (w *Watcher) Run(ctx context.Context) error {
 	<-ctx.Done()
 	w.queue.ShutDown()
 	wg.Wait()
-	return nil
+	return w.ended(ctx, nil)
+}
+
+// ended is Run's result once ctx is done or the caches could not sync:
+// the capacity error if the watcher refused, nothing if it was stopped,
+// err otherwise.
+func (w *Watcher) ended(ctx context.Context, err error) error {
+	var ce *CapacityError
+	if errors.As(context.Cause(ctx), &ce) {
+		return ce
+	}
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+// forgetAll takes the watcher's share out of the gauges once it is over.
+func (w *Watcher) forgetAll() {
+	w.scopesMu.Lock()
+	for ns, s := range w.scopes {
+		w.m.WatchedNamespaces.WithLabelValues(s.String()).Dec()
+		delete(w.scopes, ns)
+	}
+	w.scopesMu.Unlock()
+	w.counted(-int64(w.labelled.len()))
 }
 
 // Reconfigure applies a change of settings: the decision's options at once
@@ -193,9 +238,11 @@ func (w *Watcher) Reconfigure(o decision.Options, resync time.Duration) {
 // options is the decision's configuration in force.
 func (w *Watcher) options() decision.Options { return *w.decision.Load() }
 
-// resyncLoop resyncs every cached pod each resync period (the period read
-// anew after each, or when Reconfigure changes it); none while it is 0.
+// resyncLoop sweeps at once, then resyncs every cached pod and sweeps each
+// resync period (the period read anew after each, or when Reconfigure
+// changes it); neither while it is 0.
 func (w *Watcher) resyncLoop(ctx context.Context) {
+	w.sweep(ctx)
 	t := time.NewTimer(0)
 	t.Stop()
 	defer t.Stop()
@@ -212,14 +259,16 @@ func (w *Watcher) resyncLoop(ctx context.Context) {
 			t.Stop()
 		case <-tick:
 			w.resyncAll()
+			w.sweep(ctx)
 		}
 	}
 }
 
-// resyncAll resyncs the cache of every watched namespace.
+// resyncAll resyncs every cache.
 func (w *Watcher) resyncAll() {
-	for _, s := range w.pods.stores() {
-		_ = s.Resync() // never fails
+	_ = w.labelled.Resync() // never fails
+	for _, s := range w.strays.stores() {
+		_ = s.Resync()
 	}
 }
 
@@ -233,18 +282,24 @@ func (w *Watcher) transform(obj any) (any, error) {
 	return PackTransform(obj)
 }
 
-// onNamespace queues a namespace added or deleted: its pod watch starts
-// or stops.
+// onNamespace follows a namespace added or deleted.
 func (w *Watcher) onNamespace(op string, obj any) {
 	w.m.WatchEvents.WithLabelValues("namespace", op).Inc()
-	if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
-		w.pods.queue.Add(key)
+	key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
+	if err != nil {
+		return
 	}
+	s := ScopeNone
+	if ns, ok := obj.(*corev1.Namespace); ok && op != "delete" {
+		s = ScopeOf(ns.Labels)
+	}
+	w.setScope(key, s)
 }
 
-// onNamespaceUpdate queues a namespace whose scope changed: opting it in
-// starts the watch of its pods, whose first list reaches pods that
-// finished before; opting it out stops the watch and drops its cache.
+// onNamespaceUpdate follows a namespace whose scope changed: its labelled
+// pods are evaluated again (opted out, their quits stop; opted in, those
+// that finished get theirs), and its pods without the label are looked
+// for (those that predate the opt-in).
 func (w *Watcher) onNamespaceUpdate(oldObj, newObj any) {
 	oldNS, ok1 := oldObj.(*corev1.Namespace)
 	newNS, ok2 := newObj.(*corev1.Namespace)
@@ -253,6 +308,60 @@ func (w *Watcher) onNamespaceUpdate(oldObj, newObj any) {
 	}
 	w.m.WatchEvents.WithLabelValues("namespace", "update").Inc()
 	if ScopeOf(oldNS.Labels) != ScopeOf(newNS.Labels) {
-		w.pods.queue.Add(newNS.Name)
+		w.setScope(newNS.Name, ScopeOf(newNS.Labels))
 	}
+}
+
+// setScope records namespace ns's scope. A change re-queues its labelled
+// pods and reconciles its stray watch, looking for pods without the label
+// when it comes into scope (after the first list: the sweep looks at the
+// namespaces there at start).
+func (w *Watcher) setScope(ns string, s Scope) {
+	w.scopesMu.Lock()
+	old := w.scopes[ns]
+	if old == s {
+		w.scopesMu.Unlock()
+		return
+	}
+	if old != ScopeNone {
+		w.m.WatchedNamespaces.WithLabelValues(old.String()).Dec()
+	}
+	if s != ScopeNone {
+		w.m.WatchedNamespaces.WithLabelValues(s.String()).Inc()
+		w.scopes[ns] = s
+	} else {
+		delete(w.scopes, ns)
+	}
+	w.scopesMu.Unlock()
+	if !w.synced.Load() {
+		return
+	}
+	for _, key := range w.labelled.keys(ns) {
+		w.queue.Add(key)
+	}
+	if s != ScopeNone {
+		w.strays.lookIn(ns)
+	} else {
+		w.strays.queue.Add(ns)
+	}
+}
+
+// inScope is the number of namespaces in scope.
+func (w *Watcher) inScope() int {
+	w.scopesMu.Lock()
+	defer w.scopesMu.Unlock()
+	return len(w.scopes)
+}
+
+// namespaceLabels are namespace ns's labels, false when it is not cached.
+func (w *Watcher) namespaceLabels(ns string) (map[string]string, bool) {
+	obj, ok, _ := w.nss.GetIndexer().GetByKey(ns)
+	if !ok {
+		return nil, false
+	}
+	n, ok := obj.(*corev1.Namespace)
+	if !ok {
+		return nil, false
+	}
+	return n.Labels, true
 }

@@ -99,8 +99,19 @@ func (c *cluster) relabel(name string, labels map[string]string) {
 	}
 }
 
-// createJob creates a Never pod whose app is running, changed by mutate.
+// createJob creates a Never pod whose app is running, changed by mutate,
+// through the webhook: labelled keys.LabelWatched if it is opted in.
 func (c *cluster) createJob(ns, name string, mutate ...func(*corev1.Pod)) *corev1.Pod {
+	return c.create(ns, name, true, mutate...)
+}
+
+// createStray creates the same pod as createJob without the webhook (it
+// was down, or the namespace was not opted in yet): never labelled.
+func (c *cluster) createStray(ns, name string, mutate ...func(*corev1.Pod)) *corev1.Pod {
+	return c.create(ns, name, false, mutate...)
+}
+
+func (c *cluster) create(ns, name string, webhook bool, mutate ...func(*corev1.Pod)) *corev1.Pod {
 	p := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, UID: types.UID("uid-" + name), ResourceVersion: c.nextRV(),
 			Annotations: map[string]string{"sidecar.istio.io/status": "{...}"}},
@@ -112,6 +123,20 @@ func (c *cluster) createJob(ns, name string, mutate ...func(*corev1.Pod)) *corev
 	}
 	for _, m := range mutate {
 		m(p)
+	}
+	if webhook {
+		// The webhook's rule (webhook.Mutate): its selectors let in the pods
+		// of namespaces in scope, and it labels those opted in.
+		n, err := c.client.CoreV1().Namespaces().Get(context.Background(), ns, metav1.GetOptions{})
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		if watch.ScopeOf(n.Labels).Admits(p.Labels) && decision.OptedIn(n.Labels, p.Labels, p.Annotations) {
+			if p.Labels == nil {
+				p.Labels = map[string]string{}
+			}
+			p.Labels[keys.LabelWatched] = "true"
+		}
 	}
 	p, err := c.client.CoreV1().Pods(ns).Create(context.Background(), p, metav1.CreateOptions{})
 	if err != nil {

@@ -25,6 +25,13 @@ const (
 	// AnnotationSidecars lists extra sidecar container names on a pod
 	// ("vault-agent,fluent-bit") that, like istio-proxy, are not apps.
 	AnnotationSidecars = "istio-aux.dev/sidecars"
+	// LabelWatched ("true") is what the webhook writes on every opted-in
+	// run-to-completion pod it admits: the bridge's one cluster-wide pod
+	// watch selects it, so the API server sends the bridge exactly the pods
+	// it serves however many namespaces are opted in. Pods without it in an
+	// opted-in namespace (created before the opt-in, before istio-aux, or
+	// while the webhook was not called) are found by the bridge's sweep.
+	LabelWatched = "istio-aux.dev/watched"
 )
 
 // Istio's names, as istio-aux reads and writes them.

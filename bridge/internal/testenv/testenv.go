@@ -93,8 +93,9 @@ func Eventually(t testing.TB, within time.Duration, what string, cond func() boo
 }
 
 // Lists are a clientset's (usually a fake's) list-watches, as production
-// builds them (watch.KubeLists): pods namespace by namespace, with the
-// field selector given and the watcher's label selector. They carry the
+// builds them (watch.KubeLists): pods with the field selector given and the
+// watcher's label selector, and their metadata for the sweep (whole pods
+// listed and cut down: a fake has no metadata-only lists). They carry the
 // clientset's word on whether it can stream the initial list (a fake
 // cannot), as informer factories do. A fake applies label selectors to
 // lists only: Lists applies them to watch events too, as the API server
@@ -103,8 +104,9 @@ func Eventually(t testing.TB, within time.Duration, what string, cond func() boo
 // nothing from before a watch started).
 type Lists struct {
 	watch.Lists
-	mu   sync.Mutex
-	open map[string]int
+	mu     sync.Mutex
+	open   map[string]int
+	sweeps int
 }
 
 // NewLists returns cs's lists, pods with podFieldSelector.
@@ -140,10 +142,32 @@ func NewLists(cs kubernetes.Interface, podFieldSelector string) *Lists {
 			},
 		}, cs)
 	}
+	l.Strays = func(ctx context.Context, labelSelector string, each func(*metav1.PartialObjectMetadata)) error {
+		l.mu.Lock()
+		l.sweeps++
+		l.mu.Unlock()
+		list, err := cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: podFieldSelector, LabelSelector: labelSelector})
+		if err != nil {
+			return err
+		}
+		for i := range list.Items {
+			p := &list.Items[i]
+			each(&metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "meta.k8s.io/v1", Kind: "PartialObjectMetadata"}, ObjectMeta: p.ObjectMeta})
+		}
+		return nil
+	}
 	return l
 }
 
-// Watching reports whether a pod watch of namespace is open.
+// Sweeps is how many times the watcher listed pods' metadata.
+func (l *Lists) Sweeps() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.sweeps
+}
+
+// Watching reports whether a pod watch of namespace ("": the cluster-wide
+// one) is open.
 func (l *Lists) Watching(namespace string) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -102,7 +102,7 @@ func TestCheck(t *testing.T) {
 			},
 			want: map[string]expect{check.ItemWebhookEndpoints: {check.StatusWarn, "1 of 2 endpoints ready"}}},
 		"a stale Lease": {cluster: healthy, shape: check.ShapeConfig,
-			change: func(t *testing.T, c *cluster) { c.replace(lease("istio-aux-bridge-a", time.Now().Add(-time.Minute))) },
+			change: func(t *testing.T, c *cluster) { c.replace(lease("istio-aux-bridge-a", now.Add(-time.Minute))) },
 			want:   map[string]expect{check.ItemWatcher: {check.StatusFail, "was last renewed 1m0s ago (it lasts 15s)"}}},
 		"a Lease held by a pod that is gone": {cluster: healthy, shape: check.ShapeConfig,
 			change: func(t *testing.T, c *cluster) { c.without("Pod", "istio-aux-bridge-a") },

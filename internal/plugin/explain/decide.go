@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/istio-aux/istio-aux/internal/settings"
 	"github.com/istio-aux/istio-aux/pkg/decision"
 	"github.com/istio-aux/istio-aux/pkg/keys"
 )
@@ -86,7 +87,19 @@ func (e *explanation) quitNext() string {
 		}
 		return "istio-aux retries the quit with back-off (it failed: see the Events)"
 	}
-	if done := e.appsDoneAt(); !done.IsZero() && e.in.Now.Sub(done) > staleAfter {
+	stale := staleAfter
+	if e.in.Pod.Labels[keys.LabelWatched] != "true" {
+		// The bridge's cluster-wide watch selects the webhook's label; a pod
+		// without it is found by the sweep, once a resync period.
+		stale = settings.DefaultResync + staleAfter
+		e.check(fmt.Sprintf("kubectl get pod -n %s %s -L %s", e.in.Pod.Namespace, e.in.Pod.Name, keys.LabelWatched))
+		if done := e.appsDoneAt(); done.IsZero() || e.in.Now.Sub(done) <= stale {
+			return fmt.Sprintf("istio-aux will quit istio-proxy once its sweep finds this pod, which the webhook did not label %s=true "+
+				"(created before its namespace opted in, before istio-aux, or while the webhook was not called): within one resync period (%v by default)",
+				keys.LabelWatched, settings.DefaultResync)
+		}
+	}
+	if done := e.appsDoneAt(); !done.IsZero() && e.in.Now.Sub(done) > stale {
 		e.problem(fmt.Sprintf("its apps finished %s ago and istio-proxy still runs: a healthy istio-aux quits it within seconds",
 			e.in.Now.Sub(done).Round(time.Second)), "kubectl istio-aux check")
 		return "istio-aux should have quit istio-proxy by now"

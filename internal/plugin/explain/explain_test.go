@@ -82,6 +82,13 @@ func TestExplain(t *testing.T) {
 				outcome: "quit", reason: "all apps terminated", apps: []string{"app train exited 3 under the pod's restartPolicy Never: it will not run again"},
 				next: "istio-aux will quit istio-proxy within seconds"},
 		},
+		"apps done, the webhook's label missing: found by the sweep": {
+			objects: []runtime.Object{jobs, jobPod("jobs", "missed", never, exited(0, 2*time.Minute), unwatched)},
+			pod:     "missed",
+			want: want{verdict: explain.VerdictOK, optedIn: true, source: "namespace-label", webhook: true, bridge: true, proxy: "classic", hold: true,
+				outcome: "quit", reason: "all apps terminated", apps: []string{"exited 0"}, next: "once its sweep finds this pod",
+				checks: []string{"kubectl get pod -n jobs missed -L istio-aux.dev/watched"}},
+		},
 		"apps done long ago and the proxy still runs: overdue": {
 			objects: []runtime.Object{jobs, jobPod("jobs", "overdue", never, exited(0, 5*time.Minute))},
 			pod:     "overdue",

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
+	"github.com/istio-aux/istio-aux/pkg/keys"
 	"github.com/istio-aux/istio-aux/webhook"
 )
 
@@ -62,6 +63,7 @@ type podOpt func(*corev1.Pod)
 func jobPod(ns, name string, policy corev1.RestartPolicy, app state, opts ...podOpt) *corev1.Pod {
 	p := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID("uid-" + ns + "-" + name), CreationTimestamp: metav1.NewTime(created),
+			Labels:      map[string]string{keys.LabelWatched: "true"},
 			Annotations: map[string]string{"proxy.istio.io/config": "holdApplicationUntilProxyStarts: true"}},
 		Spec: corev1.PodSpec{RestartPolicy: policy, Containers: []corev1.Container{
 			{Name: "istio-proxy", Lifecycle: &corev1.Lifecycle{PostStart: &corev1.LifecycleHandler{
@@ -78,6 +80,9 @@ func jobPod(ns, name string, policy corev1.RestartPolicy, app state, opts ...pod
 	}
 	return p
 }
+
+// unwatched: the webhook did not label the pod keys.LabelWatched.
+func unwatched(p *corev1.Pod) { delete(p.Labels, keys.LabelWatched) }
 
 // noHold: Istio injected the proxy last, without the hold, and the pod has
 // no hold annotation (config, when set, is its proxy.istio.io/config).

@@ -74,7 +74,7 @@ func (e *explanation) missingHold() (cause, text string, checks []string) {
 	m := webhook.Mutate(wp, e.nsLabels, e.in.Config.Mode)
 	switch m.Outcome {
 	case webhook.Warned:
-		return CauseMalformedConfig, "the webhook leaves the pod unchanged: " + strings.TrimPrefix(m.Warning, "istio-aux left the pod unchanged: "), nil
+		return CauseMalformedConfig, "the webhook does not add the hold: " + strings.TrimPrefix(m.Warning, webhook.WarningPrefix), nil
 	case webhook.Skipped:
 		cause, text := e.skipped(m.Reason)
 		return cause, text, nil

@@ -68,15 +68,10 @@ func matches(sel *metav1.LabelSelector, set map[string]string) bool {
 	return err == nil && s.Matches(labels.Set(set))
 }
 
-// bridgeWatches reports whether the bridge watches a pod with these labels
-// in a namespace with these (watch.ScopeOf and its label selector).
+// bridgeWatches reports whether the bridge serves a pod with these labels
+// in a namespace with these (watch.ScopeOf and Scope.Admits).
 func bridgeWatches(nsLabels, podLabels map[string]string) bool {
-	scope := watch.ScopeOf(nsLabels)
-	if scope == watch.ScopeNone {
-		return false
-	}
-	sel, err := labels.Parse(scope.LabelSelector())
-	return err == nil && sel.Matches(labels.Set(podLabels))
+	return watch.ScopeOf(nsLabels).Admits(podLabels)
 }
 
 func (e *explanation) optInText() string {

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
@@ -104,7 +105,11 @@ func recordBridgeEvents(ctx context.Context, rc *rest.Config, dir string) error 
 	if err != nil {
 		return err
 	}
-	w := watch.New(watch.KubeLists(client), rec, metrics.NewBridge(nil), watch.Options{Source: rc.Host, PublishWaits: true, Workers: 1})
+	md, err := metadata.NewForConfig(rc)
+	if err != nil {
+		return err
+	}
+	w := watch.New(watch.KubeLists(client, md), rec, metrics.NewBridge(nil), watch.Options{Source: rc.Host, PublishWaits: true, Workers: 1})
 	go func() { _ = w.Run(ctx) }()
 	return cluster.Poll(ctx, 50*time.Millisecond, time.Minute, func(context.Context) (bool, error) { return w.Synced(), nil })
 }

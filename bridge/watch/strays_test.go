@@ -1,0 +1,169 @@
+package watch_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/cloudevents/sdk-go/v2/event"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/istio-aux/istio-aux/bridge/internal/testenv"
+	"github.com/istio-aux/istio-aux/bridge/metrics"
+	"github.com/istio-aux/istio-aux/bridge/watch"
+	"github.com/istio-aux/istio-aux/pkg/keys"
+)
+
+func strayWatches(b *bridge) int { return int(testutil.ToFloat64(b.m.StrayWatches)) }
+
+// TestOnlyTheClusterWideWatchIsOpen: pods the webhook labelled, in any
+// number of namespaces, come through one watch; no namespace has its own.
+func TestOnlyTheClusterWideWatchIsOpen(t *testing.T) {
+	c, b, s := delivering(t, watch.Options{}, func(c *cluster) {
+		for i := range 20 {
+			c.namespace(fmt.Sprintf("team-%d", i), optedIn)
+		}
+	})
+	var done []string
+	for i := range 20 {
+		ns := fmt.Sprintf("team-%d", i)
+		name := fmt.Sprintf("job-%d", i) // a uid of its own
+		c.createJob(ns, name)
+		done = append(done, c.update(ns, name, appExits(0)))
+	}
+	testenv.Eventually(t, 5*time.Second, "every namespace's quit", func() bool {
+		for _, id := range done {
+			if s.count(id) != 1 {
+				return false
+			}
+		}
+		return true
+	})
+	if !b.lists.Watching("") || strayWatches(b) != 0 || watched(b, "all") != 21 {
+		t.Errorf("cluster-wide watch open %v, %d stray watches, %d namespaces in scope; want true, 0, 21",
+			b.lists.Watching(""), strayWatches(b), watched(b, "all"))
+	}
+	for i := range 20 {
+		if ns := fmt.Sprintf("team-%d", i); b.lists.Watching(ns) {
+			t.Errorf("namespace %s has a watch of its own", ns)
+		}
+	}
+}
+
+// TestAPodTheWebhookMissedIsFoundBySweep: a pod created in an opted-in
+// namespace without the webhook's label (the webhook was down, its policy
+// Ignore) is found by the next sweep (each resync period), gets its quit
+// through a watch of its namespace, and that watch closes once the
+// namespace holds no such pod. A pod opted out by its annotation is never
+// quit, and makes no watch.
+func TestAPodTheWebhookMissedIsFoundBySweep(t *testing.T) {
+	const resync = 300 * time.Millisecond
+	c, b, s := delivering(t, watch.Options{Resync: resync})
+	sweeps := b.lists.Sweeps()
+	c.createStray("jobs", "out", annotated("false"))
+	c.update("jobs", "out", appExits(0))
+	testenv.Eventually(t, 5*time.Second, "two more sweeps", func() bool { return b.lists.Sweeps() >= sweeps+2 })
+	if strayWatches(b) != 0 || b.lists.Watching("jobs") {
+		t.Fatalf("an opted-out pod opened a watch of its namespace")
+	}
+
+	c.createStray("jobs", "missed")
+	// Its namespace's watch lists the opted-out pod too (a selector cannot
+	// read annotations); it serves it no quit.
+	testenv.Eventually(t, 5*time.Second, "the sweep to find it", func() bool { return b.lists.Watching("jobs") && b.w.CachedPods() == 2 })
+	id := c.update("jobs", "missed", appExits(0))
+	testenv.Eventually(t, 5*time.Second, "its quit", func() bool { return s.count(id) >= 1 })
+	if got := testutil.ToFloat64(b.m.Strays); got != 1 {
+		t.Errorf("strays %v, want 1 (the opted-out pod is not one)", got)
+	}
+
+	if err := c.client.CoreV1().Pods("jobs").Delete(context.Background(), "missed", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 5*time.Second, "the namespace's watch to close: only an opted-out pod is left", func() bool {
+		return !b.lists.Watching("jobs") && strayWatches(b) == 0 && b.w.CachedPods() == 0
+	})
+	if s.count(id) == 0 || s.total() != s.count(id) {
+		t.Errorf("the function saw %v, want only the missed pod's quit", s.seen)
+	}
+}
+
+// TestAPodOutsideTheScopeIsNeverServed: a pod labelled as the webhook
+// would, with its own opt-in label, in a namespace not in scope (the
+// webhook's selectors would never have let it in) gets no quit.
+func TestAPodOutsideTheScopeIsNeverServed(t *testing.T) {
+	c, b, s := delivering(t, watch.Options{})
+	c.createStray("plain", "forged", labelled("true"), func(p *corev1.Pod) { p.Labels[keys.LabelWatched] = "true" })
+	c.update("plain", "forged", appExits(0))
+	c.createJob("jobs", "x")
+	xDone := c.update("jobs", "x", appExits(0))
+	testenv.Eventually(t, 5*time.Second, "the opted-in pod's quit", func() bool { return s.count(xDone) == 1 })
+	testenv.Eventually(t, 5*time.Second, "both pods evaluated", func() bool { return b.w.CachedPods() == 2 })
+	if s.total() != 1 {
+		t.Errorf("the function saw %v, want only the opted-in pod's quit", s.seen)
+	}
+}
+
+// TestTooManyPodsRefuses: past Options.MaxPods the watcher stops, drops its
+// caches and says so with a *CapacityError, rather than grow until its
+// container is OOM-killed.
+func TestTooManyPodsRefuses(t *testing.T) {
+	c := newCluster(t)
+	for i := range 5 {
+		c.createJob("jobs", fmt.Sprintf("p%d", i))
+	}
+	lists := testenv.NewLists(c.client, watch.PodFieldSelector)
+	m := metrics.NewBridge(nil)
+	w := watch.New(lists.Lists, nopPublisher{}, m, watch.Options{Source: "test", MaxPods: 3})
+	ctx, cancel := context.WithTimeout(testenv.Context(t), 10*time.Second)
+	defer cancel()
+	err := w.Run(ctx)
+	var ce *watch.CapacityError
+	if !errors.As(err, &ce) || ce.Capacity != 3 || ce.Pods <= 3 {
+		t.Fatalf("Run = %v, want a CapacityError over 3 pods", err)
+	}
+	if w.CachedPods() != 0 || testutil.ToFloat64(m.CachedPods) != 0 || w.Synced() {
+		t.Errorf("after refusing: %d pods cached (gauge %v), synced %v; want none, not synced", w.CachedPods(), testutil.ToFloat64(m.CachedPods), w.Synced())
+	}
+	if ctx.Err() != nil {
+		t.Error("Run returned only when its context ended")
+	}
+
+	// Under the limit, the same pods are served.
+	w = watch.New(lists.Lists, nopPublisher{}, metrics.NewBridge(nil), watch.Options{Source: "test", MaxPods: 5})
+	ctx2, cancel2 := context.WithCancel(testenv.Context(t))
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx2) }()
+	testenv.Eventually(t, 5*time.Second, "the watcher to sync", w.Synced)
+	cancel2()
+	if err := <-done; err != nil || w.CachedPods() != 0 {
+		t.Errorf("Run = %v, %d pods cached after it, want nil and none", err, w.CachedPods())
+	}
+}
+
+// TestCapacity: the model's figures (docs/bench.md, "Memory").
+func TestCapacity(t *testing.T) {
+	for _, tc := range []struct {
+		limit int64
+		want  int
+	}{{0, 0}, {1, 1}, {256 << 20, (256<<20 - watch.CapacityBase) / watch.CapacityPerPod}} {
+		if got := watch.Capacity(tc.limit); got != tc.want {
+			t.Errorf("Capacity(%d) = %d, want %d", tc.limit, got, tc.want)
+		}
+	}
+	if got := watch.Capacity(256 << 20); got < 100_000 {
+		t.Errorf("the deployed 256Mi holds %d pods, want at least 100,000 (issue: 10,000 namespaces of 10)", got)
+	}
+}
+
+// nopPublisher acknowledges every event at once.
+type nopPublisher struct{}
+
+func (nopPublisher) Publish(_ context.Context, _ *event.Event, _ string, done func(error)) error {
+	done(nil)
+	return nil
+}
