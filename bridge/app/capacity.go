@@ -21,6 +21,13 @@ import (
 // as every supported kubelet runs it).
 const cgroupMemoryMax = "/sys/fs/cgroup/memory.max"
 
+// embeddedReserve is the memory the all-in-one's embedded nats-server
+// (JetStream included) and in-process function take from the container's
+// limit before the watcher's capacity is counted. Without pods they add
+// about 5 MiB to the bridge's RSS (make bench, memory part); JetStream's
+// caches grow with a backlog of events, which the rest leaves room for.
+const embeddedReserve = 64 << 20
+
 // memoryLimit is the container's memory limit in bytes, 0 when it has none
 // (or it cannot be read: no refusal is better than a wrong one).
 func memoryLimit(path string) int64 {

@@ -155,7 +155,13 @@ func run(ctx context.Context, cfg Config, rc *rest.Config, newSink NewSink, list
 			w := live.running()
 			return w == nil || w.Synced()
 		})
-		maxPods := watch.Capacity(memoryLimit(cgroupMemoryMax))
+		limit := memoryLimit(cgroupMemoryMax)
+		if cfg.NATSURL == "" && limit > 0 {
+			// The all-in-one: its embedded nats-server and the function
+			// share the container's limit.
+			limit = max(1, limit-embeddedReserve)
+		}
+		maxPods := watch.Capacity(limit)
 		m.CapacityPods.Set(float64(maxPods))
 		r := refusals{m: m, first: time.Minute}
 		if cfg.SystemNamespace != "" {
