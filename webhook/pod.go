@@ -170,11 +170,10 @@ func (p *Pod) annotations() *podAnnotations {
 var noAnnotations podAnnotations
 
 // runsToCompletion reports whether the pod's containers are not restarted
-// once they exit (restartPolicy Never or OnFailure): the pods whose proxy
-// istio-aux quits. The API server defaults the policy before admission; an
-// object without one is read as Kubernetes' default, Always.
+// once they exit (decision.RunsToCompletion). The API server defaults the
+// policy before admission; an object without one reads as Always.
 func (p *Pod) runsToCompletion() bool {
-	return p.Spec.RestartPolicy != "" && p.Spec.RestartPolicy != string(corev1.RestartPolicyAlways)
+	return decision.RunsToCompletion(corev1.RestartPolicy(p.Spec.RestartPolicy))
 }
 
 // watched reports whether the pod already carries keys.LabelWatched=true.

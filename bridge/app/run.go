@@ -132,10 +132,16 @@ func run(ctx context.Context, cfg Config, rc *rest.Config, newSink NewSink, list
 
 	ctx, restart := context.WithCancelCause(ctx)
 	defer restart(nil)
+	// One recorder for the process's Events (settings applied or refused,
+	// the watcher over capacity), where a system namespace holds them.
+	var recorder record.EventRecorder
 	if rc != nil && cfg.SystemNamespace != "" {
-		if err := live.follow(ctx, cfg, rc, restart); err != nil {
-			return err
+		client, err := kube.NewForConfig(rc)
+		if err != nil {
+			return fmt.Errorf("kubernetes client for config-istio-aux and Events: %w", err)
 		}
+		recorder = client.Recorder(ctx, Component)
+		live.follow(ctx, cfg, client, recorder, restart)
 	}
 	g, ctx := errgroup.WithContext(ctx)
 	var streamReady atomic.Bool
@@ -163,9 +169,8 @@ func run(ctx context.Context, cfg Config, rc *rest.Config, newSink NewSink, list
 		}
 		maxPods := watch.Capacity(limit)
 		m.CapacityPods.Set(float64(maxPods))
-		r := refusals{m: m, first: time.Minute}
-		if cfg.SystemNamespace != "" {
-			r.recorder = eventRecorder(ctx, client)
+		r := refusals{m: m, first: time.Minute, recorder: recorder}
+		if recorder != nil {
 			r.pod = &corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: cfg.SystemNamespace, Name: cfg.Election.Identity}
 		}
 		runWatcher := func(ctx context.Context) error {
@@ -276,14 +281,6 @@ func watchClient(rc *rest.Config) (watchClients, error) {
 		return watchClients{}, fmt.Errorf("kubernetes metadata client: %w", err)
 	}
 	return watchClients{core, md}, nil
-}
-
-// eventRecorder records core/v1 Events through client until ctx is done.
-func eventRecorder(ctx context.Context, client watchClients) record.EventRecorder {
-	b := record.NewBroadcaster(record.WithContext(ctx))
-	b.StartRecordingToSink(client.core.EventSink())
-	context.AfterFunc(ctx, b.Shutdown)
-	return b.NewRecorder(kube.Scheme, corev1.EventSource{Component: Component})
 }
 
 // newWatcher is a watcher with empty caches: one for each term as leader,

@@ -2,13 +2,10 @@ package app
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"time"
 
 	"go.uber.org/zap"
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"knative.dev/pkg/logging"
@@ -69,19 +66,12 @@ func (l *liveSettings) apply(s settings.Settings) {
 // A change of nats-url ends the process through restart when NATS_URL
 // comes from the environment (config/ sets it from that key; the
 // all-in-one's embedded server has none). Events go on the ConfigMap.
-func (l *liveSettings) follow(ctx context.Context, cfg Config, rc *rest.Config, restart context.CancelCauseFunc) error {
-	client, err := kube.NewForConfig(rc)
-	if err != nil {
-		return fmt.Errorf("kubernetes client for config-istio-aux: %w", err)
-	}
-	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
-	broadcaster.StartRecordingToSink(client.EventSink())
-	context.AfterFunc(ctx, broadcaster.Shutdown)
+func (l *liveSettings) follow(ctx context.Context, cfg Config, client *kube.Client, recorder record.EventRecorder, restart context.CancelCauseFunc) {
 	f := &settings.Follower{
 		Component: Component,
 		Base:      cfg.Settings,
 		Apply:     l.apply,
-		Recorder:  broadcaster.NewRecorder(kube.Scheme, corev1.EventSource{Component: Component}),
+		Recorder:  recorder,
 	}
 	if cfg.NATSURLSet {
 		f.Restart = func(string) { restart(settings.ErrRestart) }
@@ -93,5 +83,4 @@ func (l *liveSettings) follow(ctx context.Context, cfg Config, rc *rest.Config, 
 		logging.FromContext(ctx).Warnw("ConfigMap config-istio-aux not read yet; starting with the environment's settings until it is",
 			zap.String("namespace", cfg.SystemNamespace))
 	}
-	return nil
 }

@@ -61,13 +61,7 @@ func (s *podStore) put(op string, obj any) error {
 		return err
 	}
 	s.mu.Lock()
-	names := s.pods[p.Namespace()]
-	if names == nil {
-		names = map[string]*Packed{}
-		s.pods[p.Namespace()] = names
-	}
-	_, had := names[p.Name()]
-	names[p.Name()] = p
+	had := keep(s.pods, p)
 	if !had {
 		s.n++
 	}
@@ -120,12 +114,7 @@ func (s *podStore) Replace(list []any, _ string) error {
 		if err != nil {
 			return err
 		}
-		names := pods[p.Namespace()]
-		if names == nil {
-			names = map[string]*Packed{}
-			pods[p.Namespace()] = names
-		}
-		names[p.Name()] = p
+		keep(pods, p)
 		keys = append(keys, key)
 	}
 	s.mu.Lock()
@@ -157,16 +146,14 @@ func (s *podStore) hasShrunk() {
 	}
 }
 
-// servesAny reports whether any pod of the store is opted in, in a
-// namespace with these labels.
+// servesAny reports whether the watcher serves any pod of the store, in a
+// namespace with these labels (Serves).
 func (s *podStore) servesAny(nsLabels map[string]string) bool {
-	scope := ScopeOf(nsLabels)
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	for _, names := range s.pods {
 		for _, p := range names {
-			pod := p.Unpack()
-			if scope.Admits(pod.Labels) && decision.OptedIn(nsLabels, pod.Labels, pod.Annotations) {
+			if pod := p.Unpack(); Serves(nsLabels, pod.Labels, pod.Annotations) {
 				return true
 			}
 		}
@@ -208,20 +195,41 @@ func (s *podStore) get(key string) (*Packed, bool) {
 	return p, ok
 }
 
-// keys are the keys of the pods of namespace ns ("": every namespace).
+// keys are the keys of the pods of namespace ns.
 func (s *podStore) keys(ns string) []string {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	var out []string
-	for n, names := range s.pods {
-		if ns != "" && n != ns {
-			continue
-		}
+	out := make([]string, 0, len(s.pods[ns]))
+	for name := range s.pods[ns] {
+		out = append(out, ns+"/"+name)
+	}
+	return out
+}
+
+// allKeys are the keys of every pod.
+func (s *podStore) allKeys() []string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make([]string, 0, s.n)
+	for ns, names := range s.pods {
 		for name := range names {
-			out = append(out, n+"/"+name)
+			out = append(out, ns+"/"+name)
 		}
 	}
 	return out
+}
+
+// keep puts p into pods (namespace -> name -> pod) and reports whether it
+// replaced a pod of the same key.
+func keep(pods map[string]map[string]*Packed, p *Packed) (had bool) {
+	names := pods[p.Namespace()]
+	if names == nil {
+		names = map[string]*Packed{}
+		pods[p.Namespace()] = names
+	}
+	_, had = names[p.Name()]
+	names[p.Name()] = p
+	return had
 }
 
 func (s *podStore) len() int {

@@ -52,10 +52,18 @@ func (s Scope) Admits(podLabels map[string]string) bool {
 	return false
 }
 
+// Serves reports whether the watcher serves a pod with these labels and
+// annotations in a namespace with these labels: its namespace's scope
+// admits it, and the opt-in rule (decision.OptedIn) lets it in. The rule
+// the webhook applies when it labels a pod keys.LabelWatched.
+func Serves(namespaceLabels, podLabels, podAnnotations map[string]string) bool {
+	return ScopeOf(namespaceLabels).Admits(podLabels) && decision.OptedIn(namespaceLabels, podLabels, podAnnotations)
+}
+
 // StraySelector selects the scope's pods that lack the webhook's label
 // (keys.LabelWatched): those the cluster-wide watch does not bring.
 func (s Scope) StraySelector() string {
-	sel := "!" + keys.LabelWatched
+	sel := StraysSelector
 	if s == ScopeLabelled {
 		sel = keys.LabelEnabled + "=true," + sel
 	}

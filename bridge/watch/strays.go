@@ -115,11 +115,7 @@ func (p *strayWatches) stop(ctx context.Context, ns string, pw *podWatch) {
 	p.mu.Lock()
 	delete(p.byNS, ns)
 	p.mu.Unlock()
-	pw.cancel()
-	<-pw.done
-	p.w.m.StrayWatches.Dec()
-	keys := pw.store.keys("")
-	p.w.counted(-int64(len(keys)))
+	keys := p.halt(pw)
 	for _, key := range keys {
 		p.w.queue.Add(key)
 	}
@@ -133,12 +129,20 @@ func (p *strayWatches) stopAll() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for ns, pw := range p.byNS {
-		pw.cancel()
-		<-pw.done
-		p.w.m.StrayWatches.Dec()
-		p.w.counted(-int64(pw.store.len()))
+		p.halt(pw)
 		delete(p.byNS, ns)
 	}
+}
+
+// halt ends one watch, waits for it, and takes its pods out of the counts;
+// it returns their keys.
+func (p *strayWatches) halt(pw *podWatch) []string {
+	pw.cancel()
+	<-pw.done
+	p.w.m.StrayWatches.Dec()
+	keys := pw.store.allKeys()
+	p.w.counted(-int64(len(keys)))
+	return keys
 }
 
 func (p *strayWatches) get(ns string) *podWatch {

@@ -7,7 +7,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"knative.dev/pkg/logging"
 
-	"github.com/istio-aux/istio-aux/pkg/decision"
 	"github.com/istio-aux/istio-aux/pkg/keys"
 )
 
@@ -29,7 +28,7 @@ func (w *Watcher) sweep(ctx context.Context) {
 	namespaces := map[string]struct{}{}
 	err := w.lists.Strays(ctx, StraysSelector, func(m *metav1.PartialObjectMetadata) {
 		nsLabels, ok := w.namespaceLabels(m.Namespace)
-		if !ok || !ScopeOf(nsLabels).Admits(m.Labels) || !decision.OptedIn(nsLabels, m.Labels, m.Annotations) {
+		if !ok || !Serves(nsLabels, m.Labels, m.Annotations) {
 			return
 		}
 		found++

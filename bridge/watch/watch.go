@@ -139,7 +139,7 @@ func New(lists Lists, pub Publisher, m *metrics.Bridge, o Options) *Watcher {
 	// Registration only fails on a stopped informer; this one is new.
 	reg, _ := w.nss.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { w.onNamespace("add", obj) },
-		UpdateFunc: w.onNamespaceUpdate,
+		UpdateFunc: func(_, obj any) { w.onNamespace("update", obj) },
 		DeleteFunc: func(obj any) { w.onNamespace("delete", obj) },
 	})
 	w.nsSynced = reg.HasSynced
@@ -282,7 +282,8 @@ func (w *Watcher) transform(obj any) (any, error) {
 	return PackTransform(obj)
 }
 
-// onNamespace follows a namespace added or deleted.
+// onNamespace follows a namespace added, changed or deleted: its scope,
+// which setScope acts on when it changes.
 func (w *Watcher) onNamespace(op string, obj any) {
 	w.m.WatchEvents.WithLabelValues("namespace", op).Inc()
 	key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
@@ -296,26 +297,11 @@ func (w *Watcher) onNamespace(op string, obj any) {
 	w.setScope(key, s)
 }
 
-// onNamespaceUpdate follows a namespace whose scope changed: its labelled
-// pods are evaluated again (opted out, their quits stop; opted in, those
-// that finished get theirs), and its pods without the label are looked
-// for (those that predate the opt-in).
-func (w *Watcher) onNamespaceUpdate(oldObj, newObj any) {
-	oldNS, ok1 := oldObj.(*corev1.Namespace)
-	newNS, ok2 := newObj.(*corev1.Namespace)
-	if !ok1 || !ok2 {
-		return
-	}
-	w.m.WatchEvents.WithLabelValues("namespace", "update").Inc()
-	if ScopeOf(oldNS.Labels) != ScopeOf(newNS.Labels) {
-		w.setScope(newNS.Name, ScopeOf(newNS.Labels))
-	}
-}
-
 // setScope records namespace ns's scope. A change re-queues its labelled
-// pods and reconciles its stray watch, looking for pods without the label
-// when it comes into scope (after the first list: the sweep looks at the
-// namespaces there at start).
+// pods (opted out, their quits stop; opted in, those that finished get
+// theirs) and reconciles its stray watch, looking for pods without the
+// label when it comes into scope, those that predate the opt-in (after the
+// first list: the sweep looks at the namespaces there at start).
 func (w *Watcher) setScope(ns string, s Scope) {
 	w.scopesMu.Lock()
 	old := w.scopes[ns]

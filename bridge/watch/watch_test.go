@@ -131,7 +131,7 @@ func (c *cluster) create(ns, name string, webhook bool, mutate ...func(*corev1.P
 		if err != nil {
 			c.t.Fatal(err)
 		}
-		if watch.ScopeOf(n.Labels).Admits(p.Labels) && decision.OptedIn(n.Labels, p.Labels, p.Annotations) {
+		if watch.Serves(n.Labels, p.Labels, p.Annotations) {
 			if p.Labels == nil {
 				p.Labels = map[string]string{}
 			}

@@ -154,6 +154,14 @@ func (c *Client) listWatch(namespace, resource, fieldSelector, labelSelector str
 // EventSink writes Kubernetes Events (core/v1) for a record.EventBroadcaster.
 func (c *Client) EventSink() record.EventSink { return eventSink{c.rest} }
 
+// Recorder records Events from component through c until ctx is done.
+func (c *Client) Recorder(ctx context.Context, component string) record.EventRecorder {
+	b := record.NewBroadcaster(record.WithContext(ctx))
+	b.StartRecordingToSink(c.EventSink())
+	context.AfterFunc(ctx, b.Shutdown)
+	return b.NewRecorder(Scheme, corev1.EventSource{Component: component})
+}
+
 type eventSink struct{ rest rest.Interface }
 
 func (s eventSink) Create(e *corev1.Event) (*corev1.Event, error) {

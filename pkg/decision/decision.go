@@ -124,9 +124,7 @@ func Decide(p *slim.Pod, opts Options) Decision {
 	if s := p.ContainerStatus(keys.ProxyContainer, native); s != nil && s.State.Terminated != nil {
 		return Decision{Ignore, ReasonProxyDone}
 	}
-	policy := p.Spec.RestartPolicy
-	if policy != corev1.RestartPolicyNever && policy != corev1.RestartPolicyOnFailure {
-		// The API server defaults an empty policy to Always.
+	if !RunsToCompletion(p.Spec.RestartPolicy) {
 		return Decision{Ignore, ReasonRestartAlways}
 	}
 	sidecars := Sidecars(p, opts)
@@ -143,7 +141,7 @@ func Decide(p *slim.Pod, opts Options) Decision {
 			// included) or running.
 			return Decision{Wait, ReasonAppsRunning}
 		}
-		switch WillRestart(c, policy, s.State.Terminated.ExitCode) {
+		switch WillRestart(c, p.Spec.RestartPolicy, s.State.Terminated.ExitCode) {
 		case RestartAll:
 			again = Decision{Wait, ReasonRestartAll}
 		case RestartContainer:
@@ -189,6 +187,13 @@ func HasNativeProxy(p *slim.Pod) bool {
 	return slices.ContainsFunc(p.Spec.InitContainers, func(c slim.Container) bool {
 		return IsNativeProxy(c.Name, c.RestartPolicy)
 	})
+}
+
+// RunsToCompletion reports whether a pod with this restartPolicy runs its
+// containers to an end (Never, OnFailure): the only pods whose proxy
+// istio-aux quits. The API server defaults an empty policy to Always.
+func RunsToCompletion(policy corev1.RestartPolicy) bool {
+	return policy == corev1.RestartPolicyNever || policy == corev1.RestartPolicyOnFailure
 }
 
 // IsNativeProxy reports whether an init container with this name and

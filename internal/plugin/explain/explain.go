@@ -103,9 +103,3 @@ func proxyKind(p *slim.Pod) string {
 	}
 	return ProxyNone
 }
-
-// runToCompletion reports whether the pod's containers run to an end: the
-// only pods istio-aux quits proxies in.
-func runToCompletion(p *corev1.Pod) bool {
-	return p.Spec.RestartPolicy == corev1.RestartPolicyNever || p.Spec.RestartPolicy == corev1.RestartPolicyOnFailure
-}

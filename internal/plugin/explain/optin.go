@@ -22,7 +22,7 @@ func (e *explanation) optIn() {
 		Webhook: webhookSees(e.webhooks(), e.nsLabels, p.Labels), Bridge: bridgeWatches(e.nsLabels, p.Labels)}
 	o.Text = e.optInText()
 	e.out.OptIn = o
-	if !o.OptedIn || o.Bridge || !runToCompletion(p) || e.out.Proxy == ProxyNone {
+	if !o.OptedIn || o.Bridge || !decision.RunsToCompletion(p.Spec.RestartPolicy) || e.out.Proxy == ProxyNone {
 		return
 	}
 	// Opted in where the bridge does not look: nothing will quit its proxy.
