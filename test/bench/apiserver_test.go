@@ -4,6 +4,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"os"
 	"slices"
 	"strings"
@@ -80,22 +81,14 @@ func quiesce(t *testing.T, cs kubernetes.Interface, api int) {
 			t.Fatalf("the API server did not collect its garbage: %v", err)
 		}
 	}
-	var rss []int64
-	if err := cluster.Poll(ctx, time.Second, 2*time.Minute, func(context.Context) (bool, error) {
-		v, err := procStatusKiB(api, "VmRSS")
-		if err != nil {
-			t.Fatal(err)
-		}
-		rss = append(rss, v)
-		if len(rss) < 10 {
-			return false, nil
-		}
-		w := rss[len(rss)-10:]
-		return slices.Max(w)-slices.Min(w) <= slices.Max(w)/100, nil
-	}); err != nil {
+	rss, err := steadyRSS(ctx, api, time.Second, 10, 2*time.Minute)
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
 		t.Logf("namespaces: API server RSS still moving: %v", err)
+	case err != nil:
+		t.Fatal(err)
 	}
-	t.Logf("namespaces: API server quiet after %v, RSS %s", time.Since(start).Round(time.Second), mib(rss[len(rss)-1]))
+	t.Logf("namespaces: API server quiet after %v, RSS %s", time.Since(start).Round(time.Second), mib(rss))
 }
 
 // apiserverGC is the CPU time the API server's Go runtime estimates it

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/istio-aux/istio-aux/test/cluster"
 	"github.com/istio-aux/istio-aux/test/istioaux"
@@ -69,8 +70,14 @@ func logWriter(t *testing.T) io.Writer {
 // fastClient is an admin client without client-go's default 5 QPS limit:
 // the bench's own requests must not be what is measured.
 func fastClient(t *testing.T, c *cluster.Cluster) kubernetes.Interface {
+	return clientFor(t, c, func(*rest.Config) {})
+}
+
+// clientFor is fastClient with its configuration changed by tweak.
+func clientFor(t *testing.T, c *cluster.Cluster, tweak func(*rest.Config)) kubernetes.Interface {
 	rc := c.RESTConfig()
 	rc.QPS, rc.Burst = 2000, 4000
+	tweak(rc)
 	cs, err := kubernetes.NewForConfig(rc)
 	if err != nil {
 		t.Fatal(err)

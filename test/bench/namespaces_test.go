@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/istio-aux/istio-aux/pkg/keys"
 	"github.com/istio-aux/istio-aux/test/cluster"
@@ -328,15 +329,10 @@ func perNamespaceArm(t *testing.T, c *cluster.Cluster, cs kubernetes.Interface, 
 // are created and deleted, and JSON would cost the API server and the test
 // process (which share two cores) more CPU per pod.
 func protobufClient(t *testing.T, c *cluster.Cluster) kubernetes.Interface {
-	rc := c.RESTConfig()
-	rc.QPS, rc.Burst = 2000, 4000
-	rc.ContentType = runtime.ContentTypeProtobuf
-	rc.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
-	cs, err := kubernetes.NewForConfig(rc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cs
+	return clientFor(t, c, func(rc *rest.Config) {
+		rc.ContentType = runtime.ContentTypeProtobuf
+		rc.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
+	})
 }
 
 // timed runs f, logs how long it took for n pods, and returns that.
@@ -357,16 +353,7 @@ func createWatchedPods(ctx context.Context, cs kubernetes.Interface, pods []podR
 		ref := pods[i]
 		pod := benchPod(ref.name, nil)
 		pod.Labels[keys.LabelWatched] = "true"
-		pod.Spec.NodeName = parkedNode
-		created, err := cs.CoreV1().Pods(ref.ns).Create(ctx, pod, metav1.CreateOptions{})
-		if err == nil {
-			created.Status = runningStatus(created)
-			_, err = cs.CoreV1().Pods(ref.ns).UpdateStatus(ctx, created, metav1.UpdateOptions{})
-		}
-		if err != nil {
-			return fmt.Errorf("pod %s/%s: %w", ref.ns, ref.name, err)
-		}
-		return nil
+		return createPod(ctx, cs, ref.ns, pod, true)
 	})
 }
 

@@ -98,19 +98,25 @@ func createPods(ctx context.Context, cs kubernetes.Interface, ns, prefix string,
 		if mutate != nil {
 			mutate(i, pod)
 		}
-		if parked {
-			pod.Spec.NodeName = parkedNode
-		}
-		p, err := cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
-		if err == nil && parked {
-			p.Status = runningStatus(p)
-			_, err = cs.CoreV1().Pods(ns).UpdateStatus(ctx, p, metav1.UpdateOptions{})
-		}
-		if err != nil {
-			return fmt.Errorf("pod %s: %w", pod.Name, err)
-		}
-		return nil
+		return createPod(ctx, cs, ns, pod, parked)
 	})
+}
+
+// createPod creates pod in ns; parked, it is bound to parkedNode and
+// reported Running.
+func createPod(ctx context.Context, cs kubernetes.Interface, ns string, pod *corev1.Pod, parked bool) error {
+	if parked {
+		pod.Spec.NodeName = parkedNode
+	}
+	p, err := cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
+	if err == nil && parked {
+		p.Status = runningStatus(p)
+		_, err = cs.CoreV1().Pods(ns).UpdateStatus(ctx, p, metav1.UpdateOptions{})
+	}
+	if err != nil {
+		return fmt.Errorf("pod %s/%s: %w", ns, pod.Name, err)
+	}
+	return nil
 }
 
 var status = cluster.ContainerStatus

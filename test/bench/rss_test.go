@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -32,23 +33,31 @@ func procStatusKiB(pid int, field string) (int64, error) {
 // 256 KiB) of each other: the process has finished its initial list and
 // the Go runtime's GC and scavenger have settled.
 func settledRSS(ctx context.Context, pid int) (int64, error) {
+	return steadyRSS(ctx, pid, 500*time.Millisecond, 4, 60*time.Second)
+}
+
+// steadyRSS polls pid's VmRSS every interval until the last n readings lie
+// within 1% (or 256 KiB) of each other, for up to timeout, and returns the
+// last reading (a timeout's error wraps context.DeadlineExceeded).
+func steadyRSS(ctx context.Context, pid int, interval time.Duration, n int, timeout time.Duration) (int64, error) {
 	var last []int64
-	var out int64
-	err := cluster.Poll(ctx, 500*time.Millisecond, 60*time.Second, func(context.Context) (bool, error) {
+	err := cluster.Poll(ctx, interval, timeout, func(context.Context) (bool, error) {
 		v, err := procStatusKiB(pid, "VmRSS")
 		if err != nil {
 			return false, cluster.Permanent(err)
 		}
 		last = append(last, v)
-		if len(last) < 4 {
+		if len(last) < n {
 			return false, nil
 		}
-		w := last[len(last)-4:]
-		lo, hi := min(w[0], w[1], w[2], w[3]), max(w[0], w[1], w[2], w[3])
-		out = v
+		w := last[len(last)-n:]
+		lo, hi := slices.Min(w), slices.Max(w)
 		return hi-lo <= max(256, hi/100), nil
 	})
-	return out, err
+	if len(last) == 0 {
+		return 0, err
+	}
+	return last[len(last)-1], err
 }
 
 // resetPeak resets VmHWM so that it reports the peak from now on.
