@@ -103,7 +103,7 @@ echo "control plane: admission, memory, outside, namespaces, reaction, scale (lo
 # sets of 100,000 pods created at N=10,000, docs/bench.md).
 timeout=120m
 [[ -n "${quick}" ]] && timeout=60m
-BENCH_RESULTS="${rows}" go test -tags e2e -count=1 -timeout "${timeout}" -run 'TestBench$|TestBenchCompletion' -v ./test/bench/ >"${logs}" 2>&1 || rc=$?
+E2E_REBUILD=1 BENCH_RESULTS="${rows}" go test -tags e2e -count=1 -timeout "${timeout}" -run 'TestBench$|TestBenchCompletion' -v ./test/bench/ >"${logs}" 2>&1 || rc=$?
 if ((rc)); then
   echo "--- control-plane benchmarks FAILED (rc ${rc}); their log: ---" >&2
   grep -E -- '--- FAIL|_test.go:[0-9]+:' "${logs}" | grep -v '^\s*results_test' | tail -40 >&2 || true

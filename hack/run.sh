@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The local demo (make run): builds what it needs, then execs test/cmd/local.
+# The local demo (make run): builds what it needs, then execs hack/demo.
 # Without KUBECONFIG or ~/.kube/config it runs the whole local stack — the
 # control plane, a real kubelet node where the machine can host one (else
 # kwok's simulated node; it says which), istiod as the sidecar injector and
@@ -38,5 +38,5 @@ if [[ -z "${KUBECONFIG:-}" && ! -f "${HOME}/.kube/config" ]]; then
     fi
   fi
 fi
-go build -o "${cache}/bin/local" ./test/cmd/local
+go build -o "${cache}/bin/local" ./hack/demo
 exec "${cache}/bin/local"

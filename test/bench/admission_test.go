@@ -18,13 +18,13 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
 	"github.com/istio-aux/istio-aux/pkg/keys"
 	"github.com/istio-aux/istio-aux/test/cluster"
 	"github.com/istio-aux/istio-aux/test/istioaux"
+	"github.com/istio-aux/istio-aux/test/poll"
 	"github.com/istio-aux/istio-aux/webhook"
 )
 
@@ -318,7 +318,7 @@ func profileWebhook(t *testing.T, cs kubernetes.Interface, pid int) func() {
 		}
 	}
 	// The ConfigMap takes a moment to reach the webhook.
-	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+	if err := poll.Until(ctx, 30*time.Second, func(ctx context.Context) (bool, error) {
 		return base != "" && cluster.GetOK(ctx, base) == nil, nil
 	}); err != nil {
 		t.Fatalf("the webhook's profiling did not come up at %q: %v", base, err)

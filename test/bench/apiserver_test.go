@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/istio-aux/istio-aux/test/cluster"
+	"github.com/istio-aux/istio-aux/test/poll"
 )
 
 // apiWindow reads the open pod watches, then, over p.cpuWindow of
@@ -33,10 +34,10 @@ func apiWindow(t *testing.T, c *cluster.Cluster, cs kubernetes.Interface, pods [
 	cpu0, start := apiserverCPU(t, api), time.Now()
 	stop := churn(ctx, cs, pods, p.outsideChurn)
 	var rss []int64
-	if err := cluster.Poll(ctx, time.Second, p.cpuWindow+time.Minute, func(context.Context) (bool, error) {
+	if err := poll.Until(ctx, p.cpuWindow+time.Minute, func(context.Context) (bool, error) {
 		v, err := procStatusKiB(api, "VmRSS")
 		if err != nil {
-			return false, cluster.Permanent(err)
+			return false, poll.Permanent(err)
 		}
 		if time.Since(start) >= p.cpuWindow/2 {
 			rss = append(rss, v)
@@ -75,7 +76,7 @@ func quiesce(t *testing.T, cs kubernetes.Interface, api int) {
 	}
 	start := time.Now()
 	if n0 := gcs(); n0 > 0 { // 0: not exported
-		if err := cluster.Poll(ctx, time.Second, 3*time.Minute, func(context.Context) (bool, error) {
+		if err := poll.Until(ctx, 3*time.Minute, func(context.Context) (bool, error) {
 			return gcs() > n0, nil
 		}); err != nil {
 			t.Fatalf("the API server did not collect its garbage: %v", err)

@@ -6,7 +6,6 @@ import (
 	"context"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -117,17 +116,6 @@ func startStack(t *testing.T, opts cluster.Options) (*cluster.Cluster, func() *i
 	}
 }
 
-// buildTool builds a test/bench program into the cache's bin directory.
-func buildTool(t *testing.T, pkg, name string) string {
-	out := filepath.Join(istioaux.BinDir(), name)
-	cmd := exec.Command("go", "build", "-o", out, pkg)
-	cmd.Dir = cluster.RepoRoot()
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build %s: %v: %s", pkg, err, b)
-	}
-	return out
-}
-
 // only reports whether BENCH_ONLY (a comma-separated list of admission,
 // memory, outside, namespaces, reaction, scale; empty: all) selects a part,
 // for iterating on one measurement.
@@ -202,4 +190,15 @@ func stage(t *testing.T, name string, opts cluster.Options, fn func(*testing.T, 
 		a := start()
 		fn(t, c, a, fastClient(t, c))
 	})
+}
+
+// buildTool is istioaux.Build's, or the test fails (hack/bench.sh sets
+// E2E_REBUILD, so that a floor is never an old build).
+func buildTool(t *testing.T, pkg, name string) string {
+	t.Helper()
+	bin, err := istioaux.Build(pkg, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bin
 }

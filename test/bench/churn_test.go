@@ -6,8 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -134,24 +132,6 @@ func threadsCPU(pid int) (time.Duration, error) {
 		sum += time.Duration(ns)
 	}
 	return sum, nil
-}
-
-// scrape sums metric name (with labels key="value") at a /metrics URL.
-func scrape(ctx context.Context, url, name string, labels ...string) (float64, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return 0, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return 0, err
-	}
-	return cluster.SumSamples(body, name, labels...)
 }
 
 // apiserverMetric sums metric name (with labels) of the API server's own

@@ -29,6 +29,7 @@ import (
 	"github.com/istio-aux/istio-aux/test/bench/quitter"
 	"github.com/istio-aux/istio-aux/test/cluster"
 	"github.com/istio-aux/istio-aux/test/mesh"
+	"github.com/istio-aux/istio-aux/test/poll"
 	"github.com/istio-aux/istio-aux/test/realnode"
 )
 
@@ -161,7 +162,7 @@ func TestBenchCompletion(t *testing.T) {
 		}
 		time.Sleep(every) // the load's pace (an arrival rate, not a wait for a result)
 	}
-	if err := cluster.Poll(ctx, time.Second, 10*time.Minute, func(context.Context) (bool, error) {
+	if err := poll.Until(ctx, 10*time.Minute, func(context.Context) (bool, error) {
 		return w.completed() == len(jobs), nil
 	}); err != nil {
 		t.Fatalf("%d of %d Jobs completed: %v", w.completed(), len(jobs), err)
@@ -272,9 +273,9 @@ func floorProcess(t *testing.T, c *cluster.Cluster, log io.Writer, pid *int) rea
 		if err != nil {
 			return nil, nil, err
 		}
-		if err := cluster.Poll(ctx, 100*time.Millisecond, time.Minute, func(context.Context) (bool, error) {
+		if err := poll.Until(ctx, time.Minute, func(context.Context) (bool, error) {
 			if dead, err := proc.Exited(); dead {
-				return false, cluster.Permanent(fmt.Errorf("floorquit exited: %v", err))
+				return false, poll.Permanent(fmt.Errorf("floorquit exited: %v", err))
 			}
 			_, err := os.Stat(ready)
 			return err == nil, nil

@@ -16,6 +16,7 @@ import (
 
 	"github.com/istio-aux/istio-aux/test/cluster"
 	"github.com/istio-aux/istio-aux/test/istioaux"
+	"github.com/istio-aux/istio-aux/test/poll"
 )
 
 // memory grows an opted-in namespace of Running pods through p.memLevels
@@ -100,9 +101,9 @@ func fullInformerRSS(ctx context.Context, c *cluster.Cluster, bin string, want i
 		return 0, err
 	}
 	defer proc.Stop()
-	err = cluster.Poll(ctx, 100*time.Millisecond, 2*time.Minute, func(context.Context) (bool, error) {
+	err = poll.Until(ctx, 2*time.Minute, func(context.Context) (bool, error) {
 		if dead, err := proc.Exited(); dead {
-			return false, cluster.Permanent(err)
+			return false, poll.Permanent(err)
 		}
 		b, err := os.ReadFile(ready)
 		if err != nil {

@@ -21,6 +21,7 @@ import (
 	"github.com/istio-aux/istio-aux/pkg/keys"
 	"github.com/istio-aux/istio-aux/test/cluster"
 	"github.com/istio-aux/istio-aux/test/istioaux"
+	"github.com/istio-aux/istio-aux/test/poll"
 )
 
 // podsPerNamespace is the size of each of the many namespaces.
@@ -283,7 +284,7 @@ func bridgeArm(t *testing.T, c *cluster.Cluster, a *istioaux.IstioAux, cs kubern
 	decoded0 := s.decodedStart
 	apiWindow(t, c, cs, pods, p, &s)
 	// Every change reaches the bridge; wait for the last ones.
-	_ = cluster.Poll(ctx, 100*time.Millisecond, 10*time.Second, func(context.Context) (bool, error) {
+	_ = poll.Until(ctx, 10*time.Second, func(context.Context) (bool, error) {
 		return decodedPods(t, a)-decoded0 >= float64(s.changes), nil
 	})
 	s.decodedWindow = decodedPods(t, a) - decoded0
@@ -310,7 +311,7 @@ func perNamespaceArm(t *testing.T, c *cluster.Cluster, cs kubernetes.Interface, 
 		t.Fatal(err)
 	}
 	defer w.close()
-	err = cluster.Poll(ctx, 100*time.Millisecond, perNamespaceDeadline, func(context.Context) (bool, error) {
+	err = poll.Until(ctx, perNamespaceDeadline, func(context.Context) (bool, error) {
 		return w.listed() == len(names), nil
 	})
 	if errors.Is(err, context.DeadlineExceeded) {
@@ -370,7 +371,7 @@ func deleteWatchedPods(ctx context.Context, cs kubernetes.Interface, pods []podR
 	}); err != nil {
 		return err
 	}
-	return cluster.Poll(ctx, 500*time.Millisecond, time.Minute, func(ctx context.Context) (bool, error) {
+	return poll.Until(ctx, time.Minute, func(ctx context.Context) (bool, error) {
 		l, err := cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{LabelSelector: keys.LabelWatched + "=true", Limit: 1})
 		if err != nil {
 			return false, err

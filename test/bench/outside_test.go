@@ -16,6 +16,7 @@ import (
 	"github.com/istio-aux/istio-aux/pkg/keys"
 	"github.com/istio-aux/istio-aux/test/cluster"
 	"github.com/istio-aux/istio-aux/test/istioaux"
+	"github.com/istio-aux/istio-aux/test/poll"
 )
 
 // The opted-in work the bridge does throughout outside: pods, and status
@@ -152,7 +153,7 @@ func bridgeWindow(t *testing.T, a *istioaux.IstioAux, cs kubernetes.Interface, p
 	outChanges := stopOut()
 	// Every change of an opted-in pod reaches the bridge; then whatever
 	// else it decoded is counted too.
-	_ = cluster.Poll(ctx, 100*time.Millisecond, 10*time.Second, func(context.Context) (bool, error) {
+	_ = poll.Until(ctx, 10*time.Second, func(context.Context) (bool, error) {
 		return decodedPods(t, a)-decoded0 >= float64(w.changes), nil
 	})
 	w.decoded = decodedPods(t, a) - decoded0
@@ -165,7 +166,7 @@ func bridgeWindow(t *testing.T, a *istioaux.IstioAux, cs kubernetes.Interface, p
 // sleepFor waits d: the length of a measurement window (nothing to poll).
 func sleepFor(t *testing.T, d time.Duration) {
 	start := time.Now()
-	if err := cluster.Poll(context.Background(), time.Second, d+time.Minute, func(context.Context) (bool, error) {
+	if err := poll.Until(context.Background(), d+time.Minute, func(context.Context) (bool, error) {
 		return time.Since(start) >= d, nil
 	}); err != nil {
 		t.Fatal(err)
@@ -181,7 +182,7 @@ func bridgeCPU(t *testing.T, pid int) time.Duration {
 }
 
 func decodedPods(t *testing.T, a *istioaux.IstioAux) float64 {
-	v, err := scrape(context.Background(), a.BridgeMetricsURL(), "istio_aux_bridge_pods_decoded_total")
+	v, err := cluster.Scrape(context.Background(), a.BridgeMetricsURL(), "istio_aux_bridge_pods_decoded_total")
 	if err != nil {
 		t.Fatalf("bridge metrics: %v", err)
 	}

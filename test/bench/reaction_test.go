@@ -18,6 +18,7 @@ import (
 
 	"github.com/istio-aux/istio-aux/functions/proxyquit"
 	"github.com/istio-aux/istio-aux/test/cluster"
+	"github.com/istio-aux/istio-aux/test/poll"
 )
 
 // reactor starts one implementation's watcher on a namespace; nil is
@@ -155,7 +156,7 @@ func reactionRun(t *testing.T, c *cluster.Cluster, cs kubernetes.Interface, ex p
 	}
 	wg.Wait()
 	var quits []cluster.Quit
-	err = cluster.Poll(ctx, 200*time.Millisecond, 5*time.Minute, func(context.Context) (bool, error) {
+	err = poll.Until(ctx, 5*time.Minute, func(context.Context) (bool, error) {
 		all, err := c.Quits()
 		if err != nil {
 			return false, err

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/istio-aux/istio-aux/test/cluster"
+	"github.com/istio-aux/istio-aux/test/poll"
 )
 
 // procStatusKiB reads one "Vm...:  1234 kB" field of /proc/<pid>/status.
@@ -41,10 +41,10 @@ func settledRSS(ctx context.Context, pid int) (int64, error) {
 // last reading (a timeout's error wraps context.DeadlineExceeded).
 func steadyRSS(ctx context.Context, pid int, interval time.Duration, n int, timeout time.Duration) (int64, error) {
 	var last []int64
-	err := cluster.Poll(ctx, interval, timeout, func(context.Context) (bool, error) {
+	err := poll.Until(ctx, timeout, func(context.Context) (bool, error) {
 		v, err := procStatusKiB(pid, "VmRSS")
 		if err != nil {
-			return false, cluster.Permanent(err)
+			return false, poll.Permanent(err)
 		}
 		last = append(last, v)
 		if len(last) < n {

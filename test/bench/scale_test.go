@@ -22,6 +22,7 @@ import (
 	"github.com/istio-aux/istio-aux/test/cluster"
 	"github.com/istio-aux/istio-aux/test/istioaux"
 	"github.com/istio-aux/istio-aux/test/mesh"
+	"github.com/istio-aux/istio-aux/test/poll"
 )
 
 // scale submits p.jobs one-pod Jobs at once on the control plane with the
@@ -145,7 +146,7 @@ func scaleRun(t *testing.T, cs kubernetes.Interface, ns string, p params) scaleR
 	}
 	wg.Wait()
 	r.submitted = time.Since(start)
-	err := cluster.Poll(ctx, time.Second, p.scaleDeadline, func(ctx context.Context) (bool, error) {
+	err := poll.Until(ctx, p.scaleDeadline, func(ctx context.Context) (bool, error) {
 		l, err := cs.BatchV1().Jobs(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err

@@ -18,6 +18,7 @@ import (
 	"github.com/istio-aux/istio-aux/pkg/keys"
 	"github.com/istio-aux/istio-aux/test/cluster"
 	"github.com/istio-aux/istio-aux/test/mesh"
+	"github.com/istio-aux/istio-aux/test/poll"
 )
 
 func envInt(name string, def int64) int64 {
@@ -63,10 +64,10 @@ func TestChaos(t *testing.T) {
 	loadBefore := loadavg()
 
 	optedIn := []string{
-		mesh.Namespace(t, env.Client(), "chaos-a", true, map[string]string{keys.LabelEnabled: "true"}),
-		mesh.Namespace(t, env.Client(), "chaos-b", true, map[string]string{keys.LegacyLabel: keys.LegacyLabelValue}),
+		mesh.Namespace(t, env, "-a", true, map[string]string{keys.LabelEnabled: "true"}),
+		mesh.Namespace(t, env, "-b", true, map[string]string{keys.LegacyLabel: keys.LegacyLabelValue}),
 	}
-	ctl := mesh.Namespace(t, env.Client(), "chaos-control", true, nil)
+	ctl := mesh.Namespace(t, env, "-control", true, nil)
 	jobs := plan(rand.New(rand.NewPCG(seed, 1)), n, optedIn, ctl)
 	s := startStack(t, true)
 	quitsBefore := quitCount(t)
@@ -138,7 +139,7 @@ func TestChaos(t *testing.T) {
 	}
 	deadline := time.Duration(envInt("CHAOS_DEADLINE_SECONDS", 480)) * time.Second
 	last := time.Now()
-	err := cluster.Poll(context.Background(), 2*time.Second, deadline, func(ctx context.Context) (bool, error) {
+	err := poll.Until(context.Background(), deadline, func(ctx context.Context) (bool, error) {
 		got, err := finished(ctx, jobs)
 		if time.Since(last) > 30*time.Second {
 			last = time.Now()
@@ -152,7 +153,7 @@ func TestChaos(t *testing.T) {
 	}
 	// Pods outside the opt-in ran as long as the others: by now their apps
 	// are done and, left alone, their proxies still run.
-	if err := cluster.Poll(context.Background(), time.Second, time.Minute, func(ctx context.Context) (bool, error) {
+	if err := poll.Until(context.Background(), time.Minute, func(ctx context.Context) (bool, error) {
 		for _, ns := range namespaces(jobs) {
 			l, err := env.Client().CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 			if err != nil {
@@ -160,7 +161,7 @@ func TestChaos(t *testing.T) {
 			}
 			for _, p := range l.Items {
 				if p.Annotations[keys.AnnotationEnabled] == "false" || ns == ctl {
-					if containerStatus(&p, app).State.Terminated == nil {
+					if cluster.ContainerStatus(&p, app).State.Terminated == nil {
 						return false, nil
 					}
 				}

@@ -29,6 +29,7 @@ import (
 	"github.com/istio-aux/istio-aux/test/istio"
 	"github.com/istio-aux/istio-aux/test/istioaux"
 	"github.com/istio-aux/istio-aux/test/mesh"
+	"github.com/istio-aux/istio-aux/test/poll"
 )
 
 const (
@@ -50,7 +51,7 @@ func stuckPod(t *testing.T, ns, name string) *corev1.Pod {
 		t.Fatal(err)
 	}
 	var live *corev1.Pod
-	if err := cluster.Poll(context.Background(), 200*time.Millisecond, time.Minute, func(ctx context.Context) (bool, error) {
+	if err := poll.Until(context.Background(), time.Minute, func(ctx context.Context) (bool, error) {
 		var err error
 		live, err = env.Client().CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
 		return err == nil && mesh.Stuck(live, app), err
@@ -79,8 +80,8 @@ func event(t *testing.T, p *corev1.Pod, mutate func(*cloudevents.Event)) cloudev
 // the end does cause the quit, showing the checks could fail.
 func TestGarbage(t *testing.T) {
 	s := startStack(t, false)
-	in := mesh.Namespace(t, env.Client(), "garbage-in", true, map[string]string{keys.LabelEnabled: "true"})
-	out := mesh.Namespace(t, env.Client(), "garbage-out", true, nil)
+	in := mesh.Namespace(t, env, "-in", true, map[string]string{keys.LabelEnabled: "true"})
+	out := mesh.Namespace(t, env, "-out", true, nil)
 	target := stuckPod(t, in, "target")
 	other := stuckPod(t, out, "other")
 	quits := quitCount(t)
@@ -290,7 +291,7 @@ func TestGarbage(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := cluster.Poll(ctx, 200*time.Millisecond, time.Minute, func(ctx context.Context) (bool, error) {
+		if err := poll.Until(ctx, time.Minute, func(ctx context.Context) (bool, error) {
 			info, err := cons.Info(ctx)
 			if err != nil {
 				return false, err
@@ -313,7 +314,7 @@ func TestGarbage(t *testing.T) {
 		if err := publish("valid", encoded(event(t, target, nil))); err != nil {
 			t.Fatal(err)
 		}
-		if err := cluster.Poll(ctx, 200*time.Millisecond, time.Minute, func(ctx context.Context) (bool, error) {
+		if err := poll.Until(ctx, time.Minute, func(ctx context.Context) (bool, error) {
 			return len(quitsByUID(t)[string(target.UID)]) == 1, nil
 		}); err != nil {
 			t.Fatalf("a valid event did not quit the target: %v", err)

@@ -7,15 +7,15 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"testing"
 	"time"
 
 	"github.com/istio-aux/istio-aux/test/cluster"
+	"github.com/istio-aux/istio-aux/test/poll"
 )
 
 func waitTCP(ctx context.Context, addr string, timeout time.Duration) error {
-	return cluster.Poll(ctx, 100*time.Millisecond, timeout, func(ctx context.Context) (bool, error) {
+	return poll.Until(ctx, timeout, func(ctx context.Context) (bool, error) {
 		conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
 		if err != nil {
 			return false, err
@@ -24,8 +24,6 @@ func waitTCP(ctx context.Context, addr string, timeout time.Duration) error {
 		return true, nil
 	})
 }
-
-var containerStatus = cluster.ContainerStatus
 
 // quitsByUID reads the stub pilot-agent's record, grouped by pod UID.
 func quitsByUID(t *testing.T) map[string][]cluster.Quit {
@@ -54,16 +52,7 @@ func quitCount(t *testing.T) int {
 // `key="value"` given; 0 when there are none.
 func scrape(t *testing.T, url, name string, labels ...string) float64 {
 	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatalf("scraping %s: %v", url, err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum, err := cluster.SumSamples(b, name, labels...)
+	sum, err := cluster.Scrape(context.Background(), url, name, labels...)
 	if err != nil {
 		t.Fatalf("scraping %s: %v", url, err)
 	}

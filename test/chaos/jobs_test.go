@@ -221,7 +221,7 @@ func verify(ctx context.Context, jobs []testJob, outage ...time.Time) (*findings
 
 func verifyPod(f *findings, k kind, p *corev1.Pod, quits []cluster.Quit) {
 	id := p.Namespace + "/" + p.Name + " (" + k.String() + ")"
-	a, proxy := containerStatus(p, app), containerStatus(p, "istio-proxy")
+	a, proxy := cluster.ContainerStatus(p, app), cluster.ContainerStatus(p, "istio-proxy")
 	if !k.optedIn() {
 		f.controlPods++
 		if len(quits) > 0 {

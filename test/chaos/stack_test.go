@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -17,6 +15,7 @@ import (
 
 	"github.com/istio-aux/istio-aux/test/cluster"
 	"github.com/istio-aux/istio-aux/test/istioaux"
+	"github.com/istio-aux/istio-aux/test/poll"
 )
 
 // component is one istio-aux process under supervision: like a kubelet, the
@@ -107,7 +106,7 @@ func (c *component) kill(delay time.Duration) {
 
 // ready polls c's health URL.
 func (c *component) ready(ctx context.Context, timeout time.Duration) error {
-	return cluster.Poll(ctx, 100*time.Millisecond, timeout, func(ctx context.Context) (bool, error) {
+	return poll.Until(ctx, timeout, func(ctx context.Context) (bool, error) {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, c.health, nil)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
@@ -147,18 +146,14 @@ func (s *stack) all() []*component {
 	return out
 }
 
+// binary is istioaux.Build's, or the test fails.
 func binary(t *testing.T, pkg, name string) string {
 	t.Helper()
-	out := filepath.Join(istioaux.BinDir(), name)
-	if _, err := os.Stat(out); err == nil && os.Getenv("CHAOS_REBUILD") == "" {
-		return out
+	bin, err := istioaux.Build(pkg, name)
+	if err != nil {
+		t.Fatal(err)
 	}
-	cmd := exec.Command("go", "build", "-o", out, pkg)
-	cmd.Dir = cluster.RepoRoot()
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build %s: %v: %s", pkg, err, b)
-	}
-	return out
+	return bin
 }
 
 func freePort(t *testing.T) string {

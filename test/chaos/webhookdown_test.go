@@ -17,6 +17,7 @@ import (
 	"github.com/istio-aux/istio-aux/test/cluster"
 	"github.com/istio-aux/istio-aux/test/istio"
 	"github.com/istio-aux/istio-aux/test/mesh"
+	"github.com/istio-aux/istio-aux/test/poll"
 )
 
 // TestWebhookDown stops the webhook (it runs last): with failurePolicy
@@ -32,8 +33,8 @@ func TestWebhookDown(t *testing.T) {
 		t.Log(err)
 	}
 	startStack(t, true)
-	ns := mesh.Namespace(t, env.Client(), "webhook-down", true, map[string]string{keys.LabelEnabled: "true"})
-	other := mesh.Namespace(t, env.Client(), "webhook-down-not-opted-in", true, nil)
+	ns := mesh.Namespace(t, env, "", true, map[string]string{keys.LabelEnabled: "true"})
+	other := mesh.Namespace(t, env, "-not-opted-in", true, nil)
 
 	// A pod create now calls a webhook that refuses connections.
 	probe := func(ns string) (*corev1.Pod, time.Duration, error) {
@@ -65,7 +66,7 @@ func TestWebhookDown(t *testing.T) {
 		jobs = append(jobs, j)
 	}
 	// The Job controller tries, and is refused, while the webhook is down.
-	if err := cluster.Poll(context.Background(), 500*time.Millisecond, time.Minute, func(ctx context.Context) (bool, error) {
+	if err := poll.Until(context.Background(), time.Minute, func(ctx context.Context) (bool, error) {
 		evs, err := env.Client().CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason=FailedCreate"})
 		return err == nil && len(evs.Items) > 0, err
 	}); err != nil {
@@ -80,7 +81,7 @@ func TestWebhookDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	backIn := time.Since(down)
-	if err := cluster.Poll(context.Background(), time.Second, 4*time.Minute, func(ctx context.Context) (bool, error) {
+	if err := poll.Until(context.Background(), 4*time.Minute, func(ctx context.Context) (bool, error) {
 		n, err := finished(ctx, jobs)
 		return n == len(jobs), err
 	}); err != nil {
@@ -101,7 +102,7 @@ func TestWebhookDown(t *testing.T) {
 		if _, ok := p.Annotations["proxy.istio.io/config"]; !ok {
 			t.Errorf("%s: no hold annotation: let in while the webhook was down", p.Name)
 		}
-		if containerStatus(&p, "istio-proxy").Name == "" {
+		if cluster.ContainerStatus(&p, "istio-proxy").Name == "" {
 			t.Errorf("%s: no istio-proxy; the injector did not run", p.Name)
 		}
 	}

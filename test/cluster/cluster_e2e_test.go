@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/istio-aux/istio-aux/test/cluster"
+	"github.com/istio-aux/istio-aux/test/poll"
 )
 
 // startKwok starts a control plane with kwok for one test, stopped (and its
@@ -58,13 +59,13 @@ func TestKwokPodLifecycle(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitPod(t, c, name, func(p *corev1.Pod) bool {
-			return status(p, "app").State.Terminated != nil && status(p, "istio-proxy").State.Running != nil
+			return cluster.ContainerStatus(p, "app").State.Terminated != nil && cluster.ContainerStatus(p, "istio-proxy").State.Running != nil
 		})
 		t.Setenv("KUBECTL_REMOTE_COMMAND_WEBSOCKETS", transport)
 		// kwok serves an exec once its own cache holds the pod's Exec, which
 		// the harness creates with the pod: on a cluster just started that
 		// can trail the pod's Running (seen once: "no exec found").
-		err := cluster.Poll(ctx, 200*time.Millisecond, 30*time.Second, func(ctx context.Context) (bool, error) {
+		err := poll.Until(ctx, 30*time.Second, func(ctx context.Context) (bool, error) {
 			err := c.Kubectl(ctx, "exec", "-n", "default", name, "-c", "istio-proxy", "--",
 				"pilot-agent", "request", "POST", "quitquitquit")
 			switch {
@@ -73,14 +74,14 @@ func TestKwokPodLifecycle(t *testing.T) {
 			case strings.Contains(err.Error(), "no exec found"):
 				return false, err // polled again; the last one explains a timeout
 			default:
-				return false, cluster.Permanent(err)
+				return false, poll.Permanent(err)
 			}
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
 		p := waitPod(t, c, name, func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodSucceeded })
-		if s := status(p, "istio-proxy"); s.State.Terminated == nil || s.State.Terminated.ExitCode != 0 {
+		if s := cluster.ContainerStatus(p, "istio-proxy"); s.State.Terminated == nil || s.State.Terminated.ExitCode != 0 {
 			t.Errorf("%s: istio-proxy = %+v, want terminated with 0", name, s.State)
 		}
 		quits, err := c.Quits()
@@ -93,12 +94,10 @@ func TestKwokPodLifecycle(t *testing.T) {
 	}
 }
 
-var status = cluster.ContainerStatus
-
 func waitPod(t *testing.T, c *cluster.Cluster, name string, cond func(*corev1.Pod) bool) *corev1.Pod {
 	t.Helper()
 	var last *corev1.Pod
-	err := cluster.Poll(context.Background(), 100*time.Millisecond, 30*time.Second, func(ctx context.Context) (bool, error) {
+	err := poll.Until(context.Background(), 30*time.Second, func(ctx context.Context) (bool, error) {
 		p, err := c.Client().CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -165,24 +164,24 @@ func TestKwokOnFailureRestart(t *testing.T) {
 	}
 	// hasty: quit as soon as the first attempt failed.
 	waitPod(t, c, "hasty", func(p *corev1.Pod) bool {
-		s := status(p, "app")
+		s := cluster.ContainerStatus(p, "app")
 		return s.State.Terminated != nil && s.State.Terminated.ExitCode == 1 && s.RestartCount == 0
 	})
 	if err := c.Kubectl(ctx, "exec", "-n", "default", "hasty", "-c", "istio-proxy", "--", "pilot-agent", "request", "POST", "quitquitquit"); err != nil {
 		t.Fatal(err)
 	}
 	p := waitPod(t, c, "patient", func(p *corev1.Pod) bool {
-		s := status(p, "app")
+		s := cluster.ContainerStatus(p, "app")
 		return s.RestartCount == 1 && s.State.Terminated != nil
 	})
-	if s := status(p, "app"); s.State.Terminated.ExitCode != 0 || s.LastTerminationState.Terminated == nil || s.LastTerminationState.Terminated.ExitCode != 1 {
+	if s := cluster.ContainerStatus(p, "app"); s.State.Terminated.ExitCode != 0 || s.LastTerminationState.Terminated == nil || s.LastTerminationState.Terminated.ExitCode != 1 {
 		t.Errorf("patient app = %+v, want exit 0 after a first attempt that exited 1", s)
 	}
-	if status(p, "istio-proxy").State.Running == nil || p.Status.Phase != corev1.PodRunning {
+	if cluster.ContainerStatus(p, "istio-proxy").State.Running == nil || p.Status.Phase != corev1.PodRunning {
 		t.Errorf("patient: proxy not running or phase %s", p.Status.Phase)
 	}
-	h := waitPod(t, c, "hasty", func(p *corev1.Pod) bool { return status(p, "app").RestartCount >= 2 })
-	if s := status(h, "app"); h.Status.Phase != corev1.PodRunning || (s.State.Terminated != nil && s.State.Terminated.ExitCode == 0) {
+	h := waitPod(t, c, "hasty", func(p *corev1.Pod) bool { return cluster.ContainerStatus(p, "app").RestartCount >= 2 })
+	if s := cluster.ContainerStatus(h, "app"); h.Status.Phase != corev1.PodRunning || (s.State.Terminated != nil && s.State.Terminated.ExitCode == 0) {
 		t.Errorf("hasty: phase %s, app %+v; want it failing for want of a proxy", h.Status.Phase, s.State)
 	}
 }

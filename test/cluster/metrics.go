@@ -2,7 +2,10 @@ package cluster
 
 import (
 	"bytes"
+	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"strings"
 
 	dto "github.com/prometheus/client_model/go"
@@ -75,4 +78,23 @@ func value(m *dto.Metric, part string) float64 {
 		return float64(m.Summary.GetSampleCount())
 	}
 	return 0
+}
+
+// Scrape sums the samples of metric name at a /metrics URL whose labels
+// include every `key="value"` given; 0 when there are none.
+func Scrape(ctx context.Context, url, name string, labels ...string) (float64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, err
+	}
+	return SumSamples(body, name, labels...)
 }

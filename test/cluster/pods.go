@@ -138,6 +138,20 @@ func ContainerStatus(p *corev1.Pod, name string) corev1.ContainerStatus {
 	return corev1.ContainerStatus{}
 }
 
+// PodReady reports a pod whose Ready condition is true and that is not
+// being deleted.
+func PodReady(p *corev1.Pod) bool {
+	if p.DeletionTimestamp != nil {
+		return false
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
 // PodsSummary says where the selected pods of ns are and what they wait
 // for, for an error message.
 func (c *Cluster) PodsSummary(ctx context.Context, ns, selector string) string {

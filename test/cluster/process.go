@@ -12,6 +12,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/istio-aux/istio-aux/test/poll"
 )
 
 // process is one child process whose output goes, line by line and
@@ -196,6 +198,19 @@ func FreePort() (int, error) {
 	return 0, errors.New("no free port that was not already handed out")
 }
 
+// FreePorts is n ports FreePort hands out.
+func FreePorts(n int) ([]int, error) {
+	out := make([]int, n)
+	for i := range out {
+		p, err := FreePort()
+		if err != nil {
+			return nil, err
+		}
+		out[i] = p
+	}
+	return out, nil
+}
+
 func freeAddr() (string, error) {
 	p, err := FreePort()
 	if err != nil {
@@ -204,78 +219,6 @@ func freeAddr() (string, error) {
 	return net.JoinHostPort("127.0.0.1", strconv.Itoa(p)), nil
 }
 
-// permanent marks a condition error that no amount of polling can fix.
-type permanent struct{ err error }
-
-func (p permanent) Error() string { return p.err.Error() }
-func (p permanent) Unwrap() error { return p.err }
-
-// Permanent wraps an error a Poll condition returns to stop polling at once
-// (a process that died, say) instead of waiting out the timeout.
-func Permanent(err error) error { return permanent{err} }
-
-// Poll calls cond every interval until it returns true, a Permanent error,
-// or timeout passes; the last condition error explains a timeout.
-func Poll(ctx context.Context, interval, timeout time.Duration, cond func(context.Context) (bool, error)) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	var last error
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		ok, err := cond(ctx)
-		if ok {
-			return nil
-		}
-		if p := (permanent{}); errors.As(err, &p) {
-			return p.err
-		}
-		if err != nil {
-			last = err
-		}
-		select {
-		case <-ctx.Done():
-			if last != nil {
-				return fmt.Errorf("%w (last: %v)", ctx.Err(), last)
-			}
-			return ctx.Err()
-		case <-t.C:
-		}
-	}
-}
-
-// Consistently calls cond every interval for the whole period and returns
-// the first error or false it sees: how a test shows that something does
-// NOT happen within a bound. ErrStopped says cond stopped holding. cond
-// gets ctx itself, not a context ending with the period: a call near the
-// end must not fail for want of time (client-go's rate limiter refuses a
-// wait that would pass a deadline).
-func Consistently(ctx context.Context, interval, period time.Duration, cond func(context.Context) (bool, error)) error {
-	end := time.Now().Add(period)
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		ok, err := cond(ctx)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			return ErrStopped
-		}
-		if !time.Now().Before(end) {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
-		}
-	}
-}
-
-// ErrStopped is Consistently's answer when its condition stopped holding.
-var ErrStopped = errors.New("stopped holding")
-
 // WaitUp polls ready until it succeeds, failing fast if the process dies.
 func (p *Process) WaitUp(ctx context.Context, timeout time.Duration, ready func(context.Context) error) error {
 	return waitUp(ctx, p.p, timeout, ready)
@@ -283,7 +226,7 @@ func (p *Process) WaitUp(ctx context.Context, timeout time.Duration, ready func(
 
 // waitUp polls until ready succeeds, failing fast if p dies.
 func waitUp(ctx context.Context, p *process, timeout time.Duration, ready func(context.Context) error) error {
-	err := Poll(ctx, 100*time.Millisecond, timeout, func(ctx context.Context) (bool, error) {
+	err := poll.Until(ctx, timeout, func(ctx context.Context) (bool, error) {
 		if dead, _ := p.exited(); dead {
 			return true, nil // reported below, without waiting out the timeout
 		}

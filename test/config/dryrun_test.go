@@ -19,13 +19,13 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/restmapper"
 
 	"github.com/istio-aux/istio-aux/test/cluster"
+	"github.com/istio-aux/istio-aux/test/poll"
 )
 
 // Knative releases whose CRDs the manifests are checked against: the
@@ -184,7 +184,7 @@ func (a *applier) waitForKind(ctx context.Context, t *testing.T, gvk string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+	err = poll.Until(ctx, time.Minute, func(context.Context) (bool, error) {
 		a.mapper.Reset()
 		_, err := a.mapper.RESTMapping(gv.WithKind(gvk[i+1:]).GroupKind(), gv.Version)
 		return err == nil, nil

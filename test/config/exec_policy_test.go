@@ -26,6 +26,7 @@ import (
 	"github.com/istio-aux/istio-aux/internal/settings"
 	"github.com/istio-aux/istio-aux/pkg/keys"
 	"github.com/istio-aux/istio-aux/test/cluster"
+	"github.com/istio-aux/istio-aux/test/poll"
 )
 
 // The two transports of an exec, as client-go speaks them.
@@ -256,7 +257,7 @@ func TestExecPolicy(t *testing.T) {
 	t.Run("quit-command is read from config-istio-aux", func(t *testing.T) {
 		setQuitCommand(ctx, t, c, "pilot-agent\trequest  POST /quitquitquit")
 		custom := []string{"pilot-agent", "request", "POST", "/quitquitquit"}
-		err := cluster.Poll(ctx, 200*time.Millisecond, 30*time.Second, func(ctx context.Context) (bool, error) {
+		err := poll.Until(ctx, 30*time.Second, func(ctx context.Context) (bool, error) {
 			_, err := execOver(ctx, fn, spdy, quitIn("jobs", "param-probe", custom...))
 			return err == nil, nil
 		})
@@ -283,7 +284,7 @@ func TestExecPolicy(t *testing.T) {
 		appEcho := func(ns string) execRequest {
 			return execRequest{ns: ns, pod: "target", opts: corev1.PodExecOptions{Container: "app", Command: []string{"echo", "ok"}, Stdout: true, Stderr: true}}
 		}
-		err := cluster.Poll(ctx, 200*time.Millisecond, 30*time.Second, func(ctx context.Context) (bool, error) {
+		err := poll.Until(ctx, 30*time.Second, func(ctx context.Context) (bool, error) {
 			_, err := execOver(ctx, admin, spdy, appEcho("jobs"))
 			return err != nil && strings.Contains(err.Error(), want), nil
 		})
@@ -319,7 +320,7 @@ func waitForPolicies(ctx context.Context, t *testing.T, fn *rest.Config) {
 		{quitIn("jobs", "probe", "true"), "istio-aux-proxyquit may run only the quit-command"},
 	} {
 		var last error
-		err := cluster.Poll(ctx, 200*time.Millisecond, 30*time.Second, func(ctx context.Context) (bool, error) {
+		err := poll.Until(ctx, 30*time.Second, func(ctx context.Context) (bool, error) {
 			attempt, cancel := context.WithTimeout(ctx, 5*time.Second)
 			defer cancel()
 			_, err := execOver(attempt, fn, spdy, probe.req)
@@ -376,7 +377,7 @@ func createPod(ctx context.Context, t *testing.T, c *cluster.Cluster, ns, name s
 
 func waitProxyRunning(ctx context.Context, t *testing.T, c *cluster.Cluster, ns, name string) {
 	t.Helper()
-	err := cluster.Poll(ctx, 100*time.Millisecond, 60*time.Second, func(ctx context.Context) (bool, error) {
+	err := poll.Until(ctx, 60*time.Second, func(ctx context.Context) (bool, error) {
 		p, err := c.Client().CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, err

@@ -19,13 +19,13 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/istio-aux/istio-aux/internal/settings"
 	"github.com/istio-aux/istio-aux/test/cluster"
+	"github.com/istio-aux/istio-aux/test/poll"
 )
 
 // TestRBAC installs config/'s accounts and roles for real and asks the API
@@ -136,7 +136,10 @@ func TestWebhookRunsWithItsRole(t *testing.T) {
 	defer cancel()
 	c, _ := startWithConfig(ctx, t, cluster.Options{})
 
-	ports := freePorts(t, 3)
+	ports, err := cluster.FreePorts(3)
+	if err != nil {
+		t.Fatal(err)
+	}
 	log, start := runAs(ctx, t, c, "istio-aux-webhook", "./webhook/cmd/webhook",
 		"SYSTEM_NAMESPACE=istio-aux", "WEBHOOK_NAME=istio-aux-webhook",
 		"WEBHOOK_SECRET_NAME=istio-aux-webhook-certs", "WEBHOOK_PORT="+strconv.Itoa(ports[0]),
@@ -147,7 +150,7 @@ func TestWebhookRunsWithItsRole(t *testing.T) {
 		"KUBERNETES_MIN_VERSION=v1.34.0",
 	)
 
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
+	err = poll.Until(ctx, 90*time.Second, func(ctx context.Context) (bool, error) {
 		s, err := c.Client().CoreV1().Secrets("istio-aux").Get(ctx, "istio-aux-webhook-certs", metav1.GetOptions{})
 		if err != nil || len(s.Data["ca-cert.pem"]) == 0 {
 			return false, nil
@@ -184,14 +187,17 @@ func TestBridgeRunsWithItsRole(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	c, _ := startWithConfig(ctx, t, cluster.Options{})
-	ports := freePorts(t, 1)
+	ports, err := cluster.FreePorts(1)
+	if err != nil {
+		t.Fatal(err)
+	}
 	addr := "127.0.0.1:" + strconv.Itoa(ports[0])
 	log, start := runAs(ctx, t, c, "istio-aux-bridge", "./bridge/cmd/bridge",
 		"ISTIO_AUX_ROLE=bridge", "NATS_URL=", "ISTIO_AUX_DATA_DIR="+t.TempDir(), "METRICS_ADDR="+addr,
 		// It reads and watches config-logging and config-istio-aux there
 		// (204-rbac-logging.yaml).
 		"SYSTEM_NAMESPACE=istio-aux")
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+	err = poll.Until(ctx, 60*time.Second, func(ctx context.Context) (bool, error) {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/readyz", nil)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
@@ -227,7 +233,7 @@ func TestBridgeRunsWithItsRole(t *testing.T) {
 		}
 	}
 	setKeys(map[string]string{settings.KeyQuitNative: "yes please"})
-	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+	err = poll.Until(ctx, 30*time.Second, func(ctx context.Context) (bool, error) {
 		evs, err := c.Client().CoreV1().Events("istio-aux").List(ctx, metav1.ListOptions{FieldSelector: "reason=" + settings.ReasonRejected})
 		if err != nil {
 			return false, err
@@ -243,7 +249,7 @@ func TestBridgeRunsWithItsRole(t *testing.T) {
 		t.Errorf("no %s Event from the bridge on %s: %v\n%s", settings.ReasonRejected, settings.ConfigMapName, err, grepLines(log.String(), "setting"))
 	}
 	setKeys(map[string]string{settings.KeyNATSURL: "nats://elsewhere.example:4222"})
-	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+	err = poll.Until(ctx, 30*time.Second, func(context.Context) (bool, error) {
 		return strings.Contains(log.String(), "Stopping to start again"), nil
 	})
 	if err != nil {
@@ -282,19 +288,6 @@ func runAs(ctx context.Context, t *testing.T, c *cluster.Cluster, serviceAccount
 		}
 	})
 	return log, time.Now()
-}
-
-func freePorts(t *testing.T, n int) []int {
-	t.Helper()
-	ports := make([]int, n)
-	for i := range ports {
-		p, err := cluster.FreePort()
-		if err != nil {
-			t.Fatal(err)
-		}
-		ports[i] = p
-	}
-	return ports
 }
 
 // syncBuffer is a bytes.Buffer safe for the process's writes and the

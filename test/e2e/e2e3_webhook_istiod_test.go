@@ -17,6 +17,7 @@ import (
 
 	"github.com/istio-aux/istio-aux/pkg/keys"
 	"github.com/istio-aux/istio-aux/test/istio"
+	"github.com/istio-aux/istio-aux/test/mesh"
 )
 
 // mergeRow is a row of webhook/testdata/merge.json (the webhook's merge
@@ -67,7 +68,7 @@ func TestWebhookOutputThroughIstiod(t *testing.T) {
 	if err := json.Unmarshal(raw, &rows); err != nil {
 		t.Fatal(err)
 	}
-	ns := namespace(t, optedIn)
+	ns := mesh.Namespace(t, env, "", true, mesh.OptedIn)
 	w := &warnings{}
 	rc := env.RESTConfig()
 	rc.WarningHandler = w

@@ -9,10 +9,17 @@ import (
 	"testing"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	"github.com/istio-aux/istio-aux/pkg/keys"
+	"github.com/istio-aux/istio-aux/test/cluster"
+	"github.com/istio-aux/istio-aux/test/mesh"
+	"github.com/istio-aux/istio-aux/test/poll"
+	"github.com/istio-aux/istio-aux/test/scenario"
 )
 
 // Test7OptedInAfterItsPodsFinished: a Job's pod finishes its app in a
@@ -22,15 +29,15 @@ import (
 // label and evaluates them.
 func Test7OptedInAfterItsPodsFinished(t *testing.T) {
 	withIstioAux(t)
-	ns := namespace(t, nil)
-	createOnePodJob(t, ns, "late", "1s")
+	ns := mesh.Namespace(t, env, "", true, nil)
+	onePodJob(t, ns, "late", "1s")
 	waitStuck(t, ns, "late")
 	if q := quitsIn(t, ns); len(q) != 0 {
 		t.Fatalf("quit before the namespace was opted in: %v", q)
 	}
-	relabel(t, ns, optedIn)
-	waitJob(t, ns, "late", "Complete", 30*time.Second)
-	waitEvent(t, ns, jobPods(t, ns, "late")[0].Name, "ProxyQuit")
+	relabel(t, ns, mesh.OptedIn)
+	mesh.WaitJob(t, env, ns, "late", batchv1.JobComplete, 30*time.Second)
+	mesh.WaitEvent(t, env, ns, mesh.OnlyPod(t, env, ns, "late").Name, "ProxyQuit")
 }
 
 // Test8OptedOutStopsItsQuits: a namespace's label is removed while its
@@ -38,17 +45,36 @@ func Test7OptedInAfterItsPodsFinished(t *testing.T) {
 // stuck when its app finishes (no quit), as in a namespace never opted in.
 func Test8OptedOutStopsItsQuits(t *testing.T) {
 	withIstioAux(t)
-	ns := namespace(t, optedIn)
-	createOnePodJob(t, ns, "dropped", "6s")
-	eventually(t, 30*time.Second, "app running", func(ctx context.Context) (bool, error) {
-		pods := jobPods(t, ns, "dropped")
-		return len(pods) == 1 && containerStatus(&pods[0], "tensorflow").State.Running != nil, nil
+	ns := mesh.Namespace(t, env, "", true, mesh.OptedIn)
+	onePodJob(t, ns, "dropped", "6s")
+	poll.Eventually(t, 30*time.Second, "app running", func(ctx context.Context) (bool, error) {
+		pods := mesh.Pods(t, env, ns, "dropped")
+		return len(pods) == 1 && cluster.ContainerStatus(&pods[0], scenario.App).State.Running != nil, nil
 	})
 	relabel(t, ns, nil)
 	waitStuck(t, ns, "dropped")
-	consistently(t, 5*time.Second, "pod left alone", func(ctx context.Context) (bool, error) {
-		pods := jobPods(t, ns, "dropped")
-		return len(pods) == 1 && stuck(&pods[0]) && len(quitsIn(t, ns)) == 0, nil
+	poll.Consistently(t, 5*time.Second, "pod left alone", func(ctx context.Context) (bool, error) {
+		pods := mesh.Pods(t, env, ns, "dropped")
+		return len(pods) == 1 && mesh.Stuck(&pods[0], scenario.App) && len(quitsIn(t, ns)) == 0, nil
+	})
+}
+
+// onePodJob is the demo's Job with one worker, its app running for runFor
+// and exiting 0.
+func onePodJob(t *testing.T, ns, name, runFor string) {
+	t.Helper()
+	j := mesh.TrainingJob(name, 1, corev1.RestartPolicyNever, mesh.App{RunFor: runFor}, nil)
+	j.Spec.BackoffLimit = ptr.To(int32(0))
+	mesh.CreateJob(t, env, ns, j)
+}
+
+// waitStuck waits until the Job's one pod has its app done and its proxy
+// running.
+func waitStuck(t *testing.T, ns, job string) {
+	t.Helper()
+	poll.Eventually(t, 30*time.Second, "app done, proxy running", func(ctx context.Context) (bool, error) {
+		pods := mesh.Pods(t, env, ns, job)
+		return len(pods) == 1 && mesh.Stuck(&pods[0], scenario.App), nil
 	})
 }
 
@@ -92,11 +118,11 @@ func Test9MissedByTheWebhook(t *testing.T) {
 	t.Cleanup(func() { restart(saved) })
 	started := time.Now()
 
-	ns := namespace(t, optedIn)
-	createOnePodJob(t, ns, "missed", "8s")
+	ns := mesh.Namespace(t, env, "", true, mesh.OptedIn)
+	onePodJob(t, ns, "missed", "8s")
 	var pod string
-	eventually(t, 30*time.Second, "the Job's pod", func(ctx context.Context) (bool, error) {
-		pods := jobPods(t, ns, "missed")
+	poll.Eventually(t, 30*time.Second, "the Job's pod", func(ctx context.Context) (bool, error) {
+		pods := mesh.Pods(t, env, ns, "missed")
 		if len(pods) == 1 {
 			pod = pods[0].Name
 		}
@@ -112,7 +138,7 @@ func Test9MissedByTheWebhook(t *testing.T) {
 		t.Fatalf("quit before the sweep could have found it: %v", q)
 	}
 	// The sweep after the bridge's start comes one resync period after it.
-	waitJob(t, ns, "missed", "Complete", time.Until(started.Add(resync+45*time.Second)))
-	waitEvent(t, ns, pod, "ProxyQuit")
+	mesh.WaitJob(t, env, ns, "missed", batchv1.JobComplete, time.Until(started.Add(resync+45*time.Second)))
+	mesh.WaitEvent(t, env, ns, pod, "ProxyQuit")
 	t.Logf("quit %v after the bridge started (resync %v)", time.Since(started).Round(time.Second), resync)
 }

@@ -15,8 +15,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/utils/ptr"
 
 	"github.com/istio-aux/istio-aux/test/cluster"
 	"github.com/istio-aux/istio-aux/test/httpget"
@@ -24,6 +22,7 @@ import (
 	"github.com/istio-aux/istio-aux/test/istioaux"
 	"github.com/istio-aux/istio-aux/test/knative"
 	"github.com/istio-aux/istio-aux/test/mesh"
+	"github.com/istio-aux/istio-aux/test/poll"
 )
 
 // TestHarnessThreeNodes: the harness's cluster is three nodes a pod can
@@ -36,7 +35,7 @@ func TestHarnessThreeNodes(t *testing.T) {
 	m := threeNodes(t)
 	c := m.Cluster
 	ctx := context.Background()
-	ns := mesh.Namespace(t, c.Client(), mesh.NameFor(t, ""), false, nil)
+	ns := mesh.Namespace(t, c, "", false, nil)
 	names := m.Nodes.Names()
 	if len(names) != nodes {
 		t.Fatalf("nodes %v, want %d", names, nodes)
@@ -48,53 +47,15 @@ func TestHarnessThreeNodes(t *testing.T) {
 	}
 	spreadDNS(t, c)
 
-	// A web server on each node, one Service over them.
-	for _, n := range names {
-		p := pinned(ns, "web-"+n, n, corev1.RestartPolicyAlways, corev1.Container{
-			Name: "web", Image: images.AppRef, Args: []string{"serve", ":8080"},
-			ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/", Port: intstr.FromInt32(8080)}},
-				PeriodSeconds: 1},
-		})
-		p.Labels = map[string]string{"app": "web"}
-		if _, err := c.Client().CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
-		Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "web"},
-			Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(8080)}}},
-	}
-	if _, err := c.Client().CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	ips := map[string]string{}
-	for _, n := range names {
-		p := waitPod(t, c, ns, "web-"+n, 2*time.Minute, podReady)
-		if p.Spec.NodeName != n {
-			t.Fatalf("web-%s runs on %s", n, p.Spec.NodeName)
-		}
-		ips[n] = p.Status.PodIP
-	}
-
-	// From a pod on the first node: the others' pods, the Service by its
-	// name (cluster DNS, kube-proxy), the API server through its Service.
+	// A web server on each node, one Service over them; from a pod on the
+	// first node: the others' pods, the Service by its name (cluster DNS,
+	// kube-proxy), the API server through its Service.
+	ips := mesh.Web(t, c, ns, names...)
 	targets := []string{"http://web/", "kubernetes.default.svc:443"}
 	for _, n := range names[1:] {
 		targets = append(targets, "http://"+ips[n]+":8080/")
 	}
-	client := pinned(ns, "client", names[0], corev1.RestartPolicyNever, corev1.Container{
-		Name: "client", Image: images.AppRef, Args: append([]string{"probe"}, targets...)})
-	if _, err := c.Client().CoreV1().Pods(ns).Create(ctx, client, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	p := waitPod(t, c, ns, "client", 2*time.Minute, func(p *corev1.Pod) bool {
-		return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
-	})
-	if p.Status.Phase != corev1.PodSucceeded {
-		out, _ := c.Client().CoreV1().Pods(ns).GetLogs("client", &corev1.PodLogOptions{}).DoRaw(ctx)
-		t.Fatalf("from %s, not every target answered:\n%s", names[0], out)
-	}
+	mesh.Probe(t, c, ns, names[0], targets...)
 
 	// From the control plane's machine, each pod directly.
 	for _, n := range names {
@@ -130,8 +91,8 @@ func TestHarnessThreeNodes(t *testing.T) {
 		}
 		// The kubelet finds its pod in the API server and runs it again, in
 		// a new sandbox.
-		p := waitPod(t, c, ns, "web-"+name, 3*time.Minute, func(p *corev1.Pod) bool {
-			return podReady(p) && p.Status.PodIP != ""
+		p := mesh.WaitPod(t, c, ns, "web-"+name, 3*time.Minute, func(p *corev1.Pod) bool {
+			return cluster.PodReady(p) && p.Status.PodIP != ""
 		})
 		reachable(t, p.Status.PodIP, true)
 	})
@@ -146,15 +107,15 @@ func TestHarnessThreeNodes(t *testing.T) {
 			}
 			// The cluster works: a pod is scheduled, run and reports back.
 			name := "after-" + what
-			p := pinned(ns, name, names[0], corev1.RestartPolicyNever, corev1.Container{
+			p := mesh.Pod(ns, name, names[0], corev1.RestartPolicyNever, corev1.Container{
 				Name: "app", Image: images.AppRef, Args: []string{"exit", "0"}})
-			if err := cluster.Poll(ctx, time.Second, time.Minute, func(ctx context.Context) (bool, error) {
+			if err := poll.Until(ctx, time.Minute, func(ctx context.Context) (bool, error) {
 				_, err := c.Client().CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
 				return err == nil, err
 			}); err != nil {
 				t.Fatalf("after restarting %s: %v", what, err)
 			}
-			waitPod(t, c, ns, name, 2*time.Minute, func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodSucceeded })
+			mesh.WaitPod(t, c, ns, name, 2*time.Minute, func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodSucceeded })
 		}
 	})
 }
@@ -172,7 +133,7 @@ func TestHAShape(t *testing.T) {
 	spread(t, c, "serving.knative.dev/service=proxy-quit", 2)
 	// A bridge takes the Lease (from an all-in-one of a shape installed
 	// before, once it expires).
-	err := cluster.Poll(context.Background(), time.Second, time.Minute, func(context.Context) (bool, error) {
+	err := poll.Until(context.Background(), time.Minute, func(context.Context) (bool, error) {
 		leader := leaseHolder(t, c)
 		return strings.HasPrefix(leader, "istio-aux-bridge-"), fmt.Errorf("the Lease is held by %q", leader)
 	})
@@ -204,7 +165,7 @@ func spreadDNS(t *testing.T, c *cluster.Cluster) {
 func reachable(t *testing.T, ip string, want bool) {
 	t.Helper()
 	client := &http.Client{Timeout: time.Second}
-	err := cluster.Poll(context.Background(), 200*time.Millisecond, time.Minute, func(ctx context.Context) (bool, error) {
+	err := poll.Until(context.Background(), time.Minute, func(ctx context.Context) (bool, error) {
 		err := httpget.OK(ctx, client, "http://"+ip+":8080/")
 		return (err == nil) == want, err
 	})
@@ -216,58 +177,6 @@ func reachable(t *testing.T, ip string, want bool) {
 func alive(pid int) bool {
 	_, err := os.Stat(fmt.Sprintf("/proc/%d", pid))
 	return pid > 0 && err == nil
-}
-
-// pinned is a pod on node name.
-func pinned(ns, name, node string, policy corev1.RestartPolicy, containers ...corev1.Container) *corev1.Pod {
-	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec: corev1.PodSpec{
-			NodeSelector:                  map[string]string{corev1.LabelHostname: node},
-			RestartPolicy:                 policy,
-			TerminationGracePeriodSeconds: ptr.To(int64(5)),
-			Containers:                    containers,
-		},
-	}
-}
-
-// waitPod polls the pod until cond holds, failing the test after timeout.
-func waitPod(t *testing.T, c *cluster.Cluster, ns, name string, timeout time.Duration, cond func(*corev1.Pod) bool) *corev1.Pod {
-	t.Helper()
-	var last *corev1.Pod
-	err := cluster.Poll(context.Background(), 100*time.Millisecond, timeout, func(ctx context.Context) (bool, error) {
-		p, err := c.Client().CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		last = p
-		return cond(p), nil
-	})
-	if err != nil {
-		var status string
-		if last != nil {
-			status = fmt.Sprintf(" (phase %s on %q, %s)", last.Status.Phase, last.Spec.NodeName, statuses(last))
-		}
-		t.Fatalf("pod %s/%s: %v%s", ns, name, err, status)
-	}
-	return last
-}
-
-func statuses(p *corev1.Pod) string {
-	var parts []string
-	for _, s := range p.Status.ContainerStatuses {
-		parts = append(parts, fmt.Sprintf("%s ready=%t restarts=%d %+v", s.Name, s.Ready, s.RestartCount, s.State))
-	}
-	return strings.Join(parts, "; ")
-}
-
-func podReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 // TestHAKnativeFootprint measures what Knative Serving's components add to
@@ -290,7 +199,7 @@ func TestHAKnativeFootprint(t *testing.T) {
 	before := busy("three nodes, istio-aux")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	if err := knative.Install(ctx, m.Cluster, shared.log); err != nil {
+	if err := knative.Install(ctx, m.Cluster, shared.Log()); err != nil {
 		t.Fatal(err)
 	}
 	after := busy("three nodes, istio-aux, Knative Serving")

@@ -24,6 +24,7 @@ import (
 	"github.com/istio-aux/istio-aux/test/cluster"
 	"github.com/istio-aux/istio-aux/test/istioaux"
 	"github.com/istio-aux/istio-aux/test/mesh"
+	"github.com/istio-aux/istio-aux/test/poll"
 	"github.com/istio-aux/istio-aux/webhook"
 )
 
@@ -168,7 +169,7 @@ func whole(t *testing.T, e *env) {
 	t.Helper()
 	bg := context.Background()
 	for _, n := range e.m.Nodes.Names() {
-		if err := cluster.Poll(bg, time.Second, 4*time.Minute, func(ctx context.Context) (bool, error) {
+		if err := poll.Until(bg, 4*time.Minute, func(ctx context.Context) (bool, error) {
 			return e.m.Cluster.NodeReady(ctx, n) == nil, nil
 		}); err != nil {
 			t.Fatalf("node %s not Ready again: %v", n, err)
@@ -184,7 +185,7 @@ func whole(t *testing.T, e *env) {
 		return
 	}
 	var why error
-	err := cluster.Poll(bg, time.Second, 3*time.Minute, func(context.Context) (bool, error) {
+	err := poll.Until(bg, 3*time.Minute, func(context.Context) (bool, error) {
 		why = streamWhole(e)
 		return why == nil, nil
 	})
@@ -260,7 +261,7 @@ func webhookNode(t *testing.T, e *env) string {
 		return out
 	}
 	var busiest string
-	err = cluster.Poll(context.Background(), 100*time.Millisecond, time.Minute, func(context.Context) (bool, error) {
+	err = poll.Until(context.Background(), time.Minute, func(context.Context) (bool, error) {
 		before := count()
 		<-time.After(2 * jobEvery) // a sampling period: the load creates a pod or two
 		most := 0.0
@@ -353,14 +354,11 @@ func upgrade(t *testing.T, e *env, _ string) func() {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	next, err := e.aux.Upgrade(ctx, fmt.Sprintf("v%d", time.Now().Unix()))
+	next, err := shared.Upgrade(ctx, fmt.Sprintf("v%d", time.Now().Unix()))
 	if err != nil {
 		t.Fatalf("rolling to a new release: %v", err)
 	}
 	e.aux = next
-	installed.mu.Lock()
-	installed.aux = next
-	installed.mu.Unlock()
 	return nil
 }
 
@@ -378,7 +376,7 @@ func streamInfo(ctx context.Context, e *env) (*jetstream.StreamInfo, error) {
 	}
 	var urls []string
 	for _, p := range pods.Items {
-		if p.Status.PodIP != "" && podReady(&p) {
+		if p.Status.PodIP != "" && cluster.PodReady(&p) {
 			urls = append(urls, "nats://"+p.Status.PodIP+":4222")
 		}
 	}

@@ -5,7 +5,6 @@ package ha
 import (
 	"context"
 	"sort"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,44 +12,8 @@ import (
 
 	"github.com/istio-aux/istio-aux/test/cluster"
 	"github.com/istio-aux/istio-aux/test/istioaux"
-	"github.com/istio-aux/istio-aux/test/mesh"
+	"github.com/istio-aux/istio-aux/test/poll"
 )
-
-// istio-aux as installed on the three nodes, switched between the two
-// shapes by the tests that need them (they run one after another).
-var installed struct {
-	mu  sync.Mutex
-	aux *istioaux.Installed
-}
-
-// installedAs is the three-node cluster with istio-aux installed from dir
-// (istioaux.Config or istioaux.Standalone) as users install it: `ko apply`,
-// images from the cluster's registry. Knative Serving is not installed
-// here (docs/bench.md: its components and three kubelets do not fit two
-// cores); the function runs as the Deployment Knative would make of it.
-func installedAs(t *testing.T, dir string) (*mesh.Mesh, *istioaux.Installed) {
-	t.Helper()
-	m := threeNodes(t)
-	installed.mu.Lock()
-	defer installed.mu.Unlock()
-	if installed.aux != nil && installed.aux.Dir() == dir {
-		return m, installed.aux
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	var aux *istioaux.Installed
-	var err error
-	if installed.aux != nil {
-		aux, err = installed.aux.Move(ctx, dir)
-	} else {
-		aux, err = istioaux.Install(ctx, m.Cluster, dir, shared.log)
-	}
-	if err != nil {
-		t.Fatalf("installing istio-aux from %s: %v (pods: %s)", dir, err, m.Cluster.PodsSummary(ctx, istioaux.SystemNamespace, ""))
-	}
-	installed.aux = aux
-	return m, aux
-}
 
 // spread checks that the pods selected in istio-aux's namespace are want
 // Ready pods, on want nodes.
@@ -67,7 +30,7 @@ func spread(t *testing.T, c *cluster.Cluster, selector string, want int) {
 			continue
 		}
 		nodes[p.Spec.NodeName] = true
-		if podReady(&p) {
+		if cluster.PodReady(&p) {
 			ready++
 		}
 	}
@@ -80,7 +43,7 @@ func spread(t *testing.T, c *cluster.Cluster, selector string, want int) {
 func leaseHolder(t *testing.T, c *cluster.Cluster) string {
 	t.Helper()
 	var holder string
-	err := cluster.Poll(context.Background(), 200*time.Millisecond, time.Minute, func(ctx context.Context) (bool, error) {
+	err := poll.Until(context.Background(), time.Minute, func(ctx context.Context) (bool, error) {
 		l, err := c.Client().CoordinationV1().Leases(istioaux.SystemNamespace).Get(ctx, "istio-aux-watcher", metav1.GetOptions{})
 		if err != nil {
 			return false, err

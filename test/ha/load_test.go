@@ -20,6 +20,7 @@ import (
 	"github.com/istio-aux/istio-aux/pkg/keys"
 	"github.com/istio-aux/istio-aux/test/cluster"
 	"github.com/istio-aux/istio-aux/test/mesh"
+	"github.com/istio-aux/istio-aux/test/poll"
 )
 
 // load is what the faults happen under: one-pod Jobs created at a steady
@@ -65,7 +66,7 @@ type tracked struct {
 func startLoad(t *testing.T, c *cluster.Cluster, every time.Duration, runFor string) *load {
 	t.Helper()
 	l := &load{c: c, every: every, runFor: runFor, pods: map[string]*tracked{}, jobAt: map[string]time.Time{}, stopped: make(chan struct{})}
-	l.ns = mesh.Namespace(t, c.Client(), mesh.NameFor(t, ""), true, mesh.OptedIn)
+	l.ns = mesh.Namespace(t, c, "", true, mesh.OptedIn)
 	pctx, stopPods := context.WithCancel(context.Background())
 	l.stopPods = stopPods
 	l.watchPods(pctx)
@@ -101,7 +102,7 @@ func (l *load) run(ctx context.Context) {
 		// The API server may be down (a fault): the Job is created once it
 		// is back, as a CronJob's would be.
 		var at time.Time
-		err := cluster.Poll(ctx, time.Second, 2*time.Minute, func(ctx context.Context) (bool, error) {
+		err := poll.Until(ctx, 2*time.Minute, func(ctx context.Context) (bool, error) {
 			created, err := l.c.Client().BatchV1().Jobs(l.ns).Create(ctx, j, metav1.CreateOptions{})
 			if err == nil {
 				at = created.CreationTimestamp.Time
@@ -128,7 +129,7 @@ func (l *load) keepOff(t *testing.T, node string) {
 	if node == "" {
 		return
 	}
-	err := cluster.Poll(context.Background(), 200*time.Millisecond, 2*time.Minute, func(ctx context.Context) (bool, error) {
+	err := poll.Until(context.Background(), 2*time.Minute, func(ctx context.Context) (bool, error) {
 		pods, err := l.c.Client().CoreV1().Pods(l.ns).List(ctx, metav1.ListOptions{
 			FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node).String()})
 		if err != nil {
@@ -216,7 +217,7 @@ func (l *load) settle(t *testing.T, timeout time.Duration) map[string]bool {
 	jobs := slices.Clone(l.jobs)
 	l.mu.Unlock()
 	var pending []string
-	err := cluster.Poll(context.Background(), time.Second, timeout, func(ctx context.Context) (bool, error) {
+	err := poll.Until(context.Background(), timeout, func(ctx context.Context) (bool, error) {
 		list, err := l.c.Client().BatchV1().Jobs(l.ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err
@@ -242,7 +243,7 @@ func (l *load) settle(t *testing.T, timeout time.Duration) map[string]bool {
 	}
 	// A pod that succeeded had its proxy quit; the watch may not have said
 	// so yet.
-	err = cluster.Poll(context.Background(), 200*time.Millisecond, 30*time.Second, func(context.Context) (bool, error) {
+	err = poll.Until(context.Background(), 30*time.Second, func(context.Context) (bool, error) {
 		for _, p := range l.snapshot() {
 			if settled[p.job] && !p.appExit.IsZero() && p.quit.IsZero() {
 				return false, fmt.Errorf("%s: no quit seen", p.name)

@@ -13,68 +13,31 @@
 package ha
 
 import (
-	"context"
-	"fmt"
-	"io"
 	"os"
-	"sync"
 	"testing"
-	"time"
 
-	"github.com/istio-aux/istio-aux/test/cluster"
+	"github.com/istio-aux/istio-aux/test/istioaux"
 	"github.com/istio-aux/istio-aux/test/mesh"
-	"github.com/istio-aux/istio-aux/test/realnode"
 )
 
-func TestMain(m *testing.M) {
-	os.Exit(realnode.RunInNetns(func() int {
-		code := m.Run()
-		stopShared()
-		return code
-	}))
-}
+func TestMain(m *testing.M) { os.Exit(shared.Main(m)) }
 
 // nodes is how many real nodes the suite's cluster has.
 const nodes = 3
 
 // One cluster serves every test of the package, in order: starting three
 // nodes takes half a minute, and the faults are run one after another, not
-// side by side, so that each one's figures are its own.
-var shared struct {
-	once     sync.Once
-	m        *mesh.Mesh
-	err      error
-	log      io.Writer
-	closeLog func()
-}
+// side by side, so that each one's figures are its own. Knative Serving is
+// not installed (docs/bench.md: its components and three kubelets do not
+// fit two cores); the function runs as the Deployment Knative would make of
+// it.
+var shared = &mesh.Shared{Options: mesh.Options{Nodes: nodes}, LogName: "istio-aux-ha.log", Verbose: "HA_VERBOSE"}
 
-// threeNodes returns the shared cluster, starting it on first use. It
-// skips the test where the machine cannot host nodes (fails it with
-// CI=true).
-func threeNodes(t *testing.T) *mesh.Mesh {
-	t.Helper()
-	realnode.RequireNode(t)
-	shared.once.Do(func() {
-		shared.log, shared.closeLog = cluster.ProcessLog("istio-aux-ha.log", "HA_VERBOSE")
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
-		start := time.Now()
-		shared.m, shared.err = mesh.Start(ctx, mesh.Options{Node: true, Nodes: nodes, Log: shared.log})
-		fmt.Fprintf(os.Stderr, "%d real nodes, images and istiod up in %s\n", nodes, time.Since(start).Round(time.Millisecond))
-	})
-	if shared.err != nil {
-		t.Fatal(shared.err)
-	}
-	return shared.m
-}
+// threeNodes returns the shared cluster, starting it on first use.
+func threeNodes(t *testing.T) *mesh.Mesh { return shared.Mesh(t) }
 
-func stopShared() {
-	if shared.m != nil {
-		if err := shared.m.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "stopping the three-node cluster:", err)
-		}
-	}
-	if shared.closeLog != nil {
-		shared.closeLog()
-	}
+// installedAs is the three-node cluster with istio-aux installed from dir
+// (istioaux.Config or istioaux.Standalone) as users install it.
+func installedAs(t *testing.T, dir string) (*mesh.Mesh, *istioaux.Installed) {
+	return shared.Installed(t, dir)
 }

@@ -12,9 +12,6 @@ const (
 	PauseRef = Registry + "/pause:dev"
 	// AppRef is the test workload (test/cmd/app), at /app.
 	AppRef = Registry + "/app:dev"
-	// ProxyIshRef is the stand-in istio-proxy (test/cmd/istio-proxy-ish),
-	// installed as /usr/local/bin/pilot-agent.
-	ProxyIshRef = Registry + "/istio-proxy-ish:dev"
 )
 
 // pathEnv is the PATH of the test images: `kubectl exec ... pilot-agent`
@@ -30,13 +27,6 @@ func Pause(ctx context.Context, dir string) (Image, error) {
 // environment). Its entrypoint is /app; `/app exit N` exits N.
 func App(ctx context.Context, dir string) (Image, error) {
 	return fromBinary(ctx, dir, "./test/cmd/app", AppRef, "/app", nil)
-}
-
-// ProxyIsh builds the stand-in istio-proxy image: it runs `pilot-agent proxy
-// sidecar` and answers `pilot-agent request POST quitquitquit` and
-// `pilot-agent wait` (see test/cmd/istio-proxy-ish).
-func ProxyIsh(ctx context.Context, dir string) (Image, error) {
-	return fromBinary(ctx, dir, "./test/cmd/istio-proxy-ish", ProxyIshRef, "/usr/local/bin/pilot-agent", []string{"proxy", "sidecar"})
 }
 
 func fromBinary(ctx context.Context, dir, pkg, ref, at string, cmd []string) (Image, error) {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/istio-aux/istio-aux/test/cluster"
+	"github.com/istio-aux/istio-aux/test/poll"
 )
 
 // drainFor is the proxies' terminationDrainDuration here (Istio's default
@@ -185,7 +186,7 @@ func TestAgentNativeSidecarStop(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("preStop drain: exit %d: %s", code, out)
 	}
-	if err := cluster.Poll(context.Background(), 50*time.Millisecond, 10*time.Second, func(context.Context) (bool, error) {
+	if err := poll.Until(context.Background(), 10*time.Second, func(context.Context) (bool, error) {
 		return a.agent.Printed("skip_exit"), nil
 	}); err != nil {
 		t.Errorf("the stand-in saw no drain with skip_exit: %v", err)

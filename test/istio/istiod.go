@@ -78,7 +78,7 @@ func Start(ctx context.Context, c *cluster.Cluster, opts Options) (_ *Istiod, er
 	if err != nil {
 		return nil, err
 	}
-	ports, err := freePorts(6)
+	ports, err := cluster.FreePorts(6)
 	if err != nil {
 		return nil, err
 	}
@@ -315,16 +315,4 @@ func certPool(pemData []byte) *x509.CertPool {
 	p := x509.NewCertPool()
 	p.AppendCertsFromPEM(pemData)
 	return p
-}
-
-func freePorts(n int) ([]int, error) {
-	out := make([]int, n)
-	for i := range out {
-		p, err := cluster.FreePort()
-		if err != nil {
-			return nil, err
-		}
-		out[i] = p
-	}
-	return out, nil
 }

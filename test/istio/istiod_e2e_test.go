@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/istio-aux/istio-aux/test/cluster"
+	"github.com/istio-aux/istio-aux/test/poll"
 )
 
 // TestIstiodInjects runs istiod against a bare control plane (no nodes)
@@ -112,7 +113,7 @@ func TestIstiodInjects(t *testing.T) {
 			}
 			// A real node cannot start an injected pod before istiod has
 			// published its root certificate there (a ConfigMap volume).
-			if err := cluster.Poll(ctx, 100*time.Millisecond, 30*time.Second, func(ctx context.Context) (bool, error) {
+			if err := poll.Until(ctx, 30*time.Second, func(ctx context.Context) (bool, error) {
 				_, err := c.Client().CoreV1().ConfigMaps(ns).Get(ctx, "istio-ca-root-cert", metav1.GetOptions{})
 				return err == nil, err
 			}); err != nil {

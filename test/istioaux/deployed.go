@@ -40,7 +40,7 @@ const (
 // proxy-quit function of the deployed shape, unless they already run.
 func (a *IstioAux) startDeployedPeers() error {
 	if a.nats == nil {
-		bin, err := build("github.com/nats-io/nats-server/v2", "nats-server")
+		bin, err := Build("github.com/nats-io/nats-server/v2", "nats-server")
 		if err != nil {
 			return err
 		}
@@ -66,7 +66,7 @@ func (a *IstioAux) startDeployedPeers() error {
 		}
 	}
 	if a.function == nil {
-		bin, err := build("./functions/proxyquit/cmd/proxyquit", "proxyquit")
+		bin, err := Build("./functions/proxyquit/cmd/proxyquit", "proxyquit")
 		if err != nil {
 			return err
 		}

@@ -18,7 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
@@ -26,6 +25,7 @@ import (
 	"github.com/istio-aux/istio-aux/test/cluster"
 	"github.com/istio-aux/istio-aux/test/images"
 	"github.com/istio-aux/istio-aux/test/knative"
+	"github.com/istio-aux/istio-aux/test/poll"
 	"github.com/istio-aux/istio-aux/test/realnode"
 )
 
@@ -339,7 +339,7 @@ func asDeployment(ksvc *unstructured.Unstructured) ([]any, error) {
 func (in *Installed) WaitAvailable(ctx context.Context, timeout time.Duration) error {
 	cs := in.c.Client()
 	var pending []string
-	err := cluster.Poll(ctx, 200*time.Millisecond, timeout, func(ctx context.Context) (bool, error) {
+	err := poll.Until(ctx, timeout, func(ctx context.Context) (bool, error) {
 		deps, err := cs.AppsV1().Deployments(SystemNamespace).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err
@@ -412,7 +412,7 @@ func (in *Installed) Scale(ctx context.Context, deployment string, replicas int3
 	if _, err := deps.UpdateScale(ctx, deployment, s, metav1.UpdateOptions{}); err != nil {
 		return err
 	}
-	return cluster.Poll(ctx, 200*time.Millisecond, 2*time.Minute, func(ctx context.Context) (bool, error) {
+	return poll.Until(ctx, 2*time.Minute, func(ctx context.Context) (bool, error) {
 		d, err := deps.Get(ctx, deployment, metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -452,7 +452,7 @@ func (in *Installed) SetConfig(ctx context.Context, data map[string]string) erro
 		return err
 	}
 	followers := []string{"app.kubernetes.io/component in (bridge,allinone)", "serving.knative.dev/service=proxy-quit"}
-	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+	return poll.Until(ctx, time.Minute, func(ctx context.Context) (bool, error) {
 		evs, err := cs.CoreV1().Events(SystemNamespace).List(ctx, metav1.ListOptions{FieldSelector: "reason=" + settings.ReasonApplied})
 		if err != nil {
 			return false, err
@@ -514,7 +514,7 @@ func (in *Installed) DeletePod(ctx context.Context, workload string) error {
 func (in *Installed) deleteOnePod(ctx context.Context, selector string, wait time.Duration) error {
 	pods := in.c.Client().CoreV1().Pods(SystemNamespace)
 	var victim string
-	err := cluster.Poll(ctx, 200*time.Millisecond, wait+time.Second, func(ctx context.Context) (bool, error) {
+	err := poll.Until(ctx, wait+time.Second, func(ctx context.Context) (bool, error) {
 		list, err := pods.List(ctx, metav1.ListOptions{LabelSelector: selector})
 		if err != nil {
 			return false, err

@@ -55,7 +55,9 @@ type IstioAux struct {
 // missing ones are built there on first use.
 func BinDir() string { return filepath.Join(cluster.CacheDir(), "bin") }
 
-func build(pkg, name string) (string, error) {
+// Build builds the Go package pkg as BinDir()/name, unless it is there
+// already (E2E_REBUILD=1 builds it again).
+func Build(pkg, name string) (string, error) {
 	out := filepath.Join(BinDir(), name)
 	if _, err := os.Stat(out); err == nil && os.Getenv("E2E_REBUILD") == "" {
 		return out, nil
@@ -148,7 +150,7 @@ func Start(ctx context.Context, c *cluster.Cluster, log io.Writer) (*IstioAux, e
 	}, metav1.CreateOptions{}); err != nil {
 		return nil, err
 	}
-	wbin, err := build("./webhook/cmd/webhook", "webhook")
+	wbin, err := Build("./webhook/cmd/webhook", "webhook")
 	if err != nil {
 		return nil, err
 	}
@@ -209,7 +211,7 @@ func (a *IstioAux) StartBridgeAs(shape Shape) error {
 	if shape == Deployed {
 		pkg, name = "./bridge/cmd/bridge", "bridge"
 	}
-	bbin, err := build(pkg, name)
+	bbin, err := Build(pkg, name)
 	if err != nil {
 		return err
 	}

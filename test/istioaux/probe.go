@@ -10,7 +10,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/istio-aux/istio-aux/pkg/keys"
-	"github.com/istio-aux/istio-aux/test/cluster"
+	"github.com/istio-aux/istio-aux/test/poll"
 )
 
 // ProbePod is a pod for DryRunMutated: opted in by its own label, so any
@@ -42,7 +42,7 @@ func DryRunMutated(ctx context.Context, cs kubernetes.Interface, pod *corev1.Pod
 // WaitMutates polls DryRunMutated with a probe pod in namespace until cond
 // holds or timeout passes.
 func WaitMutates(ctx context.Context, cs kubernetes.Interface, namespace string, cond func(*corev1.Pod) bool, timeout time.Duration) error {
-	return cluster.Poll(ctx, 100*time.Millisecond, timeout, func(ctx context.Context) (bool, error) {
+	return poll.Until(ctx, timeout, func(ctx context.Context) (bool, error) {
 		return DryRunMutated(ctx, cs, ProbePod(namespace), cond) == nil, nil
 	})
 }

@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/istio-aux/istio-aux/test/cluster"
+	"github.com/istio-aux/istio-aux/test/poll"
 )
 
 // ServiceResource is Knative Serving's Service.
@@ -44,7 +45,7 @@ func WaitReady(ctx context.Context, c *cluster.Cluster, ns, name string, timeout
 	}
 	var st Status
 	var why string
-	err = cluster.Poll(ctx, 200*time.Millisecond, timeout, func(ctx context.Context) (bool, error) {
+	err = poll.Until(ctx, timeout, func(ctx context.Context) (bool, error) {
 		ksvc, err := dyn.Resource(ServiceResource).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, err

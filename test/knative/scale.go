@@ -10,6 +10,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/istio-aux/istio-aux/test/cluster"
+	"github.com/istio-aux/istio-aux/test/poll"
 )
 
 // Scale is what a Knative Service's pods did while a ScaleWatch ran: the
@@ -76,7 +77,7 @@ func (w *ScaleWatch) observe(pods []corev1.Pod, now time.Time) {
 	ready := 0
 	for _, p := range pods {
 		seen, ok := w.s.Pods[p.Name]
-		if !PodReady(&p) {
+		if !cluster.PodReady(&p) {
 			if !ok {
 				w.s.Pods[p.Name] = time.Time{}
 			}
@@ -102,25 +103,11 @@ func (w *ScaleWatch) Stop() Scale {
 	return w.s
 }
 
-// PodReady reports a pod whose Ready condition is true and that is not
-// being deleted.
-func PodReady(p *corev1.Pod) bool {
-	if p.DeletionTimestamp != nil {
-		return false
-	}
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
-
 // WaitZero waits until the Knative Service ns/name has no pods at all: the
 // autoscaler scaled its revisions to zero and the last pod finished its
 // drain (queue-proxy waits 30 s before it exits).
 func WaitZero(ctx context.Context, c *cluster.Cluster, ns, name string, timeout time.Duration) error {
-	return cluster.Poll(ctx, 200*time.Millisecond, timeout, func(ctx context.Context) (bool, error) {
+	return poll.Until(ctx, timeout, func(ctx context.Context) (bool, error) {
 		pods, err := c.Client().CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: PodSelector(name)})
 		if err != nil {
 			return false, err

@@ -140,7 +140,7 @@ func PushImages(ctx context.Context, c *cluster.Cluster) error {
 		return istio.ProxyImageContents(istio.BinDir(), istio.EnvoyBin())
 	}
 	g, ctx := errgroup.WithContext(ctx)
-	for _, build := range []func(context.Context, string) (images.Image, error){images.App, images.ProxyIsh, proxy} {
+	for _, build := range []func(context.Context, string) (images.Image, error){images.App, proxy} {
 		g.Go(func() error {
 			img, err := build(ctx, dir)
 			if err != nil {

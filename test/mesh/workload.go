@@ -16,6 +16,7 @@ import (
 	"github.com/istio-aux/istio-aux/test/cluster"
 	"github.com/istio-aux/istio-aux/test/images"
 	"github.com/istio-aux/istio-aux/test/istio"
+	"github.com/istio-aux/istio-aux/test/poll"
 )
 
 // App is how a training app behaves: it runs RunFor per attempt and exits
@@ -116,7 +117,7 @@ func CreatePlainNamespace(ctx context.Context, cs kubernetes.Interface, name str
 	if _, err := cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
 		return err
 	}
-	return cluster.Poll(ctx, 20*time.Millisecond, 30*time.Second, func(ctx context.Context) (bool, error) {
+	return poll.Until(ctx, 30*time.Second, func(ctx context.Context) (bool, error) {
 		_, err := cs.CoreV1().ServiceAccounts(name).Get(ctx, "default", metav1.GetOptions{})
 		return err == nil, err
 	})

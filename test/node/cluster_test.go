@@ -4,7 +4,6 @@ package node
 
 import (
 	"context"
-	"strings"
 	"testing"
 	"time"
 
@@ -12,12 +11,13 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
 	"github.com/istio-aux/istio-aux/pkg/keys"
 	"github.com/istio-aux/istio-aux/test/cluster"
 	"github.com/istio-aux/istio-aux/test/images"
+	"github.com/istio-aux/istio-aux/test/mesh"
+	"github.com/istio-aux/istio-aux/test/poll"
 )
 
 // The whole cluster the real node makes (issue 21): a Service resolved by
@@ -31,44 +31,13 @@ import (
 func TestNodeClusterDNS(t *testing.T) {
 	c := nodeCluster(t)
 	t.Parallel()
-	ns := namespace(t, c)
-	ctx := context.Background()
-	web := newPod(ns, "web", corev1.RestartPolicyAlways, corev1.Container{
-		Name: "web", Image: images.AppRef, Args: []string{"serve", ":8080"},
-		ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/", Port: intstr.FromInt32(8080)}},
-			PeriodSeconds: 1},
-	})
-	web.Labels = map[string]string{"app": "web"}
-	create(t, c, web)
-	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
-		Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "web"},
-			Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(8080)}}},
-	}
-	if _, err := c.Client().CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	waitPod(t, c, ns, "web", 2*time.Minute, func(p *corev1.Pod) bool { return podReady(p) })
-	targets := []string{
+	ns := mesh.Namespace(t, c, "", false, nil)
+	mesh.Web(t, c, ns)
+	mesh.Probe(t, c, ns, "",
 		"http://web/",
-		"http://web." + ns + ".svc." + cluster.ClusterDomain + "/",
+		"http://web."+ns+".svc."+cluster.ClusterDomain+"/",
 		"kubernetes.default.svc:443",
-		"kubernetes.default.svc." + cluster.ClusterDomain + ":443",
-	}
-	create(t, c, newPod(ns, "client", corev1.RestartPolicyNever, corev1.Container{
-		Name: "client", Image: images.AppRef, Args: append([]string{"probe"}, targets...)}))
-	p := waitPod(t, c, ns, "client", 2*time.Minute, func(p *corev1.Pod) bool {
-		return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
-	})
-	out, _ := kubectl(t, c, "logs", "-n", ns, "client")
-	if p.Status.Phase != corev1.PodSucceeded {
-		t.Fatalf("the client could not reach every target:\n%s", out)
-	}
-	for _, target := range targets {
-		if !strings.Contains(out, "probe "+target+": ok") {
-			t.Errorf("no success for %s in:\n%s", target, out)
-		}
-	}
+		"kubernetes.default.svc."+cluster.ClusterDomain+":443")
 }
 
 // TestNodeJobWithoutServiceAccount: a user's Job with no serviceAccountName
@@ -77,16 +46,16 @@ func TestNodeClusterDNS(t *testing.T) {
 func TestNodeJobWithoutServiceAccount(t *testing.T) {
 	c, _ := meshCluster(t)
 	t.Parallel()
-	ns := meshNamespace(t, c, true)
+	ns := mesh.Namespace(t, c, "", true, mesh.OptedIn)
 	j := meshJob("no-sa", 1, corev1.RestartPolicyNever, worker(nil))
 	j.Spec.Template.Spec.ServiceAccountName = ""
-	createJob(t, c, ns, j)
-	waitJob(t, c, ns, "no-sa", batchv1.JobComplete, 3*time.Minute)
-	p := onlyPod(t, c, ns, "no-sa")
+	mesh.CreateJob(t, c, ns, j)
+	mesh.WaitJob(t, c, ns, "no-sa", batchv1.JobComplete, 3*time.Minute)
+	p := mesh.OnlyPod(t, c, ns, "no-sa")
 	if p.Spec.ServiceAccountName != "default" {
 		t.Errorf("serviceAccountName %q: ServiceAccount admission did not fill it in", p.Spec.ServiceAccountName)
 	}
-	waitEvent(t, c, ns, p.Name, "ProxyQuit")
+	mesh.WaitEvent(t, c, ns, p.Name, "ProxyQuit")
 }
 
 // TestNodeDeploymentLeftRunning: a Deployment in an opted-in namespace (a
@@ -95,7 +64,7 @@ func TestNodeJobWithoutServiceAccount(t *testing.T) {
 func TestNodeDeploymentLeftRunning(t *testing.T) {
 	c, _ := meshCluster(t)
 	t.Parallel()
-	ns := meshNamespace(t, c, true)
+	ns := mesh.Namespace(t, c, "", true, mesh.OptedIn)
 	ctx := context.Background()
 	labels := map[string]string{"app": "api"}
 	d := deployment(ns, "api", labels, corev1.Container{Name: "api", Image: images.AppRef, Args: []string{"serve", ":8080"}})
@@ -103,20 +72,20 @@ func TestNodeDeploymentLeftRunning(t *testing.T) {
 		t.Fatal(err)
 	}
 	var pod corev1.Pod
-	if err := cluster.Poll(ctx, 200*time.Millisecond, 2*time.Minute, func(ctx context.Context) (bool, error) {
+	if err := poll.Until(ctx, 2*time.Minute, func(ctx context.Context) (bool, error) {
 		l, err := c.Client().CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=api"})
 		if err != nil || len(l.Items) != 1 {
 			return false, err
 		}
 		pod = l.Items[0]
-		return podReady(&pod), nil
+		return cluster.PodReady(&pod), nil
 	}); err != nil {
 		t.Fatalf("the Deployment's pod is not Ready: %v", err)
 	}
-	stays(t, c, ns, pod.Name, 3*time.Second, "the app and its proxy running", func(p *corev1.Pod) bool {
+	mesh.PodStays(t, c, ns, pod.Name, 3*time.Second, "the app and its proxy running", func(p *corev1.Pod) bool {
 		return running(p, "api") && running(p, keys.ProxyContainer)
 	})
-	if hasEvent(events(t, c, ns, pod.Name), "ProxyQuit") {
+	if mesh.CountEvents(mesh.Events(t, c, ns, pod.Name), "ProxyQuit") > 0 {
 		t.Error("istio-aux quit a Deployment's proxy")
 	}
 }
@@ -133,13 +102,4 @@ func deployment(ns, name string, labels map[string]string, ctr corev1.Container)
 			},
 		},
 	}
-}
-
-func podReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }

@@ -29,6 +29,8 @@ import (
 	"github.com/istio-aux/istio-aux/test/cluster"
 	"github.com/istio-aux/istio-aux/test/mesh"
 	"github.com/istio-aux/istio-aux/test/modroot"
+	"github.com/istio-aux/istio-aux/test/poll"
+	"github.com/istio-aux/istio-aux/test/scenario"
 )
 
 // kubectl istio-aux on real pods (issue 33): the plugin built as users
@@ -42,23 +44,23 @@ func TestNodeExplain(t *testing.T) {
 	c, _ := meshCluster(t)
 	t.Parallel()
 	bin := buildPlugin(t)
-	ns := meshNamespace(t, c, true)
-	outside := mesh.Namespace(t, c.Client(), mesh.NameFor(t, "-outside"), true, nil)
+	ns := mesh.Namespace(t, c, "", true, mesh.OptedIn)
+	outside := mesh.Namespace(t, c, "-outside", true, nil)
 
-	createJob(t, c, ns, meshJob("waiting", 1, corev1.RestartPolicyOnFailure, worker(map[string]string{"APP_RUN_FOR": "5m"})))
+	mesh.CreateJob(t, c, ns, meshJob("waiting", 1, corev1.RestartPolicyOnFailure, worker(map[string]string{"APP_RUN_FOR": "5m"})))
 	// Outside the opt-in nothing holds the app for its proxy: it must not
 	// need the network to start.
-	createJob(t, c, outside, meshJob("outside", 1, corev1.RestartPolicyNever, worker(map[string]string{"APP_RUN_FOR": "5m", "APP_NEEDS_NETWORK": "false"})))
-	createJob(t, c, ns, meshJob("quit", 1, corev1.RestartPolicyNever, worker(nil)))
+	mesh.CreateJob(t, c, outside, meshJob("outside", 1, corev1.RestartPolicyNever, worker(map[string]string{"APP_RUN_FOR": "5m", "APP_NEEDS_NETWORK": "false"})))
+	mesh.CreateJob(t, c, ns, meshJob("quit", 1, corev1.RestartPolicyNever, worker(nil)))
 	native := meshJob("native", 1, corev1.RestartPolicyNever, worker(nil))
 	native.Spec.Template.Annotations = map[string]string{keys.AnnotationNativeSidecar: "true"}
-	createJob(t, c, ns, native)
+	mesh.CreateJob(t, c, ns, native)
 	t.Cleanup(func() { deleteJobs(t, c, ns, "waiting"); deleteJobs(t, c, outside, "outside") })
 
-	waitJob(t, c, ns, "quit", batchv1.JobComplete, 3*time.Minute)
-	waitJob(t, c, ns, "native", batchv1.JobComplete, 3*time.Minute)
-	quit := onlyPod(t, c, ns, "quit")
-	waitEvent(t, c, ns, quit.Name, "ProxyQuit")
+	mesh.WaitJob(t, c, ns, "quit", batchv1.JobComplete, 3*time.Minute)
+	mesh.WaitJob(t, c, ns, "native", batchv1.JobComplete, 3*time.Minute)
+	quit := mesh.OnlyPod(t, c, ns, "quit")
+	mesh.WaitEvent(t, c, ns, quit.Name, "ProxyQuit")
 	waiting := appRunning(t, c, ns, "waiting")
 	out := appRunning(t, c, outside, "outside")
 
@@ -77,7 +79,7 @@ func TestNodeExplain(t *testing.T) {
 		}
 	})
 	t.Run("native", func(t *testing.T) {
-		p := explainOne(t, c, bin, plugin.ExitOK, "-n", ns, onlyPod(t, c, ns, "native").Name)
+		p := explainOne(t, c, bin, plugin.ExitOK, "-n", ns, mesh.OnlyPod(t, c, ns, "native").Name)
 		if p.Proxy != explain.ProxyNative || p.Hold.How != explain.HowNative || len(p.Events) != 0 {
 			t.Errorf("%+v: want a native sidecar left to the kubelet, no Event of istio-aux's", p)
 		}
@@ -118,10 +120,10 @@ func TestNodeExplainWithoutHold(t *testing.T) {
 	c, _ := meshCluster(t)
 	t.Parallel()
 	bin := buildPlugin(t)
-	ns := meshNamespace(t, c, false)
+	ns := mesh.Namespace(t, c, "", true, nil)
 	// Not held for its proxy (the namespace is not opted in yet): its app
 	// must not need the network to start.
-	createJob(t, c, ns, meshJob("early", 1, corev1.RestartPolicyNever, worker(map[string]string{"APP_RUN_FOR": "5m", "APP_NEEDS_NETWORK": "false"})))
+	mesh.CreateJob(t, c, ns, meshJob("early", 1, corev1.RestartPolicyNever, worker(map[string]string{"APP_RUN_FOR": "5m", "APP_NEEDS_NETWORK": "false"})))
 	t.Cleanup(func() { deleteJobs(t, c, ns, "early") })
 	p := appRunning(t, c, ns, "early")
 	if _, err := c.Client().CoreV1().Namespaces().Patch(context.Background(), ns, types.MergePatchType,
@@ -147,16 +149,16 @@ func TestNodeExplainQuitDenied(t *testing.T) {
 	relabel(t, c, ns, map[string]string{keys.LabelInjection: "enabled", keys.LabelEnabled: "true"})
 	j := meshJob("denied", 1, corev1.RestartPolicyNever, worker(nil))
 	j.Spec.BackoffLimit = ptr.To(int32(0))
-	createJob(t, c, ns, j)
+	mesh.CreateJob(t, c, ns, j)
 	t.Cleanup(func() { deleteJobs(t, c, ns, "denied") })
 	var p corev1.Pod
-	if err := cluster.Poll(context.Background(), 200*time.Millisecond, 3*time.Minute, func(context.Context) (bool, error) {
-		pods := jobPods(t, c, ns, "denied")
+	if err := poll.Until(context.Background(), 3*time.Minute, func(context.Context) (bool, error) {
+		pods := mesh.Pods(t, c, ns, "denied")
 		if len(pods) != 1 {
 			return false, nil
 		}
 		p = pods[0]
-		return hasEvent(events(t, c, ns, p.Name), "ProxyQuitFailed"), nil
+		return mesh.CountEvents(mesh.Events(t, c, ns, p.Name), "ProxyQuitFailed") > 0, nil
 	}); err != nil {
 		t.Fatalf("no ProxyQuitFailed Event: %v", err)
 	}
@@ -298,16 +300,13 @@ func checkJSON(t *testing.T, c *cluster.Cluster, dir string) (check.Report, int)
 func appRunning(t *testing.T, c *cluster.Cluster, ns, job string) corev1.Pod {
 	t.Helper()
 	var p corev1.Pod
-	if err := cluster.Poll(context.Background(), 200*time.Millisecond, 3*time.Minute, func(context.Context) (bool, error) {
-		pods := jobPods(t, c, ns, job)
-		if len(pods) != 1 {
-			return false, nil
+	poll.Eventually(t, 3*time.Minute, "job "+ns+"/"+job+"'s app running", func(context.Context) (bool, error) {
+		pods := mesh.Pods(t, c, ns, job)
+		if len(pods) == 1 {
+			p = pods[0]
 		}
-		p = pods[0]
-		return running(&p, "tensorflow"), nil
-	}); err != nil {
-		t.Fatalf("job %s/%s: its app is not running: %v%s", ns, job, err, lastStatus(&p))
-	}
+		return len(pods) == 1 && running(&p, scenario.App), nil
+	})
 	return p
 }
 

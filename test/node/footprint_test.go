@@ -17,6 +17,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/istio-aux/istio-aux/test/cluster"
+	"github.com/istio-aux/istio-aux/test/mesh"
+	"github.com/istio-aux/istio-aux/test/poll"
 	"github.com/istio-aux/istio-aux/test/realnode"
 )
 
@@ -30,18 +32,18 @@ func TestNodeFootprint(t *testing.T) {
 		t.Skip("set NODE_MEASURE=<number of pods> to measure the real node's footprint")
 	}
 	c := nodeCluster(t)
-	ns := namespace(t, c)
+	ns := mesh.Namespace(t, c, "", false, nil)
 	before := sample(t, c)
 	created := map[string]time.Time{}
 	start := time.Now()
 	for i := range n {
 		name := fmt.Sprintf("p%03d", i)
 		created[name] = time.Now()
-		create(t, c, newPod(ns, name, corev1.RestartPolicyNever,
+		mesh.CreatePod(t, c, mesh.Pod(ns, name, "", corev1.RestartPolicyNever,
 			appContainer(map[string]string{"APP_NEEDS_NETWORK": "false", "APP_RUN_FOR": "1h"})))
 	}
 	running := map[string]time.Duration{}
-	err := cluster.Poll(context.Background(), 100*time.Millisecond, 5*time.Minute, func(ctx context.Context) (bool, error) {
+	err := poll.Until(context.Background(), 5*time.Minute, func(ctx context.Context) (bool, error) {
 		pods, err := c.Client().CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err

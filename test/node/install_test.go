@@ -17,6 +17,7 @@ import (
 	"github.com/istio-aux/istio-aux/test/cluster"
 	"github.com/istio-aux/istio-aux/test/istioaux"
 	"github.com/istio-aux/istio-aux/test/mesh"
+	"github.com/istio-aux/istio-aux/test/poll"
 	"github.com/istio-aux/istio-aux/test/realnode"
 )
 
@@ -78,7 +79,7 @@ func checkInstalled(t *testing.T, c *cluster.Cluster, aux *istioaux.Installed) {
 			continue // e.g. the function's pod, scaled to zero, draining
 		}
 		for _, ctr := range p.Spec.Containers {
-			s := status(&p, ctr.Name)
+			s := cluster.ContainerStatus(&p, ctr.Name)
 			// istio-aux's images, and Knative's queue-proxy beside the
 			// function: all built by ko into the node's registry.
 			if !strings.HasPrefix(ctr.Image, realnode.RegistryAddr+"/istio-aux/") && !strings.HasPrefix(ctr.Image, realnode.RegistryAddr+"/knative/queue@") ||
@@ -97,19 +98,19 @@ func checkInstalled(t *testing.T, c *cluster.Cluster, aux *istioaux.Installed) {
 // with their proxy quit once, and the Job completes.
 func seedStory(t *testing.T, c *cluster.Cluster) {
 	t.Helper()
-	ns := meshNamespace(t, c, true)
+	ns := mesh.Namespace(t, c, "", true, mesh.OptedIn)
 	j := meshJob("mnist", 2, corev1.RestartPolicyOnFailure, worker(map[string]string{"APP_RUN_FOR": "2s"}))
 	j.Spec.Template.Spec.ServiceAccountName = ""
-	createJob(t, c, ns, j)
-	if j := waitJob(t, c, ns, "mnist", batchv1.JobComplete, 3*time.Minute); j.Status.Succeeded != 2 {
+	mesh.CreateJob(t, c, ns, j)
+	if j := mesh.WaitJob(t, c, ns, "mnist", batchv1.JobComplete, 3*time.Minute); j.Status.Succeeded != 2 {
 		t.Errorf("mnist: %d succeeded, want 2", j.Status.Succeeded)
 	}
-	for _, p := range jobPods(t, c, ns, "mnist") {
-		if !mesh.ProxyFirstWithHold(&p) || status(&p, "tensorflow").RestartCount != 0 {
+	for _, p := range mesh.Pods(t, c, ns, "mnist") {
+		if !mesh.ProxyFirstWithHold(&p) || cluster.ContainerStatus(&p, "tensorflow").RestartCount != 0 {
 			t.Errorf("%s: containers %v, app restarts %d: want the hold and a first attempt that worked",
-				p.Name, containerNames(&p), status(&p, "tensorflow").RestartCount)
+				p.Name, mesh.ContainerNames(&p), cluster.ContainerStatus(&p, "tensorflow").RestartCount)
 		}
-		if n := countEvents(events(t, c, ns, p.Name), "ProxyQuit"); n != 1 {
+		if n := mesh.CountEvents(mesh.Events(t, c, ns, p.Name), "ProxyQuit"); n != 1 {
 			t.Errorf("%s: %d ProxyQuit Events, want 1", p.Name, n)
 		}
 	}
@@ -123,7 +124,7 @@ func seedStory(t *testing.T, c *cluster.Cluster) {
 func runWhileDeleting(t *testing.T, c *cluster.Cluster, aux *istioaux.Installed, deployments ...string) {
 	t.Helper()
 	ctx := context.Background()
-	ns := meshNamespace(t, c, true)
+	ns := mesh.Namespace(t, c, "", true, mesh.OptedIn)
 	const jobs = 8
 	deleted := make(chan error, 1)
 	go func() {
@@ -152,25 +153,25 @@ func runWhileDeleting(t *testing.T, c *cluster.Cluster, aux *istioaux.Installed,
 		}
 		j := meshJob(fmt.Sprintf("job-%d", i), 1, corev1.RestartPolicyOnFailure, worker(app))
 		j.Spec.Template.Spec.ServiceAccountName = ""
-		createJob(t, c, ns, j)
+		mesh.CreateJob(t, c, ns, j)
 	}
 	if err := <-deleted; err != nil {
 		t.Fatal(err)
 	}
 	for i := range jobs {
 		name := fmt.Sprintf("job-%d", i)
-		waitJob(t, c, ns, name, batchv1.JobComplete, 4*time.Minute)
-		p := onlyPod(t, c, ns, name)
-		if err := cluster.Poll(ctx, 200*time.Millisecond, time.Minute, func(context.Context) (bool, error) {
-			return countEvents(events(t, c, ns, p.Name), "ProxyQuit") > 0, nil
+		mesh.WaitJob(t, c, ns, name, batchv1.JobComplete, 4*time.Minute)
+		p := mesh.OnlyPod(t, c, ns, name)
+		if err := poll.Until(ctx, time.Minute, func(context.Context) (bool, error) {
+			return mesh.CountEvents(mesh.Events(t, c, ns, p.Name), "ProxyQuit") > 0, nil
 		}); err != nil {
 			t.Errorf("%s: no ProxyQuit Event", p.Name)
 			continue
 		}
-		if n := countEvents(events(t, c, ns, p.Name), "ProxyQuit"); n != 1 {
+		if n := mesh.CountEvents(mesh.Events(t, c, ns, p.Name), "ProxyQuit"); n != 1 {
 			t.Errorf("%s: %d ProxyQuit Events, want exactly 1", p.Name, n)
 		}
-		if s := status(&p, keys.ProxyContainer); s.RestartCount != 0 {
+		if s := cluster.ContainerStatus(&p, keys.ProxyContainer); s.RestartCount != 0 {
 			t.Errorf("%s: istio-proxy restarted %d times", p.Name, s.RestartCount)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -18,6 +19,8 @@ import (
 	"github.com/istio-aux/istio-aux/test/cluster"
 	"github.com/istio-aux/istio-aux/test/istioaux"
 	"github.com/istio-aux/istio-aux/test/knative"
+	"github.com/istio-aux/istio-aux/test/mesh"
+	"github.com/istio-aux/istio-aux/test/poll"
 )
 
 // The Knative part of make bench (issue 22; hack/bench.sh runs it with
@@ -59,7 +62,7 @@ func quitLatency(t *testing.T, c *cluster.Cluster, p *corev1.Pod) (exit time.Tim
 func waitNoReadyFunction(t *testing.T, c *cluster.Cluster) {
 	t.Helper()
 	const ns, name = istioaux.SystemNamespace, "proxy-quit"
-	err := cluster.Poll(context.Background(), 100*time.Millisecond, 3*time.Minute, func(ctx context.Context) (bool, error) {
+	err := poll.Until(context.Background(), 3*time.Minute, func(ctx context.Context) (bool, error) {
 		zero, err := knative.ScaledToZero(ctx, c, ns, name)
 		if err != nil || !zero {
 			return false, err
@@ -68,7 +71,7 @@ func waitNoReadyFunction(t *testing.T, c *cluster.Cluster) {
 		if err != nil {
 			return false, err
 		}
-		return !slices.ContainsFunc(pods.Items, func(p corev1.Pod) bool { return knative.PodReady(&p) }), nil
+		return !slices.ContainsFunc(pods.Items, func(p corev1.Pod) bool { return cluster.PodReady(&p) }), nil
 	})
 	if err != nil {
 		t.Fatalf("the function did not go to zero: %v", err)
@@ -89,7 +92,7 @@ func readyBefore(s knative.Scale, at time.Time) bool {
 // function has no ready pod (a cold start through the activator), the
 // second 4 s later, when the pod the first started serves it (warm).
 func benchColdStart(t *testing.T, c *cluster.Cluster, rounds int) {
-	ns := meshNamespace(t, c, true)
+	ns := mesh.Namespace(t, c, "", true, mesh.OptedIn)
 	var cold, warm []time.Duration
 	for i := range rounds {
 		waitNoReadyFunction(t, c)
@@ -100,19 +103,19 @@ func benchColdStart(t *testing.T, c *cluster.Cluster, rounds int) {
 			job := meshJob(name, 1, corev1.RestartPolicyNever, worker(map[string]string{
 				"APP_RUN_UNTIL": end.Add(time.Duration(j) * 4 * time.Second).UTC().Format(time.RFC3339Nano)}))
 			job.Spec.Template.Spec.ServiceAccountName = ""
-			createJob(t, c, ns, job)
+			mesh.CreateJob(t, c, ns, job)
 		}
 		for _, name := range names {
-			waitJob(t, c, ns, name, batchv1.JobComplete, 3*time.Minute)
+			mesh.WaitJob(t, c, ns, name, batchv1.JobComplete, 3*time.Minute)
 		}
 		s := watch.Stop()
-		p := onlyPod(t, c, ns, names[0])
+		p := mesh.OnlyPod(t, c, ns, names[0])
 		exit, d := quitLatency(t, c, &p)
 		if readyBefore(s, exit) {
 			t.Fatalf("round %d: a function pod was ready before the cold Job's app exited: not a cold start", i)
 		}
 		cold = append(cold, d)
-		p = onlyPod(t, c, ns, names[1])
+		p = mesh.OnlyPod(t, c, ns, names[1])
 		exit, d = quitLatency(t, c, &p)
 		if !readyBefore(s, exit) {
 			t.Fatalf("round %d: no function pod was ready when the warm Job's app exited", i)
@@ -128,7 +131,7 @@ func benchColdStart(t *testing.T, c *cluster.Cluster, rounds int) {
 // function pod is deleted as a scale-down deletes it (its queue-proxy drains what it holds;
 // the activator sends the rest elsewhere). Nothing lost, nothing twice.
 func benchPodGoneUnderLoad(t *testing.T, c *cluster.Cluster) {
-	ns := meshNamespace(t, c, true)
+	ns := mesh.Namespace(t, c, "", true, mesh.OptedIn)
 	ctx := context.Background()
 	const n = 16
 	end := time.Now().Add(45 * time.Second)
@@ -138,13 +141,13 @@ func benchPodGoneUnderLoad(t *testing.T, c *cluster.Cluster) {
 		// quits, or about to) is deleted.
 		time.Sleep(time.Until(end)) // the schedule of the fault, not a synchronisation
 		var victim string
-		err := cluster.Poll(ctx, 100*time.Millisecond, 30*time.Second, func(ctx context.Context) (bool, error) {
+		err := poll.Until(ctx, 30*time.Second, func(ctx context.Context) (bool, error) {
 			pods, err := c.Client().CoreV1().Pods(istioaux.SystemNamespace).List(ctx, listSelector(knative.PodSelector("proxy-quit")))
 			if err != nil {
 				return false, err
 			}
 			for _, p := range pods.Items {
-				if knative.PodReady(&p) {
+				if cluster.PodReady(&p) {
 					victim = p.Name
 					return true, c.Client().CoreV1().Pods(istioaux.SystemNamespace).Delete(ctx, p.Name, deleteNow)
 				}
@@ -157,7 +160,7 @@ func benchPodGoneUnderLoad(t *testing.T, c *cluster.Cluster) {
 	victim := <-deleted
 	lost, twice := 0, 0
 	for _, p := range pods {
-		switch countEvents(events(t, c, p.Namespace, p.Name), "ProxyQuit") {
+		switch mesh.CountEvents(mesh.Events(t, c, p.Namespace, p.Name), "ProxyQuit") {
 		case 0:
 			lost++
 		case 1:
@@ -181,7 +184,7 @@ func benchBurst(t *testing.T, c *cluster.Cluster, n int) {
 	watch := knative.WatchScale(context.Background(), c, istioaux.SystemNamespace, "proxy-quit")
 	var kn, ai burstResult
 	t.Run("knative", func(t *testing.T) {
-		kn = burstLatencies(t, c, burst(t, c, meshNamespace(t, c, true), n, time.Now().Add(lead)))
+		kn = burstLatencies(t, c, burst(t, c, mesh.Namespace(t, c, "", true, mesh.OptedIn), n, time.Now().Add(lead)))
 	})
 	waitNoReadyFunction(t, c)
 	s := watch.Stop()
@@ -196,7 +199,7 @@ func benchBurst(t *testing.T, c *cluster.Cluster, n int) {
 
 	installedAs(t, istioaux.Standalone)
 	t.Run("allinone", func(t *testing.T) {
-		ai = burstLatencies(t, c, burst(t, c, meshNamespace(t, c, true), n, time.Now().Add(lead)))
+		ai = burstLatencies(t, c, burst(t, c, mesh.Namespace(t, c, "", true, mesh.OptedIn), n, time.Now().Add(lead)))
 	})
 	if t.Failed() {
 		return
@@ -224,7 +227,7 @@ func burstLatencies(t *testing.T, c *cluster.Cluster, pods []corev1.Pod) burstRe
 	var last time.Time
 	for _, p := range pods {
 		exit, d := quitLatency(t, c, &p)
-		if n := countEvents(events(t, c, p.Namespace, p.Name), "ProxyQuit"); n != 1 {
+		if n := mesh.CountEvents(mesh.Events(t, c, p.Namespace, p.Name), "ProxyQuit"); n != 1 {
 			t.Errorf("%s: %d ProxyQuit Events, want 1", p.Name, n)
 		}
 		r.lat = append(r.lat, d)
@@ -255,4 +258,20 @@ func roundAll(ds []time.Duration) []string {
 		out[i] = ms(d)
 	}
 	return out
+}
+
+// logTime is when the container logged its first line containing text,
+// by the runtime's timestamp; the test fails if there is no such line.
+func logTime(t *testing.T, c *cluster.Cluster, ns, pod, container, text string) time.Time {
+	t.Helper()
+	out, code := kubectl(t, c, "logs", "--timestamps", "-n", ns, pod, "-c", container)
+	for line := range strings.Lines(out) {
+		if ts, rest, ok := strings.Cut(line, " "); ok && code == 0 && strings.Contains(rest, text) {
+			if at, err := time.Parse(time.RFC3339Nano, ts); err == nil {
+				return at
+			}
+		}
+	}
+	t.Fatalf("%s/%s %s logged no line with %q (kubectl exit %d): %s", ns, pod, container, text, code, out)
+	return time.Time{}
 }

@@ -5,6 +5,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"io"
 	"slices"
 	"sync"
 	"testing"
@@ -18,6 +19,8 @@ import (
 	"github.com/istio-aux/istio-aux/test/cluster"
 	"github.com/istio-aux/istio-aux/test/istioaux"
 	"github.com/istio-aux/istio-aux/test/knative"
+	"github.com/istio-aux/istio-aux/test/mesh"
+	"github.com/istio-aux/istio-aux/test/poll"
 )
 
 // Knative Serving for real (issue 22): the function runs as config/ says, a
@@ -32,8 +35,8 @@ var knativeOnce struct {
 	err error
 }
 
-func installKnative(ctx context.Context, c *cluster.Cluster) error {
-	knativeOnce.Do(func() { knativeOnce.err = knative.Install(ctx, c, shared.log) })
+func installKnative(ctx context.Context, c *cluster.Cluster, log io.Writer) error {
+	knativeOnce.Do(func() { knativeOnce.err = knative.Install(ctx, c, log) })
 	return knativeOnce.err
 }
 
@@ -58,15 +61,15 @@ func TestNodeKnativeBurst(t *testing.T) {
 	}
 
 	watch := knative.WatchScale(ctx, c, ns, name)
-	jobs := burst(t, c, meshNamespace(t, c, true), 24, time.Now().Add(75*time.Second))
+	jobs := burst(t, c, mesh.Namespace(t, c, "", true, mesh.OptedIn), 24, time.Now().Add(75*time.Second))
 	done := time.Now()
 	checkPolicy(t, c)
 	for _, p := range jobs {
-		if n := countEvents(events(t, c, p.Namespace, p.Name), "ProxyQuit"); n != 1 {
+		if n := mesh.CountEvents(mesh.Events(t, c, p.Namespace, p.Name), "ProxyQuit"); n != 1 {
 			t.Errorf("%s: %d ProxyQuit Events, want exactly 1", p.Name, n)
 		}
 	}
-	if err := cluster.Poll(ctx, 200*time.Millisecond, 2*time.Minute, func(ctx context.Context) (bool, error) {
+	if err := poll.Until(ctx, 2*time.Minute, func(ctx context.Context) (bool, error) {
 		return knative.ScaledToZero(ctx, c, ns, name)
 	}); err != nil {
 		t.Fatalf("the autoscaler did not scale the function back to zero: %v", err)
@@ -181,18 +184,18 @@ func burst(t *testing.T, c *cluster.Cluster, ns string, n int, until time.Time) 
 			"APP_RUN_UNTIL": until.UTC().Format(time.RFC3339Nano)}))
 		j.Spec.Template.Annotations["sidecar.istio.io/proxyCPU"] = "10m"
 		j.Spec.Template.Spec.ServiceAccountName = ""
-		createJob(t, c, ns, j)
+		mesh.CreateJob(t, c, ns, j)
 	}
 	// A burst only if every app is running before the end they share.
 	ctx := context.Background()
-	if err := cluster.Poll(ctx, 500*time.Millisecond, time.Until(until), func(ctx context.Context) (bool, error) {
+	if err := poll.Until(ctx, time.Until(until), func(ctx context.Context) (bool, error) {
 		pods, err := c.Client().CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err
 		}
 		running := 0
 		for _, p := range pods.Items {
-			if s := status(&p, "tensorflow"); s.State.Running != nil {
+			if s := cluster.ContainerStatus(&p, "tensorflow"); s.State.Running != nil {
 				running++
 			}
 		}
@@ -203,8 +206,8 @@ func burst(t *testing.T, c *cluster.Cluster, ns string, n int, until time.Time) 
 	var pods []corev1.Pod
 	for i := range n {
 		name := fmt.Sprintf("burst-%d", i)
-		waitJob(t, c, ns, name, batchv1.JobComplete, time.Until(until)+3*time.Minute)
-		pods = append(pods, onlyPod(t, c, ns, name))
+		mesh.WaitJob(t, c, ns, name, batchv1.JobComplete, time.Until(until)+3*time.Minute)
+		pods = append(pods, mesh.OnlyPod(t, c, ns, name))
 	}
 	return pods
 }

@@ -16,14 +16,8 @@ package node
 import (
 	"os"
 	"testing"
-
-	"github.com/istio-aux/istio-aux/test/realnode"
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(realnode.RunInNetns(func() int {
-		code := m.Run()
-		stopShared()
-		return code
-	}))
+	os.Exit(shared.Main(m))
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/istio-aux/istio-aux/test/mesh"
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -17,16 +18,16 @@ import (
 func TestNodePodLogs(t *testing.T) {
 	c := nodeCluster(t)
 	t.Parallel()
-	ns := namespace(t, c)
+	ns := mesh.Namespace(t, c, "", false, nil)
 	created := time.Now()
-	create(t, c, newPod(ns, "logs", corev1.RestartPolicyNever,
+	mesh.CreatePod(t, c, mesh.Pod(ns, "logs", "", corev1.RestartPolicyNever,
 		appContainer(map[string]string{"APP_NEEDS_NETWORK": "false", "APP_RUN_FOR": "1500ms"})))
-	waitPod(t, c, ns, "logs", 30*time.Second, func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
+	mesh.WaitPod(t, c, ns, "logs", 30*time.Second, func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
 	t.Logf("pod create -> Running: %s", time.Since(created).Round(time.Millisecond))
-	p := waitPod(t, c, ns, "logs", 30*time.Second, func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodSucceeded })
+	p := mesh.WaitPod(t, c, ns, "logs", 30*time.Second, func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodSucceeded })
 	t.Logf("pod create -> Succeeded: %s", time.Since(created).Round(time.Millisecond))
 	if s := terminated(p, "app"); s == nil || s.ExitCode != 0 || s.Reason != "Completed" {
-		t.Errorf("app = %s, want terminated(0,Completed)", describe(p.Status.ContainerStatuses))
+		t.Errorf("app = %s, want terminated(0,Completed)", mesh.Describe(p.Status.ContainerStatuses))
 	}
 	out, code := kubectl(t, c, "logs", "-n", ns, "logs", "-c", "app")
 	for _, want := range []string{"app: attempt 1, will exit 0", "app: epoch 3/3 done", "app: exiting with 0"} {
@@ -42,10 +43,10 @@ func TestNodePodLogs(t *testing.T) {
 func TestNodeExecExitCode(t *testing.T) {
 	c := nodeCluster(t)
 	t.Parallel()
-	ns := namespace(t, c)
-	create(t, c, newPod(ns, "exec", corev1.RestartPolicyNever,
+	ns := mesh.Namespace(t, c, "", false, nil)
+	mesh.CreatePod(t, c, mesh.Pod(ns, "exec", "", corev1.RestartPolicyNever,
 		appContainer(map[string]string{"APP_NEEDS_NETWORK": "false", "APP_RUN_FOR": "10m"})))
-	waitPod(t, c, ns, "exec", 30*time.Second, func(p *corev1.Pod) bool { return running(p, "app") })
+	mesh.WaitPod(t, c, ns, "exec", 30*time.Second, func(p *corev1.Pod) bool { return running(p, "app") })
 	for _, tc := range []struct {
 		transport string
 		code      int

@@ -18,6 +18,7 @@ import (
 	"github.com/istio-aux/istio-aux/pkg/keys"
 	"github.com/istio-aux/istio-aux/test/cluster"
 	"github.com/istio-aux/istio-aux/test/mesh"
+	"github.com/istio-aux/istio-aux/test/poll"
 )
 
 // The Job controller's own owners and shapes, as users write them: a
@@ -33,7 +34,7 @@ import (
 func TestOwnerCronJob(t *testing.T) {
 	c, _ := meshCluster(t)
 	t.Parallel()
-	ns := meshNamespace(t, c, true)
+	ns := mesh.Namespace(t, c, "", true, mesh.OptedIn)
 	ctx := context.Background()
 	j := meshJob("", 1, corev1.RestartPolicyOnFailure, worker(nil))
 	j.Spec.Template.Spec.ServiceAccountName = ""
@@ -50,7 +51,7 @@ func TestOwnerCronJob(t *testing.T) {
 	}
 	// It fires at the next whole minute; the Job then takes seconds.
 	var last *batchv1.CronJob
-	if err := cluster.Poll(ctx, time.Second, 3*time.Minute, func(ctx context.Context) (bool, error) {
+	if err := poll.Until(ctx, 3*time.Minute, func(ctx context.Context) (bool, error) {
 		var err error
 		last, err = c.Client().BatchV1().CronJobs(ns).Get(ctx, "nightly", metav1.GetOptions{})
 		return err == nil && last.Status.LastSuccessfulTime != nil, err
@@ -70,8 +71,8 @@ func TestOwnerCronJob(t *testing.T) {
 		if owner := metav1.GetControllerOf(&job); owner == nil || owner.Kind != "CronJob" || owner.Name != "nightly" {
 			t.Errorf("Job %s is not the CronJob's: owner %+v", job.Name, owner)
 		}
-		for _, p := range jobPods(t, c, ns, job.Name) {
-			if n := countEvents(events(t, c, ns, p.Name), "ProxyQuit"); n != 1 {
+		for _, p := range mesh.Pods(t, c, ns, job.Name) {
+			if n := mesh.CountEvents(mesh.Events(t, c, ns, p.Name), "ProxyQuit"); n != 1 {
 				t.Errorf("pod %s of %s: %d ProxyQuit Events, want 1", p.Name, job.Name, n)
 			}
 		}
@@ -90,7 +91,7 @@ func TestOwnerCronJob(t *testing.T) {
 func TestOwnerIndexedJob(t *testing.T) {
 	c, _ := meshCluster(t)
 	t.Parallel()
-	ns := meshNamespace(t, c, true)
+	ns := mesh.Namespace(t, c, "", true, mesh.OptedIn)
 	claim(t, c, ns, "attempts")
 	app := worker(map[string]string{"APP_EXIT_CODES": "1,0", "APP_RUN_FOR": "1s"})
 	// The attempts of each index in a file of their own: INDEX comes first
@@ -103,14 +104,14 @@ func TestOwnerIndexedJob(t *testing.T) {
 	j.Spec.BackoffLimit = nil
 	j.Spec.BackoffLimitPerIndex = ptr.To(int32(1))
 	onVolume(&j.Spec.Template.Spec, "attempts")
-	createJob(t, c, ns, j)
-	done := waitJob(t, c, ns, "indexed", batchv1.JobComplete, 4*time.Minute)
+	mesh.CreateJob(t, c, ns, j)
+	done := mesh.WaitJob(t, c, ns, "indexed", batchv1.JobComplete, 4*time.Minute)
 	if done.Status.CompletedIndexes != "0-2" || done.Status.Failed != 3 || ptr.Deref(done.Status.FailedIndexes, "") != "" {
 		t.Errorf("status: completed %q, failed pods %d, failed indexes %q; want 0-2, 3, none",
 			done.Status.CompletedIndexes, done.Status.Failed, ptr.Deref(done.Status.FailedIndexes, ""))
 	}
 	perIndex := map[string][]string{}
-	for _, p := range jobPods(t, c, ns, "indexed") {
+	for _, p := range mesh.Pods(t, c, ns, "indexed") {
 		idx := p.Annotations[batchv1.JobCompletionIndexAnnotation]
 		app := terminated(&p, "tensorflow")
 		if app == nil {
@@ -121,7 +122,7 @@ func TestOwnerIndexedJob(t *testing.T) {
 		if s := terminated(&p, keys.ProxyContainer); s == nil {
 			t.Errorf("%s: proxy not quit", p.Name)
 		}
-		if n := countEvents(events(t, c, ns, p.Name), "ProxyQuit"); n != 1 {
+		if n := mesh.CountEvents(mesh.Events(t, c, ns, p.Name), "ProxyQuit"); n != 1 {
 			t.Errorf("%s: %d ProxyQuit Events, want 1", p.Name, n)
 		}
 	}
@@ -143,7 +144,7 @@ func TestOwnerIndexedJob(t *testing.T) {
 func TestOwnerPodFailurePolicy(t *testing.T) {
 	c, _ := meshCluster(t)
 	t.Parallel()
-	ns := meshNamespace(t, c, true)
+	ns := mesh.Namespace(t, c, "", true, mesh.OptedIn)
 	claim(t, c, ns, "attempts")
 	app := worker(map[string]string{"APP_EXIT_CODES": "42,0"}) // attempts in /attempts/count
 	j := meshJob("policy", 1, corev1.RestartPolicyNever, app)
@@ -154,20 +155,20 @@ func TestOwnerPodFailurePolicy(t *testing.T) {
 			ContainerName: ptr.To("tensorflow"), Operator: batchv1.PodFailurePolicyOnExitCodesOpIn, Values: []int32{42}},
 	}}}
 	onVolume(&j.Spec.Template.Spec, "attempts")
-	createJob(t, c, ns, j)
-	done := waitJob(t, c, ns, "policy", batchv1.JobComplete, 4*time.Minute)
+	mesh.CreateJob(t, c, ns, j)
+	done := mesh.WaitJob(t, c, ns, "policy", batchv1.JobComplete, 4*time.Minute)
 	if done.Status.Failed != 0 || done.Status.Succeeded != 1 {
 		t.Errorf("status: failed %d, succeeded %d; want the ignored failure uncounted and 1 success", done.Status.Failed, done.Status.Succeeded)
 	}
 	var phases []string
-	for _, p := range jobPods(t, c, ns, "policy") {
+	for _, p := range mesh.Pods(t, c, ns, "policy") {
 		app := terminated(&p, "tensorflow")
 		if app == nil {
 			t.Errorf("%s: app not terminated", p.Name)
 			continue
 		}
 		phases = append(phases, fmt.Sprintf("%s/%d", p.Status.Phase, app.ExitCode))
-		if n := countEvents(events(t, c, ns, p.Name), "ProxyQuit"); n != 1 {
+		if n := mesh.CountEvents(mesh.Events(t, c, ns, p.Name), "ProxyQuit"); n != 1 {
 			t.Errorf("%s: %d ProxyQuit Events, want 1", p.Name, n)
 		}
 	}

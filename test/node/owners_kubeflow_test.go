@@ -11,7 +11,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/istio-aux/istio-aux/pkg/keys"
+	"github.com/istio-aux/istio-aux/test/cluster"
 	"github.com/istio-aux/istio-aux/test/images"
+	"github.com/istio-aux/istio-aux/test/mesh"
 	"github.com/istio-aux/istio-aux/test/operators"
 )
 
@@ -59,7 +61,7 @@ func TestOwnerPyTorchJob(t *testing.T) {
 	c, _ := meshCluster(t)
 	withOperators(t, c, operators.TrainingOperator)
 	t.Parallel()
-	ns := meshNamespace(t, c, true)
+	ns := mesh.Namespace(t, c, "", true, mesh.OptedIn)
 	ctx := context.Background()
 	submit(t, c, ns, fill(pytorchJob, "IMAGE", images.PythonRef))
 	job, err := operators.WaitCondition(ctx, c, operators.PyTorchJobs, ns, "ddp", "Succeeded", 4*time.Minute)
@@ -76,7 +78,7 @@ func TestOwnerPyTorchJob(t *testing.T) {
 	}
 	checkQuitOnce(t, c, ns, &pods[0], "pytorch", 0)
 	checkQuitOnce(t, c, ns, &pods[1], "pytorch", 1)
-	if last := status(&pods[1], "pytorch").LastTerminationState.Terminated; last == nil || last.ExitCode != 1 {
+	if last := cluster.ContainerStatus(&pods[1], "pytorch").LastTerminationState.Terminated; last == nil || last.ExitCode != 1 {
 		t.Errorf("ddp-worker-0: last termination %+v, want the first attempt's exit 1", last)
 	}
 	init := pods[1].Status.InitContainerStatuses
@@ -113,7 +115,7 @@ func TestOwnerTrainJob(t *testing.T) {
 	c, _ := meshCluster(t)
 	withOperators(t, c, operators.JobSet, operators.Trainer)
 	t.Parallel()
-	ns := meshNamespace(t, c, true)
+	ns := mesh.Namespace(t, c, "", true, mesh.OptedIn)
 	ctx := context.Background()
 	submit(t, c, ns, fill(trainJob, "IMAGE", images.PythonRef))
 	tj, err := operators.WaitCondition(ctx, c, operators.TrainJobs, ns, "train", "Complete", 4*time.Minute)
@@ -124,7 +126,7 @@ func TestOwnerTrainJob(t *testing.T) {
 	if _, err := operators.WaitCondition(ctx, c, operators.JobSets, ns, "train", "Completed", time.Minute); err != nil {
 		t.Error(err)
 	}
-	j := waitJob(t, c, ns, "train-node-0", batchv1.JobComplete, time.Minute)
+	j := mesh.WaitJob(t, c, ns, "train-node-0", batchv1.JobComplete, time.Minute)
 	if j.Status.Succeeded != 2 {
 		t.Errorf("Job train-node-0: %d succeeded, want 2", j.Status.Succeeded)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/istio-aux/istio-aux/test/cluster"
 	"github.com/istio-aux/istio-aux/test/mesh"
 	"github.com/istio-aux/istio-aux/test/operators"
+	"github.com/istio-aux/istio-aux/test/poll"
 )
 
 // The owners users run their pods through (issue 23), each to its own
@@ -45,7 +46,7 @@ func withOperators(t *testing.T, c *cluster.Cluster, ops ...operators.Operator) 
 		if installed.ops[o.Name] {
 			continue
 		}
-		if err := operators.Install(ctx, c, shared.log, o); err != nil {
+		if err := operators.Install(ctx, c, shared.Log(), o); err != nil {
 			for _, op := range ops {
 				if out, _ := kubectl(t, c, "logs", "-n", op.Namespace, "deployment/"+op.Deployment, "--tail=30"); out != "" {
 					t.Logf("logs of %s:\n%s", op.Deployment, out)
@@ -67,7 +68,7 @@ func TestOwnerTFJobSeedStory(t *testing.T) {
 	c, _ := meshCluster(t)
 	withOperators(t, c, operators.TrainingOperator)
 	t.Parallel()
-	ns := meshNamespace(t, c, false)
+	ns := mesh.Namespace(t, c, "", true, nil)
 	ctx := context.Background()
 	if err := operators.CreateWhenServed(ctx, c, ns, operators.SeedTFJob); err != nil {
 		t.Fatal(err)
@@ -83,7 +84,7 @@ func TestOwnerTFJobSeedStory(t *testing.T) {
 		// The app started before its proxy: its download failed and the
 		// kubelet ran it again (OnFailure), as the seed's "Network is
 		// unreachable".
-		if s := status(&p, "tensorflow"); s.RestartCount < 1 {
+		if s := cluster.ContainerStatus(&p, "tensorflow"); s.RestartCount < 1 {
 			t.Errorf("%s: tensorflow restarted %d times; want a first attempt that failed its download", p.Name, s.RestartCount)
 		}
 		checkJoined(t, c, ns, p.Name, "tensorflow")
@@ -91,7 +92,7 @@ func TestOwnerTFJobSeedStory(t *testing.T) {
 	// And they stay so. The reads have no deadline of their own: the
 	// client's rate limiter, shared by every parallel test, may hold one
 	// back a while.
-	if err := cluster.Consistently(ctx, 500*time.Millisecond, 3*time.Second, func(ctx context.Context) (bool, error) {
+	if err := poll.While(ctx, 3*time.Second, func(ctx context.Context) (bool, error) {
 		return operators.PodsAre(ctx, c, ns, operators.SeedWorkers, operators.Stuck)
 	}); err != nil {
 		t.Fatalf("the workers did not stay Running at 1/2 with only istio-proxy running: %v (%s)", err, c.PodsSummary(ctx, ns, ""))
@@ -142,17 +143,17 @@ func checkQuitOnce(t *testing.T, c *cluster.Cluster, ns string, p *corev1.Pod, a
 		t.Errorf("%s: %s = %q, want the hold", p.Name, keys.AnnotationProxyConfig, p.Annotations[keys.AnnotationProxyConfig])
 	}
 	if !mesh.ProxyFirstWithHold(p) {
-		t.Errorf("%s: containers %v: istio-proxy not first with its postStart wait", p.Name, containerNames(p))
+		t.Errorf("%s: containers %v: istio-proxy not first with its postStart wait", p.Name, mesh.ContainerNames(p))
 	}
-	s := status(p, app)
+	s := cluster.ContainerStatus(p, app)
 	if s.RestartCount != restarts || s.State.Terminated == nil || s.State.Terminated.ExitCode != 0 {
 		t.Errorf("%s: %s restarts %d, state %+v; want %d restarts and exit 0", p.Name, app, s.RestartCount, s.State, restarts)
 	}
 	if st := terminated(p, keys.ProxyContainer); st == nil || st.ExitCode != 0 {
-		t.Errorf("%s: istio-proxy %+v, want it quit with exit 0", p.Name, status(p, keys.ProxyContainer).State)
+		t.Errorf("%s: istio-proxy %+v, want it quit with exit 0", p.Name, cluster.ContainerStatus(p, keys.ProxyContainer).State)
 	}
-	waitEvent(t, c, ns, p.Name, "ProxyQuit")
-	if n := countEvents(events(t, c, ns, p.Name), "ProxyQuit"); n != 1 {
+	mesh.WaitEvent(t, c, ns, p.Name, "ProxyQuit")
+	if n := mesh.CountEvents(mesh.Events(t, c, ns, p.Name), "ProxyQuit"); n != 1 {
 		t.Errorf("%s: %d ProxyQuit Events, want 1", p.Name, n)
 	}
 }

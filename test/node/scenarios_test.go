@@ -15,6 +15,8 @@ import (
 	"github.com/istio-aux/istio-aux/pkg/keys"
 	"github.com/istio-aux/istio-aux/test/cluster"
 	"github.com/istio-aux/istio-aux/test/istioaux"
+	"github.com/istio-aux/istio-aux/test/mesh"
+	"github.com/istio-aux/istio-aux/test/scenario"
 )
 
 // The tests below change what every pod on the shared mesh sees (the bridge
@@ -22,52 +24,16 @@ import (
 // not call t.Parallel: Go runs them one at a time, before the parallel
 // ones.
 
-// TestNodeMissedWhileBridgeDown: pods that finished while the bridge was
-// down are quit once it is back (its initial list, not a watch update).
-func TestNodeMissedWhileBridgeDown(t *testing.T) {
-	c, aux := meshCluster(t)
-	ns := meshNamespace(t, c, true)
-	ctx := context.Background()
-	if err := aux.Scale(ctx, aux.Watcher(), 0); err != nil {
-		t.Fatal(err)
-	}
-	restarted := false
-	t.Cleanup(func() {
-		if !restarted {
-			_ = aux.Scale(ctx, aux.Watcher(), 1)
-		}
-	})
-	app := worker(map[string]string{"APP_RUN_FOR": "1s"})
-	createJob(t, c, ns, meshJob("offline", 1, corev1.RestartPolicyNever, app))
-	var p corev1.Pod
-	if err := cluster.Poll(context.Background(), 200*time.Millisecond, 2*time.Minute, func(context.Context) (bool, error) {
-		pods := jobPods(t, c, ns, "offline")
-		if len(pods) != 1 {
-			return false, nil
-		}
-		p = pods[0]
-		return terminated(&p, "tensorflow") != nil && running(&p, keys.ProxyContainer), nil
-	}); err != nil {
-		t.Fatalf("the app did not finish while the bridge was down: %v", err)
-	}
-	restarted = true
-	if err := aux.Scale(ctx, aux.Watcher(), 1); err != nil {
-		t.Fatal(err)
-	}
-	waitJob(t, c, ns, "offline", batchv1.JobComplete, 2*time.Minute)
-	waitEvent(t, c, ns, p.Name, "ProxyQuit")
-}
-
 // TestNodeNativeSidecarLeftToTheKubelet: a pod that asks Istio for a native
 // sidecar gets one (an init container with restartPolicy Always, the hold
 // ignored); the kubelet stops it after the app, and istio-aux does nothing
 // to it.
 func TestNodeNativeSidecarLeftToTheKubelet(t *testing.T) {
 	c, _ := meshCluster(t)
-	ns := meshNamespace(t, c, true)
+	ns := mesh.Namespace(t, c, "", true, mesh.OptedIn)
 	j := meshJob("native", 1, corev1.RestartPolicyNever, worker(nil))
 	j.Spec.Template.Annotations = map[string]string{keys.AnnotationNativeSidecar: "true"}
-	createJob(t, c, ns, j)
+	mesh.CreateJob(t, c, ns, j)
 	checkNativeLeftAlone(t, c, ns, "native")
 }
 
@@ -78,10 +44,10 @@ func TestNodeModeNative(t *testing.T) {
 	c, _ := meshCluster(t)
 	setMode(t, c, "native")
 	t.Cleanup(func() { setMode(t, c, "hold") })
-	ns := meshNamespace(t, c, true)
-	createJob(t, c, ns, meshJob("native", 1, corev1.RestartPolicyNever, worker(nil)))
+	ns := mesh.Namespace(t, c, "", true, mesh.OptedIn)
+	mesh.CreateJob(t, c, ns, meshJob("native", 1, corev1.RestartPolicyNever, worker(nil)))
 	checkNativeLeftAlone(t, c, ns, "native")
-	if p := onlyPod(t, c, ns, "native"); p.Annotations[keys.AnnotationNativeSidecar] != "true" {
+	if p := mesh.OnlyPod(t, c, ns, "native"); p.Annotations[keys.AnnotationNativeSidecar] != "true" {
 		t.Errorf("annotations %v: the webhook did not ask for a native sidecar", p.Annotations)
 	}
 }
@@ -97,8 +63,8 @@ func TestNodeIstioAutoNativeSidecars(t *testing.T) {
 	c, _ := meshCluster(t)
 	restartIstiod(t, c, "auto")
 	t.Cleanup(func() { restartIstiod(t, c, "false") })
-	ns := meshNamespace(t, c, true)
-	createJob(t, c, ns, meshJob("auto", 1, corev1.RestartPolicyOnFailure, worker(nil)))
+	ns := mesh.Namespace(t, c, "", true, mesh.OptedIn)
+	mesh.CreateJob(t, c, ns, meshJob("auto", 1, corev1.RestartPolicyOnFailure, worker(nil)))
 	p := checkNativeLeftAlone(t, c, ns, "auto")
 	if p.Annotations[keys.AnnotationProxyConfig] == "" {
 		t.Errorf("the webhook did not ask for the hold: %v", p.Annotations)
@@ -110,22 +76,22 @@ func TestNodeIstioAutoNativeSidecars(t *testing.T) {
 // completes with the kubelet stopping the proxy, and no quit happened.
 func checkNativeLeftAlone(t *testing.T, c *cluster.Cluster, ns, job string) corev1.Pod {
 	t.Helper()
-	waitJob(t, c, ns, job, batchv1.JobComplete, 3*time.Minute)
-	p := onlyPod(t, c, ns, job)
+	mesh.WaitJob(t, c, ns, job, batchv1.JobComplete, 3*time.Minute)
+	p := mesh.OnlyPod(t, c, ns, job)
 	native := false
 	for _, ctr := range p.Spec.InitContainers {
 		native = native || ctr.Name == keys.ProxyContainer && ctr.RestartPolicy != nil && *ctr.RestartPolicy == corev1.ContainerRestartPolicyAlways
 	}
 	if !native {
-		t.Errorf("containers %v: istio-proxy is not a native sidecar", containerNames(&p))
+		t.Errorf("containers %v: istio-proxy is not a native sidecar", mesh.ContainerNames(&p))
 	}
-	if s := status(&p, "tensorflow"); s.RestartCount != 0 {
+	if s := cluster.ContainerStatus(&p, "tensorflow"); s.RestartCount != 0 {
 		t.Errorf("the app ran %d times: its proxy was not ready first", s.RestartCount+1)
 	}
 	if p.Status.Phase != corev1.PodSucceeded || terminated(&p, keys.ProxyContainer) == nil {
-		t.Errorf("phase %s, init %s: want Succeeded, the kubelet having stopped the proxy", p.Status.Phase, describe(p.Status.InitContainerStatuses))
+		t.Errorf("phase %s, init %s: want Succeeded, the kubelet having stopped the proxy", p.Status.Phase, mesh.Describe(p.Status.InitContainerStatuses))
 	}
-	if n := countEvents(events(t, c, ns, p.Name), "ProxyQuit") + countEvents(events(t, c, ns, p.Name), "ProxyQuitFailed"); n != 0 {
+	if n := mesh.CountEvents(mesh.Events(t, c, ns, p.Name), "ProxyQuit") + mesh.CountEvents(mesh.Events(t, c, ns, p.Name), "ProxyQuitFailed"); n != 0 {
 		t.Errorf("istio-aux quit a native sidecar (%d Events)", n)
 	}
 	return p
@@ -159,7 +125,7 @@ func restartIstiod(t *testing.T, _ *cluster.Cluster, native string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := shared.m.RestartIstiod(ctx, native); err != nil {
+	if err := shared.Mesh(t).RestartIstiod(ctx, native); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -173,12 +139,12 @@ func restartIstiod(t *testing.T, _ *cluster.Cluster, native string) {
 func TestNodeRestartRulesContainerOnFailure(t *testing.T) {
 	c, _ := meshCluster(t)
 	t.Parallel()
-	ns := meshNamespace(t, c, true)
+	ns := mesh.Namespace(t, c, "", true, mesh.OptedIn)
 	app := worker(map[string]string{"APP_EXIT_CODES": "1,0"})
 	app.RestartPolicy = ptr.To(corev1.ContainerRestartPolicyOnFailure)
-	createJob(t, c, ns, meshJob("container-onfailure", 1, corev1.RestartPolicyNever, app))
-	waitJob(t, c, ns, "container-onfailure", batchv1.JobComplete, 3*time.Minute)
-	checkRetried(t, c, ns, "container-onfailure")
+	mesh.CreateJob(t, c, ns, meshJob("container-onfailure", 1, corev1.RestartPolicyNever, app))
+	mesh.WaitJob(t, c, ns, "container-onfailure", batchv1.JobComplete, 3*time.Minute)
+	scenario.CheckRetried(t, target(t), ns, "container-onfailure")
 }
 
 // TestNodeRestartRulesExitCode: pod Never, a rule "restart on exit code
@@ -186,14 +152,14 @@ func TestNodeRestartRulesContainerOnFailure(t *testing.T) {
 func TestNodeRestartRulesExitCode(t *testing.T) {
 	c, _ := meshCluster(t)
 	t.Parallel()
-	ns := meshNamespace(t, c, true)
+	ns := mesh.Namespace(t, c, "", true, mesh.OptedIn)
 	app := worker(map[string]string{"APP_EXIT_CODES": "42,0"})
 	app.RestartPolicy = ptr.To(corev1.ContainerRestartPolicyNever)
 	app.RestartPolicyRules = []corev1.ContainerRestartRule{{Action: corev1.ContainerRestartRuleActionRestart,
 		ExitCodes: &corev1.ContainerRestartRuleOnExitCodes{Operator: corev1.ContainerRestartRuleOnExitCodesOpIn, Values: []int32{42}}}}
-	createJob(t, c, ns, meshJob("rule-42", 1, corev1.RestartPolicyNever, app))
-	waitJob(t, c, ns, "rule-42", batchv1.JobComplete, 3*time.Minute)
-	checkRetried(t, c, ns, "rule-42")
+	mesh.CreateJob(t, c, ns, meshJob("rule-42", 1, corev1.RestartPolicyNever, app))
+	mesh.WaitJob(t, c, ns, "rule-42", batchv1.JobComplete, 3*time.Minute)
+	scenario.CheckRetried(t, target(t), ns, "rule-42")
 }
 
 // TestNodeRestartRulesContainerNever: pod OnFailure, app restartPolicy
@@ -202,21 +168,21 @@ func TestNodeRestartRulesExitCode(t *testing.T) {
 func TestNodeRestartRulesContainerNever(t *testing.T) {
 	c, _ := meshCluster(t)
 	t.Parallel()
-	ns := meshNamespace(t, c, true)
+	ns := mesh.Namespace(t, c, "", true, mesh.OptedIn)
 	app := worker(map[string]string{"APP_EXIT_CODES": "1"})
 	app.RestartPolicy = ptr.To(corev1.ContainerRestartPolicyNever)
 	j := meshJob("container-never", 1, corev1.RestartPolicyOnFailure, app)
 	j.Spec.BackoffLimit = ptr.To(int32(0))
-	createJob(t, c, ns, j)
-	waitJob(t, c, ns, "container-never", batchv1.JobFailed, 3*time.Minute)
-	p := onlyPod(t, c, ns, "container-never")
-	if s := status(&p, "tensorflow"); s.RestartCount != 0 || s.State.Terminated == nil || s.State.Terminated.ExitCode != 1 {
+	mesh.CreateJob(t, c, ns, j)
+	mesh.WaitJob(t, c, ns, "container-never", batchv1.JobFailed, 3*time.Minute)
+	p := mesh.OnlyPod(t, c, ns, "container-never")
+	if s := cluster.ContainerStatus(&p, "tensorflow"); s.RestartCount != 0 || s.State.Terminated == nil || s.State.Terminated.ExitCode != 1 {
 		t.Errorf("app %+v: want one attempt that exited 1", s)
 	}
 	if s := terminated(&p, keys.ProxyContainer); s == nil || s.ExitCode != 0 || p.Status.Phase != corev1.PodFailed {
-		t.Errorf("phase %s, istio-proxy %+v: want the proxy quit and the pod Failed", p.Status.Phase, status(&p, keys.ProxyContainer).State)
+		t.Errorf("phase %s, istio-proxy %+v: want the proxy quit and the pod Failed", p.Status.Phase, cluster.ContainerStatus(&p, keys.ProxyContainer).State)
 	}
-	waitEvent(t, c, ns, p.Name, "ProxyQuit")
+	mesh.WaitEvent(t, c, ns, p.Name, "ProxyQuit")
 }
 
 // TestNodeQuitNative: with quit-native set live (no restart) istio-aux quits a
@@ -235,17 +201,17 @@ func TestNodeQuitNative(t *testing.T) {
 	c, aux := meshCluster(t)
 	setConfig(t, aux, "quit-native", "true")
 	t.Cleanup(func() { setConfig(t, aux, "quit-native", "false") })
-	ns := meshNamespace(t, c, true)
+	ns := mesh.Namespace(t, c, "", true, mesh.OptedIn)
 	j := meshJob("native", 1, corev1.RestartPolicyNever, worker(nil))
 	j.Spec.Template.Annotations = map[string]string{
 		keys.AnnotationNativeSidecar: "true",
 		keys.AnnotationProxyConfig:   "proxyMetadata:\n  ISTIO_AUX_ENVOY_DRAIN_DELAY: 30s\n",
 	}
-	createJob(t, c, ns, j)
-	waitJob(t, c, ns, "native", batchv1.JobComplete, 3*time.Minute)
-	p := onlyPod(t, c, ns, "native")
-	waitEvent(t, c, ns, p.Name, "ProxyQuit")
-	if s := status(&p, keys.ProxyContainer); s.RestartCount != 0 || s.State.Terminated == nil || s.State.Terminated.ExitCode != 0 {
+	mesh.CreateJob(t, c, ns, j)
+	mesh.WaitJob(t, c, ns, "native", batchv1.JobComplete, 3*time.Minute)
+	p := mesh.OnlyPod(t, c, ns, "native")
+	mesh.WaitEvent(t, c, ns, p.Name, "ProxyQuit")
+	if s := cluster.ContainerStatus(&p, keys.ProxyContainer); s.RestartCount != 0 || s.State.Terminated == nil || s.State.Terminated.ExitCode != 0 {
 		t.Errorf("native istio-proxy %+v: want it quit once (exit 0) and not started again", s)
 	}
 }

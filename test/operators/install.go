@@ -24,6 +24,7 @@ import (
 
 	"github.com/istio-aux/istio-aux/test/cluster"
 	"github.com/istio-aux/istio-aux/test/images"
+	"github.com/istio-aux/istio-aux/test/poll"
 	"github.com/istio-aux/istio-aux/test/realnode"
 )
 
@@ -190,7 +191,7 @@ func fillSecret(manifests []byte, o Operator) ([]byte, error) {
 // webhook serves.
 func waitAvailable(ctx context.Context, c *cluster.Cluster, o Operator, timeout time.Duration) error {
 	var last *appsv1.Deployment
-	err := cluster.Poll(ctx, 200*time.Millisecond, timeout, func(ctx context.Context) (bool, error) {
+	err := poll.Until(ctx, timeout, func(ctx context.Context) (bool, error) {
 		d, err := c.Client().AppsV1().Deployments(o.Namespace).Get(ctx, o.Deployment, metav1.GetOptions{})
 		if err != nil {
 			return false, err

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/istio-aux/istio-aux/test/cluster"
+	"github.com/istio-aux/istio-aux/test/poll"
 )
 
 // Kubectl runs the cluster's kubectl as its admin, with stdin, and returns
@@ -52,7 +53,7 @@ func CreateWhenServed(ctx context.Context, c *cluster.Cluster, ns string, manife
 // is final.
 func whenServed(ctx context.Context, do func(context.Context) error) error {
 	var last error
-	err := cluster.Poll(ctx, 500*time.Millisecond, time.Minute, func(ctx context.Context) (bool, error) {
+	err := poll.Until(ctx, time.Minute, func(ctx context.Context) (bool, error) {
 		last = do(ctx)
 		if last != nil && strings.Contains(last.Error(), "failed calling webhook") {
 			return false, nil
@@ -100,7 +101,7 @@ func WaitCondition(ctx context.Context, c *cluster.Cluster, gvr schema.GroupVers
 		return nil, err
 	}
 	var last *unstructured.Unstructured
-	err = cluster.Poll(ctx, 200*time.Millisecond, timeout, func(ctx context.Context) (bool, error) {
+	err = poll.Until(ctx, timeout, func(ctx context.Context) (bool, error) {
 		obj, err := dyn.Resource(gvr).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, err

@@ -14,6 +14,7 @@ import (
 	"github.com/istio-aux/istio-aux/test/cluster"
 	"github.com/istio-aux/istio-aux/test/images"
 	"github.com/istio-aux/istio-aux/test/mesh"
+	"github.com/istio-aux/istio-aux/test/poll"
 )
 
 // The seed's story (datastrophic/istio-aux's README): a TFJob `mnist`
@@ -52,10 +53,7 @@ var SeedOptIn = keys.LegacyLabel + "=" + keys.LegacyLabelValue
 // Stuck reports a worker as the seed describes it without istio-aux: its
 // training container exited 0, its proxy still running, so the pod stays
 // Running and NotReady (1/2).
-func Stuck(p *corev1.Pod) bool {
-	app := cluster.ContainerStatus(p, "tensorflow").State.Terminated
-	return mesh.Stuck(p, "tensorflow") && app.ExitCode == 0
-}
+func Stuck(p *corev1.Pod) bool { return mesh.StuckDone(p, "tensorflow") }
 
 // Completed reports a pod `kubectl get pods` shows as Completed.
 func Completed(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodSucceeded }
@@ -64,7 +62,7 @@ func Completed(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodSucceede
 // them; the error says where each pod is.
 func WaitPods(ctx context.Context, c *cluster.Cluster, ns string, names []string, timeout time.Duration, cond func(*corev1.Pod) bool) ([]corev1.Pod, error) {
 	var pods []corev1.Pod
-	err := cluster.Poll(ctx, 200*time.Millisecond, timeout, func(ctx context.Context) (bool, error) {
+	err := poll.Until(ctx, timeout, func(ctx context.Context) (bool, error) {
 		var ok bool
 		var err error
 		pods, ok, err = podsAre(ctx, c, ns, names, cond)
@@ -103,7 +101,7 @@ func DeleteSeed(ctx context.Context, c *cluster.Cluster, ns string) error {
 	if _, err := Kubectl(ctx, c, SeedTFJob, "delete", "-n", ns, "-f", "-"); err != nil {
 		return err
 	}
-	return cluster.Poll(ctx, 200*time.Millisecond, 2*time.Minute, func(ctx context.Context) (bool, error) {
+	return poll.Until(ctx, 2*time.Minute, func(ctx context.Context) (bool, error) {
 		for _, n := range SeedWorkers {
 			_, err := c.Client().CoreV1().Pods(ns).Get(ctx, n, metav1.GetOptions{})
 			if !apierrors.IsNotFound(err) {

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/istio-aux/istio-aux/test/cluster"
+	"github.com/istio-aux/istio-aux/test/poll"
 )
 
 // Node is one real node, a machine of its own:
@@ -328,7 +329,7 @@ func (n *Node) stop() error {
 // removeCgroupSoon removes a cgroup once the processes killed in it have
 // left (a moment after SIGKILL lands).
 func removeCgroupSoon(root string) error {
-	err := cluster.Poll(context.Background(), 100*time.Millisecond, 5*time.Second, func(context.Context) (bool, error) {
+	err := poll.Until(context.Background(), 5*time.Second, func(context.Context) (bool, error) {
 		return removeCgroup(root) == nil, nil
 	})
 	if err != nil {

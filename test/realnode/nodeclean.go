@@ -12,7 +12,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/istio-aux/istio-aux/test/cluster"
+	"github.com/istio-aux/istio-aux/test/poll"
 )
 
 // Cleanup removes what earlier real-node runs left on this machine when
@@ -94,7 +94,7 @@ func (r *run) sweep(log io.Writer) error {
 	}
 	for _, root := range r.cgroupRoots() {
 		// A killed process leaves its cgroup a moment after SIGKILL lands.
-		err := cluster.Poll(context.Background(), 100*time.Millisecond, 5*time.Second, func(context.Context) (bool, error) {
+		err := poll.Until(context.Background(), 5*time.Second, func(context.Context) (bool, error) {
 			return removeCgroup(root) == nil, nil
 		})
 		if err != nil {
@@ -172,7 +172,7 @@ func netnsPids(ino uint64) map[int]bool {
 // processes (a shim restarting a container) are caught on the next round.
 func killAll(list func() map[int]bool, timeout time.Duration) error {
 	var left map[int]bool
-	err := cluster.Poll(context.Background(), 100*time.Millisecond, timeout, func(context.Context) (bool, error) {
+	err := poll.Until(context.Background(), timeout, func(context.Context) (bool, error) {
 		left = list()
 		for pid := range left {
 			_ = syscall.Kill(pid, syscall.SIGKILL)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/istio-aux/istio-aux/test/cluster"
 	"github.com/istio-aux/istio-aux/test/images"
+	"github.com/istio-aux/istio-aux/test/poll"
 )
 
 // What real nodes add to the control plane to make a whole cluster, as
@@ -363,7 +364,7 @@ func (ns *Nodes) startClusterDNS(ctx context.Context) error {
 	}
 	want := "kubernetes.default.svc." + cluster.ClusterDomain
 	r := ns.nodes[0].Resolver()
-	err := cluster.Poll(ctx, 200*time.Millisecond, 2*time.Minute, func(ctx context.Context) (bool, error) {
+	err := poll.Until(ctx, 2*time.Minute, func(ctx context.Context) (bool, error) {
 		addrs, err := r.LookupHost(ctx, want)
 		if err != nil {
 			return false, err

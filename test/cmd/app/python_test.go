@@ -3,15 +3,15 @@ package main
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/istio-aux/istio-aux/test/cluster"
 )
 
 // The TF_CONFIG the training operator v1.9.4 gives worker 0 of the seed's
@@ -82,7 +82,10 @@ func TestWaitForArgs(t *testing.T) {
 // Three TF workers on loopback join each other although they start at
 // different times, and a torch master waits for its two workers.
 func TestRendezvous(t *testing.T) {
-	ports := freePorts(t, 4)
+	ports, err := cluster.FreePorts(4)
+	if err != nil {
+		t.Fatal(err)
+	}
 	addr := func(p int) string { return fmt.Sprintf("127.0.0.1:%d", p) }
 	workers := []string{addr(ports[0]), addr(ports[1]), addr(ports[2])}
 	var groups []group
@@ -122,11 +125,14 @@ func TestRendezvous(t *testing.T) {
 
 // A member whose peers never come gives up at its deadline, naming them.
 func TestRendezvousTimesOut(t *testing.T) {
-	ports := freePorts(t, 2)
+	ports, err := cluster.FreePorts(2)
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 700*time.Millisecond)
 	defer cancel()
 	g := group{self: "w0", listen: fmt.Sprintf("127.0.0.1:%d", ports[0]), dial: []string{fmt.Sprintf("127.0.0.1:%d", ports[1])}, expect: 1}
-	err := rendezvous(ctx, g)
+	err = rendezvous(ctx, g)
 	if err == nil || !strings.Contains(err.Error(), "127.0.0.1") {
 		t.Fatalf("err = %v, want a timeout naming the peer", err)
 	}
@@ -153,23 +159,4 @@ func TestRunJoinsAfterTheDownload(t *testing.T) {
 	if got := run(cfg, ready.Client(), func(time.Duration) {}); got != 1 {
 		t.Errorf("a failed join exited %d, want 1", got)
 	}
-}
-
-func freePorts(t *testing.T, n int) []int {
-	t.Helper()
-	var ports []int
-	var lns []net.Listener
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		lns = append(lns, ln)
-		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
-	}
-	for _, ln := range lns {
-		ln.Close()
-	}
-	sort.Ints(ports)
-	return ports
 }

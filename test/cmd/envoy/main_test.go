@@ -1,7 +1,7 @@
 package main
 
 import (
-	"errors"
+	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/istio-aux/istio-aux/test/poll"
 )
 
 func TestParseFlags(t *testing.T) {
@@ -168,15 +170,9 @@ func TestSlowDrain(t *testing.T) {
 
 // waitDraining polls until p has started draining, or fails after d.
 func waitDraining(p *proxy, d time.Duration) error {
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
+	return poll.Until(context.Background(), d, func(context.Context) (bool, error) {
 		p.mu.Lock()
-		draining := p.draining
-		p.mu.Unlock()
-		if draining {
-			return nil
-		}
-		time.Sleep(10 * time.Millisecond) // polling a flag, with a deadline
-	}
-	return errors.New("never started draining")
+		defer p.mu.Unlock()
+		return p.draining, nil
+	})
 }

@@ -16,8 +16,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/istio-aux/istio-aux/pkg/podevent"
-	"github.com/istio-aux/istio-aux/test/cluster"
 	"github.com/istio-aux/istio-aux/test/mesh"
+	"github.com/istio-aux/istio-aux/test/poll"
 	"github.com/istio-aux/istio-aux/test/realnode"
 	"github.com/istio-aux/istio-aux/test/record"
 )
@@ -155,16 +155,16 @@ func runScenario(ctx context.Context, cs kubernetes.Interface, src *apiServerSou
 		}
 	}
 	deleted := map[string]bool{}
-	err := cluster.Poll(ctx, 100*time.Millisecond, 2*time.Minute, func(ctx context.Context) (bool, error) {
+	err := poll.Until(ctx, 2*time.Minute, func(ctx context.Context) (bool, error) {
 		evs, err := src.inNamespace(sc.namespace)
 		if err != nil {
-			return false, cluster.Permanent(err)
+			return false, poll.Permanent(err)
 		}
 		last := map[string]string{}
 		for _, e := range evs {
 			p, err := podevent.Decode(e)
 			if err != nil {
-				return false, cluster.Permanent(err)
+				return false, poll.Permanent(err)
 			}
 			last[p.Name] = record.State(p, e.Type())
 		}

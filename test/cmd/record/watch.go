@@ -19,7 +19,7 @@ import (
 	"github.com/istio-aux/istio-aux/bridge/watch"
 	"github.com/istio-aux/istio-aux/internal/kube"
 	"github.com/istio-aux/istio-aux/pkg/podevent"
-	"github.com/istio-aux/istio-aux/test/cluster"
+	"github.com/istio-aux/istio-aux/test/poll"
 	"github.com/istio-aux/istio-aux/test/record"
 )
 
@@ -111,5 +111,5 @@ func recordBridgeEvents(ctx context.Context, rc *rest.Config, dir string) error 
 	}
 	w := watch.New(watch.KubeLists(client, md), rec, metrics.NewBridge(nil), watch.Options{Source: rc.Host, PublishWaits: true, Workers: 1})
 	go func() { _ = w.Run(ctx) }()
-	return cluster.Poll(ctx, 50*time.Millisecond, time.Minute, func(context.Context) (bool, error) { return w.Synced(), nil })
+	return poll.Until(ctx, time.Minute, func(context.Context) (bool, error) { return w.Synced(), nil })
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/istio-aux/istio-aux/test/istioaux"
 	"github.com/istio-aux/istio-aux/test/mesh"
 	"github.com/istio-aux/istio-aux/test/operators"
+	"github.com/istio-aux/istio-aux/test/poll"
 	"github.com/istio-aux/istio-aux/test/realnode"
 )
 
@@ -147,7 +148,7 @@ func jobStory(ctx context.Context, c *cluster.Cluster, step func(string, ...any)
 func timeline(ctx context.Context, c *cluster.Cluster, step func(string, ...any), timeout time.Duration, done func(context.Context) (bool, error)) error {
 	seen := map[string]string{}
 	events := map[string]bool{}
-	return cluster.Poll(ctx, 200*time.Millisecond, timeout, func(ctx context.Context) (bool, error) {
+	return poll.Until(ctx, timeout, func(ctx context.Context) (bool, error) {
 		pods, err := c.Client().CoreV1().Pods(demoNamespace).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err

@@ -1,0 +1,137 @@
+package mesh
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/istio-aux/istio-aux/test/cluster"
+	"github.com/istio-aux/istio-aux/test/istioaux"
+	"github.com/istio-aux/istio-aux/test/realnode"
+)
+
+// Shared is the one stack of real nodes a suite's tests share (each in
+// namespaces of its own): started on first use, istio-aux installed as users
+// install it and moved between config/ and config/standalone/ as tests ask.
+// The one-node suite (test/node) and the three-node one (test/ha) are two
+// values of it.
+type Shared struct {
+	// Options for Start; Node is implied, Log is set from LogName.
+	Options Options
+	// LogName is the processes' log in /tmp, echoed with $Verbose set.
+	LogName, Verbose string
+	// BeforeInstall runs once before the first install (the one-node suite
+	// installs Knative Serving there).
+	BeforeInstall func(ctx context.Context, c *cluster.Cluster, log io.Writer) error
+	// Explain logs what explains a failed install, or a failure of the
+	// test that installed (istio-aux's own logs, say).
+	Explain func(t *testing.T, c *cluster.Cluster)
+
+	once     sync.Once
+	m        *Mesh
+	err      error
+	log      io.Writer
+	closeLog func()
+	mu       sync.Mutex
+	aux      *istioaux.Installed
+}
+
+// Main is the suite's TestMain: it runs the tests inside the nodes' network
+// namespace (realnode.RunInNetns) and stops the stack after them.
+func (s *Shared) Main(m *testing.M) int {
+	return realnode.RunInNetns(func() int {
+		code := m.Run()
+		if s.m != nil {
+			if err := s.m.Stop(); err != nil {
+				fmt.Fprintln(os.Stderr, "stopping the real nodes' stack:", err)
+			}
+		}
+		if s.closeLog != nil {
+			s.closeLog()
+		}
+		return code
+	})
+}
+
+// Mesh returns the stack, starting it on first use. It skips the test where
+// the machine cannot host a node (fails it with CI=true).
+func (s *Shared) Mesh(t *testing.T) *Mesh {
+	t.Helper()
+	realnode.RequireNode(t)
+	s.once.Do(func() {
+		s.log, s.closeLog = cluster.ProcessLog(s.LogName, s.Verbose)
+		o := s.Options
+		o.Node, o.Log = true, s.log
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		start := time.Now()
+		s.m, s.err = Start(ctx, o)
+		fmt.Fprintf(os.Stderr, "%d real node(s), images and istiod up in %s\n", max(o.Nodes, 1), time.Since(start).Round(time.Millisecond))
+	})
+	if s.err != nil {
+		t.Fatal(s.err)
+	}
+	return s.m
+}
+
+// Log is where the stack's processes write.
+func (s *Shared) Log() io.Writer { return s.log }
+
+// Installed is the stack with istio-aux installed from dir (istioaux.Config
+// or istioaux.Standalone), moved there from another install as a user
+// would move. Tests that ask for another folder than config/ must not be
+// parallel.
+func (s *Shared) Installed(t *testing.T, dir string) (*Mesh, *istioaux.Installed) {
+	t.Helper()
+	m := s.Mesh(t)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.aux != nil && s.aux.Dir() == dir {
+		return m, s.aux
+	}
+	// A cold build of the images takes minutes on 2 cores; make e2e warms
+	// the build cache first.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	var aux *istioaux.Installed
+	var err error
+	switch {
+	case s.aux != nil:
+		aux, err = s.aux.Move(ctx, dir)
+	case s.BeforeInstall != nil:
+		err = s.BeforeInstall(ctx, m.Cluster, s.log)
+	}
+	if err == nil && aux == nil {
+		aux, err = istioaux.Install(ctx, m.Cluster, dir, s.log)
+	}
+	if err != nil {
+		if s.Explain != nil {
+			s.Explain(t, m.Cluster)
+		}
+		t.Fatalf("installing istio-aux from %s: %v (pods: %s)", dir, err, m.Cluster.PodsSummary(ctx, istioaux.SystemNamespace, ""))
+	}
+	s.aux = aux
+	t.Cleanup(func() {
+		if t.Failed() && s.Explain != nil {
+			s.Explain(t, m.Cluster)
+		}
+	})
+	return m, aux
+}
+
+// Upgrade rolls the installed istio-aux to new images tagged version, as a
+// user applies a new release, and keeps the result as the install.
+func (s *Shared) Upgrade(ctx context.Context, version string) (*istioaux.Installed, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	next, err := s.aux.Upgrade(ctx, version)
+	if err != nil {
+		return nil, err
+	}
+	s.aux = next
+	return next, nil
+}
