@@ -76,10 +76,10 @@ func admission(t *testing.T, c *cluster.Cluster, cs kubernetes.Interface, start 
 	// What each process spends with nothing to answer (informers, timers,
 	// the runtime), over a quiet 10 s: the part of the CPU per call below
 	// that is not the calls'.
-	ourIdle0, floorIdle0 := procCPU(t, ourPid), procCPU(t, floorProc.Pid())
+	ourIdle0, floorIdle0 := cpuOf(t, ourPid), cpuOf(t, floorProc.Pid())
 	time.Sleep(idleWindow)
-	ourIdle, floorIdle := procCPU(t, ourPid)-ourIdle0, procCPU(t, floorProc.Pid())-floorIdle0
-	ourCPU0, floorCPU0 := procCPU(t, ourPid), procCPU(t, floorProc.Pid())
+	ourIdle, floorIdle := cpuOf(t, ourPid)-ourIdle0, cpuOf(t, floorProc.Pid())-floorIdle0
+	ourCPU0, floorCPU0 := cpuOf(t, ourPid), cpuOf(t, floorProc.Pid())
 	stopProfile := profileWebhook(t, cs, ourPid)
 	loopStart := time.Now()
 	registered := timeCreates(t, cs, "registered", p.creates,
@@ -87,7 +87,7 @@ func admission(t *testing.T, c *cluster.Cluster, cs kubernetes.Interface, start 
 	loop := time.Since(loopStart)
 	stopProfile()
 	calls := time.Duration(p.creates + warmupCreates)
-	ourTotal, floorTotal := procCPU(t, ourPid)-ourCPU0, procCPU(t, floorProc.Pid())-floorCPU0
+	ourTotal, floorTotal := cpuOf(t, ourPid)-ourCPU0, cpuOf(t, floorProc.Pid())-floorCPU0
 	ourCPU, floorCPU := ourTotal/calls, floorTotal/calls
 	// The same less what each process spends with nothing to answer, at
 	// the idle window's rate over the loop: the cost of a call itself.
@@ -125,7 +125,7 @@ func admission(t *testing.T, c *cluster.Cluster, cs kubernetes.Interface, start 
 		ms(floorTimed)+" / "+ms(ourTimed), "", "")
 	// The process's CPU per call, all of it (TLS, HTTP, decoding, Admit,
 	// and whatever runs beside: informers, GC), as a ratio to the floor's in
-	// the same loop (issue 25): /proc's 10 ms ticks over the loop's calls.
+	// the same loop (issue 25), from the threads' schedstat (cpuOf).
 	cpuRatio := float64(ourCPU) / float64(max(floorCPU, 1))
 	res.add("webhook", "the webhook process's CPU per call, istio-aux / floor (all of it: TLS, HTTP, framework)",
 		fmt.Sprintf("%.2f× (%d / %d µs)", cpuRatio, ourCPU.Microseconds(), floorCPU.Microseconds()),
@@ -220,7 +220,7 @@ const idleWindow = 10 * time.Second
 
 // callCPU is a process's CPU per call over a loop of calls that took loop
 // and cost total, less what it spent idle over idleWindow scaled to the
-// loop: at 10 ms ticks, idle's resolution is 1 ms per second.
+// loop.
 func callCPU(total, idle, loop, calls time.Duration) time.Duration {
 	rest := total - time.Duration(float64(idle)*loop.Seconds()/idleWindow.Seconds())
 	return max(rest, 0) / calls

@@ -31,7 +31,7 @@ func apiWindow(t *testing.T, c *cluster.Cluster, cs kubernetes.Interface, pods [
 		t.Fatal(err)
 	}
 	gc0 := apiserverGC(t, cs)
-	cpu0, start := apiserverCPU(t, api), time.Now()
+	cpu0, start := cpuOf(t, api), time.Now()
 	stop := churn(ctx, cs, pods, p.outsideChurn)
 	var rss []int64
 	if err := poll.Until(ctx, p.cpuWindow+time.Minute, func(context.Context) (bool, error) {
@@ -46,7 +46,7 @@ func apiWindow(t *testing.T, c *cluster.Cluster, cs kubernetes.Interface, pods [
 	}); err != nil {
 		t.Fatal(err)
 	}
-	s.apiWindow, s.window = apiserverCPU(t, api)-cpu0, time.Since(start)
+	s.apiWindow, s.window = cpuOf(t, api)-cpu0, time.Since(start)
 	s.apiGC = apiserverGC(t, cs) - gc0
 	s.changes = stop()
 	slices.Sort(rss)
@@ -108,17 +108,6 @@ func apiserverGC(t *testing.T, cs kubernetes.Interface) time.Duration {
 		t.Fatal(err)
 	}
 	return time.Duration(v * float64(time.Second))
-}
-
-// apiserverCPU is the CPU time the API server's threads have used, to the
-// nanosecond (threadsCPU): its start's cost at the small size is a tenth of
-// a second, ten of procCPU's ticks.
-func apiserverCPU(t *testing.T, pid int) time.Duration {
-	d, err := threadsCPU(pid)
-	if err != nil {
-		t.Fatalf("API server CPU: %v", err)
-	}
-	return d
 }
 
 // logFootprint logs the size of the API server's etcd database (the full

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -132,6 +133,17 @@ func threadsCPU(pid int) (time.Duration, error) {
 		sum += time.Duration(ns)
 	}
 	return sum, nil
+}
+
+// cpuOf is threadsCPU's, or the test fails: every CPU time make bench
+// reads (ours, the floors', the API server's, the node's).
+func cpuOf(t *testing.T, pid int) time.Duration {
+	t.Helper()
+	d, err := threadsCPU(pid)
+	if err != nil {
+		t.Fatalf("CPU of pid %d: %v", pid, err)
+	}
+	return d
 }
 
 // apiserverMetric sums metric name (with labels) of the API server's own

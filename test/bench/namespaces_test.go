@@ -266,11 +266,11 @@ func bridgeArm(t *testing.T, c *cluster.Cluster, a *istioaux.IstioAux, cs kubern
 				t.Fatal(err)
 			}
 		}
-		cpu0, start := apiserverCPU(t, api), time.Now()
+		cpu0, start := cpuOf(t, api), time.Now()
 		if err := a.StartBridgeAs(istioaux.Deployed); err != nil {
 			t.Fatal(err)
 		}
-		opens, cpus = append(opens, time.Since(start)), append(cpus, apiserverCPU(t, api)-cpu0)
+		opens, cpus = append(opens, time.Since(start)), append(cpus, cpuOf(t, api)-cpu0)
 		decoded := decodedPods(t, a)
 		t.Logf("namespaces: bridge ready after %v with %.0f of %d pods decoded, API server CPU %v", opens[i], decoded, len(pods), cpus[i])
 	}
@@ -305,7 +305,7 @@ func perNamespaceArm(t *testing.T, c *cluster.Cluster, cs kubernetes.Interface, 
 	ctx := context.Background()
 	api := c.Pids()["kube-apiserver"]
 	s := nsArm{ran: true}
-	cpu0, start := apiserverCPU(t, api), time.Now()
+	cpu0, start := cpuOf(t, api), time.Now()
 	w, err := openPerNamespaceWatches(c.RESTConfig(), names)
 	if err != nil {
 		t.Fatal(err)
@@ -320,7 +320,7 @@ func perNamespaceArm(t *testing.T, c *cluster.Cluster, cs kubernetes.Interface, 
 	} else if err != nil {
 		t.Fatal(err)
 	}
-	s.open, s.apiOpen = time.Since(start), apiserverCPU(t, api)-cpu0
+	s.open, s.apiOpen = time.Since(start), cpuOf(t, api)-cpu0
 	t.Logf("namespaces: %d per-namespace watches listed after %v, API server CPU %v", len(names), s.open, s.apiOpen)
 	apiWindow(t, c, cs, pods, p, &s)
 	return s

@@ -139,7 +139,7 @@ func outside(t *testing.T, a *istioaux.IstioAux, cs kubernetes.Interface, p para
 func bridgeWindow(t *testing.T, a *istioaux.IstioAux, cs kubernetes.Interface, pid int, inside, outside []podRef, outsideChurn int, d time.Duration) window {
 	ctx := context.Background()
 	var w window
-	decoded0, cpu0, start := decodedPods(t, a), bridgeCPU(t, pid), time.Now()
+	decoded0, cpu0, start := decodedPods(t, a), cpuOf(t, pid), time.Now()
 	stopIn, stopOut := func() int64 { return 0 }, func() int64 { return 0 }
 	if len(inside) > 0 {
 		stopIn = churn(ctx, cs, inside, insideChurn)
@@ -148,7 +148,7 @@ func bridgeWindow(t *testing.T, a *istioaux.IstioAux, cs kubernetes.Interface, p
 		stopOut = churn(ctx, cs, outside, outsideChurn)
 	}
 	sleepFor(t, d)
-	w.cpu, w.length = bridgeCPU(t, pid)-cpu0, time.Since(start)
+	w.cpu, w.length = cpuOf(t, pid)-cpu0, time.Since(start)
 	w.changes = stopIn()
 	outChanges := stopOut()
 	// Every change of an opted-in pod reaches the bridge; then whatever
@@ -171,14 +171,6 @@ func sleepFor(t *testing.T, d time.Duration) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-}
-
-func bridgeCPU(t *testing.T, pid int) time.Duration {
-	d, err := threadsCPU(pid)
-	if err != nil {
-		t.Fatalf("bridge CPU: %v", err)
-	}
-	return d
 }
 
 func decodedPods(t *testing.T, a *istioaux.IstioAux) float64 {

@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"testing"
 	"time"
 
 	"github.com/istio-aux/istio-aux/test/poll"
@@ -63,32 +62,6 @@ func steadyRSS(ctx context.Context, pid int, interval time.Duration, n int, time
 // resetPeak resets VmHWM so that it reports the peak from now on.
 func resetPeak(pid int) error {
 	return os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0)
-}
-
-// procCPU is the CPU time (user and system, all threads) process pid has
-// used so far, from /proc/<pid>/stat, in the kernel's clock ticks (USER_HZ,
-// 100 on Linux: 10 ms resolution).
-func procCPU(t *testing.T, pid int) time.Duration {
-	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Fields after the command name, which may hold spaces: state is the
-	// first, utime the 12th and stime the 13th.
-	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
-	if len(f) < 13 {
-		t.Fatalf("/proc/%d/stat: %d fields", pid, len(f))
-	}
-	var ticks int64
-	for _, v := range f[11:13] {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil {
-			t.Fatalf("/proc/%d/stat: %v", pid, err)
-		}
-		ticks += n
-	}
-	return time.Duration(ticks) * 10 * time.Millisecond
 }
 
 func mib(kib int64) string { return fmt.Sprintf("%.1f MiB", float64(kib)/1024) }

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/istio-aux/istio-aux/test/cluster"
+	"github.com/istio-aux/istio-aux/test/mesh"
 	"github.com/istio-aux/istio-aux/test/poll"
 )
 
@@ -58,7 +59,7 @@ func TestKwokPodLifecycle(t *testing.T) {
 		if _, err := c.Client().CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		waitPod(t, c, name, func(p *corev1.Pod) bool {
+		mesh.WaitPod(t, c, "default", name, 30*time.Second, func(p *corev1.Pod) bool {
 			return cluster.ContainerStatus(p, "app").State.Terminated != nil && cluster.ContainerStatus(p, "istio-proxy").State.Running != nil
 		})
 		t.Setenv("KUBECTL_REMOTE_COMMAND_WEBSOCKETS", transport)
@@ -80,7 +81,7 @@ func TestKwokPodLifecycle(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p := waitPod(t, c, name, func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodSucceeded })
+		p := mesh.WaitPod(t, c, "default", name, 30*time.Second, func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodSucceeded })
 		if s := cluster.ContainerStatus(p, "istio-proxy"); s.State.Terminated == nil || s.State.Terminated.ExitCode != 0 {
 			t.Errorf("%s: istio-proxy = %+v, want terminated with 0", name, s.State)
 		}
@@ -92,23 +93,6 @@ func TestKwokPodLifecycle(t *testing.T) {
 			t.Errorf("quits = %+v, want the %d-th for pod default/%s", quits, i+1, name)
 		}
 	}
-}
-
-func waitPod(t *testing.T, c *cluster.Cluster, name string, cond func(*corev1.Pod) bool) *corev1.Pod {
-	t.Helper()
-	var last *corev1.Pod
-	err := poll.Until(context.Background(), 30*time.Second, func(ctx context.Context) (bool, error) {
-		p, err := c.Client().CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		last = p
-		return cond(p), nil
-	})
-	if err != nil {
-		t.Fatalf("pod %s: %v; last status %+v", name, err, last.Status)
-	}
-	return last
 }
 
 // TestKwokNativeSidecar: a native istio-proxy (init container, restartPolicy
@@ -128,7 +112,7 @@ func TestKwokNativeSidecar(t *testing.T) {
 	if _, err := c.Client().CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	p := waitPod(t, c, "native", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodSucceeded })
+	p := mesh.WaitPod(t, c, "default", "native", 30*time.Second, func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodSucceeded })
 	if s := p.Status.InitContainerStatuses; len(s) != 1 || s[0].State.Terminated == nil {
 		t.Errorf("native istio-proxy = %+v, want terminated", s)
 	}
@@ -163,14 +147,14 @@ func TestKwokOnFailureRestart(t *testing.T) {
 		}
 	}
 	// hasty: quit as soon as the first attempt failed.
-	waitPod(t, c, "hasty", func(p *corev1.Pod) bool {
+	mesh.WaitPod(t, c, "default", "hasty", 30*time.Second, func(p *corev1.Pod) bool {
 		s := cluster.ContainerStatus(p, "app")
 		return s.State.Terminated != nil && s.State.Terminated.ExitCode == 1 && s.RestartCount == 0
 	})
 	if err := c.Kubectl(ctx, "exec", "-n", "default", "hasty", "-c", "istio-proxy", "--", "pilot-agent", "request", "POST", "quitquitquit"); err != nil {
 		t.Fatal(err)
 	}
-	p := waitPod(t, c, "patient", func(p *corev1.Pod) bool {
+	p := mesh.WaitPod(t, c, "default", "patient", 30*time.Second, func(p *corev1.Pod) bool {
 		s := cluster.ContainerStatus(p, "app")
 		return s.RestartCount == 1 && s.State.Terminated != nil
 	})
@@ -180,7 +164,7 @@ func TestKwokOnFailureRestart(t *testing.T) {
 	if cluster.ContainerStatus(p, "istio-proxy").State.Running == nil || p.Status.Phase != corev1.PodRunning {
 		t.Errorf("patient: proxy not running or phase %s", p.Status.Phase)
 	}
-	h := waitPod(t, c, "hasty", func(p *corev1.Pod) bool { return cluster.ContainerStatus(p, "app").RestartCount >= 2 })
+	h := mesh.WaitPod(t, c, "default", "hasty", 30*time.Second, func(p *corev1.Pod) bool { return cluster.ContainerStatus(p, "app").RestartCount >= 2 })
 	if s := cluster.ContainerStatus(h, "app"); h.Status.Phase != corev1.PodRunning || (s.State.Terminated != nil && s.State.Terminated.ExitCode == 0) {
 		t.Errorf("hasty: phase %s, app %+v; want it failing for want of a proxy", h.Status.Phase, s.State)
 	}

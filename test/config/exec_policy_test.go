@@ -26,6 +26,7 @@ import (
 	"github.com/istio-aux/istio-aux/internal/settings"
 	"github.com/istio-aux/istio-aux/pkg/keys"
 	"github.com/istio-aux/istio-aux/test/cluster"
+	"github.com/istio-aux/istio-aux/test/mesh"
 	"github.com/istio-aux/istio-aux/test/poll"
 )
 
@@ -153,7 +154,7 @@ func TestExecPolicy(t *testing.T) {
 	}
 	for _, p := range pods {
 		ns, name, _ := strings.Cut(p, "/")
-		waitProxyRunning(ctx, t, c, ns, name)
+		mesh.WaitPod(t, c, ns, name, time.Minute, proxyRunning)
 	}
 	waitForPolicies(ctx, t, fn)
 
@@ -375,29 +376,14 @@ func createPod(ctx context.Context, t *testing.T, c *cluster.Cluster, ns, name s
 	}
 }
 
-func waitProxyRunning(ctx context.Context, t *testing.T, c *cluster.Cluster, ns, name string) {
-	t.Helper()
-	err := poll.Until(ctx, 60*time.Second, func(ctx context.Context) (bool, error) {
-		p, err := c.Client().CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		for _, s := range p.Status.ContainerStatuses {
-			if s.Name == keys.ProxyContainer && s.State.Running != nil {
-				return true, nil
-			}
-		}
-		return false, nil
-	})
-	if err != nil {
-		t.Fatalf("pod %s/%s: istio-proxy never running: %v", ns, name, err)
-	}
-}
-
 func setQuitCommand(ctx context.Context, t *testing.T, c *cluster.Cluster, argv string) {
 	t.Helper()
 	patch := fmt.Sprintf(`{"data":{"quit-command":%q}}`, argv)
 	if _, err := c.Client().CoreV1().ConfigMaps("istio-aux").Patch(ctx, "config-istio-aux", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+func proxyRunning(p *corev1.Pod) bool {
+	return cluster.ContainerStatus(p, keys.ProxyContainer).State.Running != nil
 }
