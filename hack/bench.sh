@@ -103,6 +103,7 @@ echo "control plane: admission, memory, outside, namespaces, reaction, scale (lo
 # sets of 100,000 pods created at N=10,000, docs/bench.md).
 timeout=120m
 [[ -n "${quick}" ]] && timeout=60m
+# E2E_REBUILD: istio-aux and the floors are built again, never an old build measured.
 E2E_REBUILD=1 BENCH_RESULTS="${rows}" go test -tags e2e -count=1 -timeout "${timeout}" -run 'TestBench$|TestBenchCompletion' -v ./test/bench/ >"${logs}" 2>&1 || rc=$?
 if ((rc)); then
   echo "--- control-plane benchmarks FAILED (rc ${rc}); their log: ---" >&2

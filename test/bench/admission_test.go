@@ -159,7 +159,7 @@ const maxAdmissionToFloor = 1.25
 func startFloorWebhook(t *testing.T, c *cluster.Cluster, cs kubernetes.Interface, log io.Writer) *cluster.Process {
 	t.Helper()
 	ctx := context.Background()
-	bin := buildTool(t, "./test/bench/cmd/floorwebhook", "floorwebhook")
+	bin := istioaux.MustBuild(t, "./test/bench/cmd/floorwebhook", "floorwebhook")
 	cert, key, err := c.CA().Serving()
 	if err != nil {
 		t.Fatal(err)

@@ -191,14 +191,3 @@ func stage(t *testing.T, name string, opts cluster.Options, fn func(*testing.T, 
 		fn(t, c, a, fastClient(t, c))
 	})
 }
-
-// buildTool is istioaux.Build's, or the test fails (hack/bench.sh sets
-// E2E_REBUILD, so that a floor is never an old build).
-func buildTool(t *testing.T, pkg, name string) string {
-	t.Helper()
-	bin, err := istioaux.Build(pkg, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return bin
-}

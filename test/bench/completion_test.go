@@ -28,6 +28,7 @@ import (
 	"github.com/istio-aux/istio-aux/pkg/keys"
 	"github.com/istio-aux/istio-aux/test/bench/quitter"
 	"github.com/istio-aux/istio-aux/test/cluster"
+	"github.com/istio-aux/istio-aux/test/istioaux"
 	"github.com/istio-aux/istio-aux/test/mesh"
 	"github.com/istio-aux/istio-aux/test/poll"
 	"github.com/istio-aux/istio-aux/test/realnode"
@@ -296,7 +297,7 @@ func idleRates(t *testing.T, m *mesh.Mesh, floorPid int) cpuTotals {
 // floorProcess runs the floor quitter as a process of its own
 // (cmd/floorquit) on the arm's namespace and sets *pid to its pid.
 func floorProcess(t *testing.T, c *cluster.Cluster, log io.Writer, pid *int) reactor {
-	bin := buildTool(t, "./test/bench/cmd/floorquit", "floorquit")
+	bin := istioaux.MustBuild(t, "./test/bench/cmd/floorquit", "floorquit")
 	return func(ctx context.Context, _ kubernetes.Interface, _ proxyquit.Execer, ns string) (func(), *atomic.Int64, error) {
 		ready := filepath.Join(c.Dir(), "floorquit.ready")
 		_ = os.Remove(ready)

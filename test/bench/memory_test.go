@@ -32,7 +32,7 @@ func memory(t *testing.T, c *cluster.Cluster, a *istioaux.IstioAux, cs kubernete
 	if err := createParkedNamespace(ctx, cs, ns, true); err != nil {
 		t.Fatal(err)
 	}
-	full := buildTool(t, "./test/bench/cmd/fullinformer", "fullinformer")
+	full := istioaux.MustBuild(t, "./test/bench/cmd/fullinformer", "fullinformer")
 	created := 0
 	var deployed, allInOne, informer []int64
 	bridgeRSS := func(shape istioaux.Shape, level int) int64 {

@@ -146,16 +146,6 @@ func (s *stack) all() []*component {
 	return out
 }
 
-// binary is istioaux.Build's, or the test fails.
-func binary(t *testing.T, pkg, name string) string {
-	t.Helper()
-	bin, err := istioaux.Build(pkg, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return bin
-}
-
 func freePort(t *testing.T) string {
 	t.Helper()
 	p, err := cluster.FreePort()
@@ -183,17 +173,17 @@ func startStack(t *testing.T, withBridge bool) *stack {
 		dispatchMetrics: "http://127.0.0.1:" + dispMetrics + "/metrics",
 	}
 	s.nats = &component{name: "nats", log: logOut,
-		bin:    binary(t, "github.com/nats-io/nats-server/v2", "nats-server"),
+		bin:    istioaux.MustBuild(t, "github.com/nats-io/nats-server/v2", "nats-server"),
 		args:   []string{"-a", "127.0.0.1", "-p", natsPort, "-js", "-sd", filepath.Join(dir, "jetstream"), "-n", "istio-aux-chaos"},
 		health: "",
 	}
 	s.function = &component{name: "function", log: logOut,
-		bin:    binary(t, "./functions/proxyquit/cmd/proxyquit", "proxyquit"),
+		bin:    istioaux.MustBuild(t, "./functions/proxyquit/cmd/proxyquit", "proxyquit"),
 		env:    []string{"KUBECONFIG=" + env.Kubeconfig(), "PORT=" + fnPort},
 		health: s.functionURL + "/healthz",
 	}
 	// The function listens on ":PORT"; tests reach it on loopback only.
-	bridgeBin := binary(t, "./bridge/cmd/bridge", "bridge")
+	bridgeBin := istioaux.MustBuild(t, "./bridge/cmd/bridge", "bridge")
 	common := []string{"KUBECONFIG=" + env.Kubeconfig(), "NATS_URL=" + s.natsURL,
 		"POD_NAMESPACE=" + istioaux.SystemNamespace, "SYSTEM_NAMESPACE=" + istioaux.SystemNamespace}
 	s.dispatch = &component{name: "dispatch", log: logOut, bin: bridgeBin,

@@ -23,8 +23,10 @@ import (
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/restmapper"
+	"k8s.io/utils/ptr"
 
 	"github.com/istio-aux/istio-aux/test/cluster"
+	"github.com/istio-aux/istio-aux/test/modroot"
 	"github.com/istio-aux/istio-aux/test/poll"
 )
 
@@ -163,7 +165,7 @@ func (a *applier) apply(ctx context.Context, d doc, dryRun bool) error {
 	if err != nil {
 		return err
 	}
-	opts := metav1.PatchOptions{FieldManager: "istio-aux-test", Force: ptr(true), FieldValidation: "Strict"}
+	opts := metav1.PatchOptions{FieldManager: "istio-aux-test", Force: ptr.To(true), FieldValidation: "Strict"}
 	if dryRun {
 		opts.DryRun = []string{metav1.DryRunAll}
 	}
@@ -209,7 +211,7 @@ func moduleDir(t *testing.T, modVersion string) string {
 	if err := json.Unmarshal(out, &info); err != nil || info.Error != "" {
 		t.Fatalf("go mod download %s: %v %s", modVersion, err, info.Error)
 	}
-	ours := requiredVersion(t, filepath.Join(repoRoot(t), "go.mod"), "knative.dev/pkg")
+	ours := requiredVersion(t, filepath.Join(modroot.Dir(), "go.mod"), "knative.dev/pkg")
 	if theirs := requiredVersion(t, info.GoMod, "knative.dev/pkg"); theirs != ours {
 		t.Fatalf("%s requires knative.dev/pkg %s, we build with %s: pick the matching release", modVersion, theirs, ours)
 	}
@@ -231,8 +233,6 @@ func requiredVersion(t *testing.T, goMod, module string) string {
 	t.Fatalf("%s does not require %s", goMod, module)
 	return ""
 }
-
-func ptr[T any](v T) *T { return &v }
 
 // testLog sends the control plane's output to a file kept on failure.
 func testLog(t *testing.T) *os.File {

@@ -18,6 +18,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/istio-aux/istio-aux/test/modroot"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -50,24 +51,6 @@ func (d doc) String() string {
 	return d.file + ":" + d.obj.GetKind() + "/" + d.obj.GetName()
 }
 
-func repoRoot(t testing.TB) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("no go.mod above the test's directory")
-		}
-		dir = parent
-	}
-}
-
 var koRef = regexp.MustCompile(`ko://([A-Za-z0-9._/-]+)`)
 
 // loadDocs reads the .yaml files of dir (relative to the repository root,
@@ -75,7 +58,7 @@ var koRef = regexp.MustCompile(`ko://([A-Za-z0-9._/-]+)`)
 // reference (as ko resolve would, with a placeholder image).
 func loadDocs(t testing.TB, dir string, resolve func(path string) string) []doc {
 	t.Helper()
-	root := repoRoot(t)
+	root := modroot.Dir()
 	if !filepath.IsAbs(dir) {
 		dir = filepath.Join(root, dir)
 	}
@@ -123,7 +106,7 @@ func allDocs(t testing.TB) []doc {
 	seen := map[string]bool{}
 	for _, d := range dirs {
 		for _, doc := range loadDocs(t, d, nil) {
-			file, err := filepath.EvalSymlinks(filepath.Join(repoRoot(t), doc.file))
+			file, err := filepath.EvalSymlinks(filepath.Join(modroot.Dir(), doc.file))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -142,7 +125,7 @@ func allDocs(t testing.TB) []doc {
 // config/nats's by bridge/transport) and the StatefulSet, which is
 // config/nats's but for its replicas; the rest is linked.
 func TestNatsSingleIsNatsAlone(t *testing.T) {
-	root := repoRoot(t)
+	root := modroot.Dir()
 	entries, err := os.ReadDir(filepath.Join(root, "config", "nats-single"))
 	if err != nil {
 		t.Fatal(err)
@@ -187,7 +170,7 @@ func TestNatsSingleIsNatsAlone(t *testing.T) {
 // bridge, NATS and Knative shape, plus the all-in-one. What it shares with
 // config/ is linked, not copied, so the two installs cannot drift.
 func TestStandaloneSharesConfig(t *testing.T) {
-	root := repoRoot(t)
+	root := modroot.Dir()
 	own := map[string]bool{"206-rbac-allinone.yaml": true, "500-allinone.yaml": true}
 	notShared := map[string]bool{"500-bridge.yaml": true, "600-proxyquit-ksvc.yaml": true, "610-proxyquit-networkpolicy.yaml": true}
 	standalone := filepath.Join(root, "config", "standalone")
@@ -388,7 +371,7 @@ func TestConfigMapDocumentsEveryKey(t *testing.T) {
 			}
 		}
 		for k, v := range data {
-			if k != "_example" && !contains(contract, k) {
+			if k != "_example" && !slices.Contains(contract, k) {
 				t.Errorf("key %q is not part of the contract %v", k, contract)
 			}
 			// An empty quit command stops the function at start.
@@ -400,15 +383,6 @@ func TestConfigMapDocumentsEveryKey(t *testing.T) {
 	if !found {
 		t.Fatal("ConfigMap config-istio-aux not found")
 	}
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // Both the bridge (its change filter) and the function decide whether a
@@ -438,7 +412,7 @@ func TestDecidersFollowTheSettings(t *testing.T) {
 				res, _, _ := unstructured.NestedStringSlice(r, "resources")
 				names, _, _ := unstructured.NestedStringSlice(r, "resourceNames")
 				verbs, _, _ := unstructured.NestedStringSlice(r, "verbs")
-				if contains(res, "configmaps") && contains(names, "config-istio-aux") && contains(verbs, "watch") && contains(verbs, "list") {
+				if slices.Contains(res, "configmaps") && slices.Contains(names, "config-istio-aux") && slices.Contains(verbs, "watch") && slices.Contains(verbs, "list") {
 					roles[d.obj.GetName()] = true
 				}
 			}

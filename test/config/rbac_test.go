@@ -22,9 +22,11 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/utils/ptr"
 
 	"github.com/istio-aux/istio-aux/internal/settings"
 	"github.com/istio-aux/istio-aux/test/cluster"
+	"github.com/istio-aux/istio-aux/test/modroot"
 	"github.com/istio-aux/istio-aux/test/poll"
 )
 
@@ -265,7 +267,7 @@ func runAs(ctx context.Context, t *testing.T, c *cluster.Cluster, serviceAccount
 	start := time.Now()
 	bin := filepath.Join(t.TempDir(), filepath.Base(pkg))
 	build := exec.CommandContext(ctx, "go", "build", "-o", bin, pkg)
-	build.Dir = repoRoot(t)
+	build.Dir = modroot.Dir()
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build %s: %v\n%s", pkg, err, out)
 	}
@@ -341,7 +343,7 @@ func startWithConfig(ctx context.Context, t *testing.T, opts cluster.Options) (*
 func serviceAccountKubeconfig(ctx context.Context, t *testing.T, c *cluster.Cluster, name string) string {
 	t.Helper()
 	tr, err := c.Client().CoreV1().ServiceAccounts("istio-aux").CreateToken(ctx, name, &authenticationv1.TokenRequest{
-		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr(int64(3600))},
+		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(3600))},
 	}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatalf("token for %s: %v", name, err)

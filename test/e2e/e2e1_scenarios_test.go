@@ -31,30 +31,21 @@ func Test1ProblemWithoutIstioAux(t *testing.T) {
 	}
 }
 
-func Test2JobCompletes(t *testing.T) {
+// withAux runs the scenario on kwok with istio-aux started.
+func withAux(t *testing.T, run func(*testing.T, scenario.Target)) {
 	withIstioAux(t)
-	scenario.WithIstioAux(t, kwok(t))
+	run(t, kwok(t))
 }
 
-func Test3NeverFailingApp(t *testing.T) {
-	withIstioAux(t)
-	scenario.NeverFailingApp(t, kwok(t))
-}
+func Test2JobCompletes(t *testing.T) { withAux(t, scenario.WithIstioAux) }
 
-func Test4OnFailureRetry(t *testing.T) {
-	withIstioAux(t)
-	scenario.OnFailureRetry(t, kwok(t))
-}
+func Test3NeverFailingApp(t *testing.T) { withAux(t, scenario.NeverFailingApp) }
 
-func Test5MissedWhileDown(t *testing.T) {
-	withIstioAux(t)
-	scenario.MissedWhileDown(t, kwok(t))
-}
+func Test4OnFailureRetry(t *testing.T) { withAux(t, scenario.OnFailureRetry) }
 
-func Test6NotOptedIn(t *testing.T) {
-	withIstioAux(t)
-	scenario.NotOptedIn(t, kwok(t))
-}
+func Test5MissedWhileDown(t *testing.T) { withAux(t, scenario.MissedWhileDown) }
+
+func Test6NotOptedIn(t *testing.T) { withAux(t, scenario.NotOptedIn) }
 
 // quitsIn are the quits kwok's pilot-agent stand-in recorded in ns: the
 // execs themselves, beside the Events.

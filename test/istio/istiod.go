@@ -52,8 +52,6 @@ type Istiod struct {
 	client kubernetes.Interface
 	proc   *cluster.Process
 	dir    string
-	url    string
-	values map[string]any
 }
 
 // Start renders the chart's ConfigMaps into istio-system, starts istiod
@@ -102,7 +100,7 @@ func Start(ctx context.Context, c *cluster.Cluster, opts Options) (_ *Istiod, er
 	if err != nil {
 		return nil, err
 	}
-	i := &Istiod{client: c.Client(), dir: dir, url: url, values: values}
+	i := &Istiod{client: c.Client(), dir: dir}
 	defer func() {
 		if err != nil {
 			_ = i.Stop()
@@ -162,15 +160,6 @@ func Start(ctx context.Context, c *cluster.Cluster, opts Options) (_ *Istiod, er
 	}
 	return i, nil
 }
-
-// URL is the injection webhook's address.
-func (i *Istiod) URL() string { return i.url }
-
-// Pid is istiod's process id.
-func (i *Istiod) Pid() int { return i.proc.Pid() }
-
-// Values are the chart values istiod and its webhook were rendered from.
-func (i *Istiod) Values() map[string]any { return deepCopy(i.values).(map[string]any) }
 
 // Stop unregisters the webhook (so that pods can be created without it
 // again), stops istiod and removes its files. The ConfigMaps stay, as

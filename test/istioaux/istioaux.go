@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"testing"
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -68,6 +69,16 @@ func Build(pkg, name string) (string, error) {
 		return "", fmt.Errorf("go build %s: %w: %s", pkg, err, b)
 	}
 	return out, nil
+}
+
+// MustBuild is Build's, or t fails.
+func MustBuild(t testing.TB, pkg, name string) string {
+	t.Helper()
+	bin, err := Build(pkg, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bin
 }
 
 // Stop stops the bridge (and the function and nats-server of the deployed

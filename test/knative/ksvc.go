@@ -9,7 +9,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 
 	"github.com/istio-aux/istio-aux/test/cluster"
@@ -90,21 +89,4 @@ func readyStatus(ksvc *unstructured.Unstructured) (Status, bool, string) {
 		}
 	}
 	return st, false, "no Ready condition"
-}
-
-// NewRevision makes the Knative Service ns/name roll out a new revision of
-// the same template, as `kubectl rollout restart` does for a Deployment (its
-// pods re-read what they read at start, e.g. ConfigMap keys in env), and
-// waits until it serves.
-func NewRevision(ctx context.Context, c *cluster.Cluster, ns, name string) (Status, error) {
-	dyn, err := dynamic.NewForConfig(c.RESTConfig())
-	if err != nil {
-		return Status{}, err
-	}
-	patch := fmt.Sprintf(`{"spec":{"template":{"metadata":{"annotations":{"istio-aux.test/restarted-at":%q}}}}}`,
-		time.Now().Format(time.RFC3339Nano))
-	if _, err := dyn.Resource(ServiceResource).Namespace(ns).Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
-		return Status{}, err
-	}
-	return WaitReady(ctx, c, ns, name, 2*time.Minute)
 }

@@ -27,35 +27,23 @@ func target(t *testing.T) scenario.Target {
 	}}
 }
 
-func TestNodeMnistWithoutIstioAux(t *testing.T) {
+// parallel runs the scenario on the shared node beside the other parallel
+// tests.
+func parallel(t *testing.T, run func(*testing.T, scenario.Target)) {
 	tg := target(t)
 	t.Parallel()
-	scenario.WithoutIstioAux(t, tg)
+	run(t, tg)
 }
 
-func TestNodeMnistWithIstioAux(t *testing.T) {
-	tg := target(t)
-	t.Parallel()
-	scenario.WithIstioAux(t, tg)
-}
+func TestNodeMnistWithoutIstioAux(t *testing.T) { parallel(t, scenario.WithoutIstioAux) }
 
-func TestNodeNeverFailingApp(t *testing.T) {
-	tg := target(t)
-	t.Parallel()
-	scenario.NeverFailingApp(t, tg)
-}
+func TestNodeMnistWithIstioAux(t *testing.T) { parallel(t, scenario.WithIstioAux) }
 
-func TestNodeOnFailureRetryKeepsProxy(t *testing.T) {
-	tg := target(t)
-	t.Parallel()
-	scenario.OnFailureRetry(t, tg)
-}
+func TestNodeNeverFailingApp(t *testing.T) { parallel(t, scenario.NeverFailingApp) }
 
-func TestNodeNotOptedInLeftAlone(t *testing.T) {
-	tg := target(t)
-	t.Parallel()
-	scenario.NotOptedIn(t, tg)
-}
+func TestNodeOnFailureRetryKeepsProxy(t *testing.T) { parallel(t, scenario.OnFailureRetry) }
+
+func TestNodeNotOptedInLeftAlone(t *testing.T) { parallel(t, scenario.NotOptedIn) }
 
 // TestNodeMissedWhileBridgeDown stops the bridge every pod relies on, so it
 // is not parallel.

@@ -179,19 +179,6 @@ func (ns *Nodes) Stop() error {
 	return errors.Join(errs...)
 }
 
-// cgroupPidsNamed lists the processes below cgroup root whose executable
-// has that base name.
-func cgroupPidsNamed(root, name string) []int {
-	var out []int
-	for pid := range cgroupPids(root) {
-		exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
-		if err == nil && filepath.Base(strings.TrimSuffix(exe, " (deleted)")) == name {
-			out = append(out, pid)
-		}
-	}
-	return out
-}
-
 // unmountWhere detaches every mount of this mount namespace that keep
 // accepts, deepest first.
 func unmountWhere(keep func(fstype, mountPoint string) bool) error {
