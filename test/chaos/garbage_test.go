@@ -47,18 +47,8 @@ func stuckPod(t *testing.T, ns, name string) *corev1.Pod {
 		Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, ServiceAccountName: istio.ServiceAccount,
 			Containers: []corev1.Container{{Name: app, Image: "busybox"}}},
 	}
-	if _, err := env.Client().CoreV1().Pods(ns).Create(context.Background(), p, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	var live *corev1.Pod
-	if err := poll.Until(context.Background(), time.Minute, func(ctx context.Context) (bool, error) {
-		var err error
-		live, err = env.Client().CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
-		return err == nil && mesh.Stuck(live, app), err
-	}); err != nil {
-		t.Fatalf("pod %s/%s never got stuck: %v", ns, name, err)
-	}
-	return live
+	mesh.CreatePod(t, env, p)
+	return mesh.WaitPod(t, env, ns, name, time.Minute, func(p *corev1.Pod) bool { return mesh.Stuck(p, app) })
 }
 
 func event(t *testing.T, p *corev1.Pod, mutate func(*cloudevents.Event)) cloudevents.Event {
