@@ -34,7 +34,9 @@ func apiWindow(t *testing.T, c *cluster.Cluster, cs kubernetes.Interface, pods [
 	cpu0, start := cpuOf(t, api), time.Now()
 	stop := churn(ctx, cs, pods, p.outsideChurn)
 	var rss []int64
-	if err := poll.Until(ctx, p.cpuWindow+time.Minute, func(context.Context) (bool, error) {
+	// RSS read once a second over the window's second half; its median is
+	// the figure.
+	if err := poll.UntilEvery(ctx, time.Second, p.cpuWindow+time.Minute, func(context.Context) (bool, error) {
 		v, err := procStatusKiB(api, "VmRSS")
 		if err != nil {
 			return false, poll.Permanent(err)
@@ -76,7 +78,8 @@ func quiesce(t *testing.T, cs kubernetes.Interface, api int) {
 	}
 	start := time.Now()
 	if n0 := gcs(); n0 > 0 { // 0: not exported
-		if err := poll.Until(ctx, 3*time.Minute, func(context.Context) (bool, error) {
+		// Once a second: each look reads the API server's /metrics.
+		if err := poll.UntilEvery(ctx, time.Second, 3*time.Minute, func(context.Context) (bool, error) {
 			return gcs() > n0, nil
 		}); err != nil {
 			t.Fatalf("the API server did not collect its garbage: %v", err)

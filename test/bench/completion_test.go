@@ -148,18 +148,22 @@ func TestBenchCompletion(t *testing.T) {
 	// One Job of each arm per round; each pod's app trains 2 s and needs no
 	// network (the arms without the hold would crash-loop on a download).
 	app := mesh.App{RunFor: "2s", NoNetwork: true}
+	submit := func(a *completionArm, name string) {
+		j := mesh.TrainingJob(name, 1, corev1.RestartPolicyNever, app, nil)
+		j.Spec.Template.Labels = map[string]string{"bench": "completion"}
+		if a.native {
+			j.Spec.Template.Annotations[keys.AnnotationNativeSidecar] = "true"
+		}
+		if _, err := cs.BatchV1().Jobs(a.ns).Create(ctx, j, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	var jobs []string
 	for r := range rounds {
 		for _, a := range arms {
-			j := mesh.TrainingJob(fmt.Sprintf("j%03d", r), 1, corev1.RestartPolicyNever, app, nil)
-			j.Spec.Template.Labels = map[string]string{"bench": "completion"}
-			if a.native {
-				j.Spec.Template.Annotations[keys.AnnotationNativeSidecar] = "true"
-			}
-			if _, err := cs.BatchV1().Jobs(a.ns).Create(ctx, j, metav1.CreateOptions{}); err != nil {
-				t.Fatal(err)
-			}
-			jobs = append(jobs, a.ns+"/"+j.Name)
+			name := fmt.Sprintf("j%03d", r)
+			submit(a, name)
+			jobs = append(jobs, a.ns+"/"+name)
 		}
 		time.Sleep(every) // the load's pace (an arrival rate, not a wait for a result)
 	}
@@ -261,12 +265,8 @@ func TestBenchCompletion(t *testing.T) {
 	n := min(2*rounds, 40) // 48 pods at once in a quick run, 80 in a full one: the node holds 110
 	b0, burstStart := completionCPU(t, m, floorPid), time.Now()
 	for i := range n {
-		for _, ns := range []string{aux, fl} {
-			j := mesh.TrainingJob(fmt.Sprintf("b%03d", i), 1, corev1.RestartPolicyNever, app, nil)
-			j.Spec.Template.Labels = map[string]string{"bench": "completion"}
-			if _, err := cs.BatchV1().Jobs(ns).Create(ctx, j, metav1.CreateOptions{}); err != nil {
-				t.Fatal(err)
-			}
+		for _, a := range []*completionArm{arms[0], arms[3]} {
+			submit(a, fmt.Sprintf("b%03d", i))
 		}
 	}
 	if err := poll.Until(ctx, 10*time.Minute, func(context.Context) (bool, error) {

@@ -12,13 +12,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 
 	"github.com/istio-aux/istio-aux/pkg/keys"
 	"github.com/istio-aux/istio-aux/test/cluster"
 	"github.com/istio-aux/istio-aux/test/mesh"
+	"github.com/istio-aux/istio-aux/test/poll"
 )
 
 // parkedNode is a node that does not exist: pods bound to it are left
@@ -125,25 +125,21 @@ func createPod(ctx context.Context, cs kubernetes.Interface, ns string, pod *cor
 // poll.Interval: the API server's CPU is what the bench measures.
 func waitRunning(ctx context.Context, cs kubernetes.Interface, ns string, n int, timeout time.Duration) ([]corev1.Pod, error) {
 	var pods []corev1.Pod
-	running := 0
-	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+	err := poll.UntilEvery(ctx, 500*time.Millisecond, timeout, func(ctx context.Context) (bool, error) {
 		l, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
-			return false, nil // the next look tells
+			return false, err
 		}
-		running = 0
+		running := 0
 		for i := range l.Items {
 			if cluster.ContainerStatus(&l.Items[i], app).State.Running != nil && cluster.ContainerStatus(&l.Items[i], keys.ProxyContainer).State.Running != nil {
 				running++
 			}
 		}
 		pods = l.Items
-		return running == n, nil
+		return running == n, fmt.Errorf("%d of %d pods running", running, n)
 	})
-	if err != nil {
-		return pods, fmt.Errorf("%w: %d of %d pods running", err, running, n)
-	}
-	return pods, nil
+	return pods, err
 }
 
 // terminateApp plays the kubelet reporting that the app exited 0.

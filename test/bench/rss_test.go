@@ -40,7 +40,7 @@ func settledRSS(ctx context.Context, pid int) (int64, error) {
 // last reading (a timeout's error wraps context.DeadlineExceeded).
 func steadyRSS(ctx context.Context, pid int, interval time.Duration, n int, timeout time.Duration) (int64, error) {
 	var last []int64
-	err := poll.Until(ctx, timeout, func(context.Context) (bool, error) {
+	err := poll.UntilEvery(ctx, interval, timeout, func(context.Context) (bool, error) {
 		v, err := procStatusKiB(pid, "VmRSS")
 		if err != nil {
 			return false, poll.Permanent(err)

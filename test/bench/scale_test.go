@@ -146,7 +146,8 @@ func scaleRun(t *testing.T, cs kubernetes.Interface, ns string, p params) scaleR
 	}
 	wg.Wait()
 	r.submitted = time.Since(start)
-	err := poll.Until(ctx, p.scaleDeadline, func(ctx context.Context) (bool, error) {
+	// Once a second: each look lists every Job of the run.
+	err := poll.UntilEvery(ctx, time.Second, p.scaleDeadline, func(ctx context.Context) (bool, error) {
 		l, err := cs.BatchV1().Jobs(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err

@@ -90,13 +90,19 @@ func WaitJob(t testing.TB, c *cluster.Cluster, ns, name string, cond batchv1.Job
 		return JobHas(j, cond), nil
 	})
 	if err != nil {
-		var states []string
-		for _, p := range Pods(t, c, ns, name) {
-			states = append(states, p.Name+": "+string(p.Status.Phase)+" "+Describe(p.Status.ContainerStatuses))
-		}
-		t.Fatalf("job %s/%s not %s: %v; status %+v; pods: %s", ns, name, cond, err, last.Status, strings.Join(states, "; "))
+		t.Fatalf("job %s/%s not %s: %v; status %+v; pods: %s", ns, name, cond, err, last.Status, PodStates(Pods(t, c, ns, name)))
 	}
 	return last
+}
+
+// PodStates is each pod's phase and containers' states, for a failure
+// message.
+func PodStates(pods []corev1.Pod) string {
+	states := make([]string, len(pods))
+	for i, p := range pods {
+		states[i] = p.Name + ": " + string(p.Status.Phase) + " " + Describe(p.Status.ContainerStatuses)
+	}
+	return strings.Join(states, "; ")
 }
 
 // WaitPod waits until cond holds on the live pod, and returns it.

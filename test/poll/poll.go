@@ -36,8 +36,16 @@ var ErrStopped = errors.New("stopped holding")
 // Until calls cond every Interval until it returns true, a Permanent error,
 // or timeout passes.
 func Until(ctx context.Context, timeout time.Duration, cond Cond) error {
+	return UntilEvery(ctx, Interval, timeout, cond)
+}
+
+// UntilEvery is Until at another interval, for make bench's instruments
+// only, where the interval is part of what is measured: a reading that
+// must hold over so many seconds, or a look that lists thousands of
+// objects from the API server whose CPU is being measured.
+func UntilEvery(ctx context.Context, interval, timeout time.Duration, cond Cond) error {
 	var last error
-	err := wait.PollUntilContextTimeout(ctx, Interval, timeout, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, interval, timeout, true, func(ctx context.Context) (bool, error) {
 		ok, err := cond(ctx)
 		if p := (permanent{}); errors.As(err, &p) {
 			return false, p.err

@@ -69,11 +69,7 @@ func (tg Target) waitStuck(t *testing.T, ns, name string, n int) []corev1.Pod {
 		pods = mesh.Pods(t, tg.Cluster, ns, name)
 		return len(pods) == n && !slices.ContainsFunc(pods, func(p corev1.Pod) bool { return !stuck(&p) }), nil
 	}); err != nil {
-		var states []string
-		for _, p := range pods {
-			states = append(states, p.Name+": "+string(p.Status.Phase)+" "+mesh.Describe(p.Status.ContainerStatuses))
-		}
-		t.Fatalf("%d pods of %s with the app done and istio-proxy running: %v; pods: %s", n, name, err, strings.Join(states, "; "))
+		t.Fatalf("%d pods of %s with the app done and istio-proxy running: %v; pods: %s", n, name, err, mesh.PodStates(pods))
 	}
 	return pods
 }
