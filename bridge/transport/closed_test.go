@@ -75,13 +75,16 @@ func shippedCluster(t *testing.T, token string, n int) []*server.Server {
 			t.Fatalf("%s has %d routes, want %d", srv.Name(), got, n-1)
 		}
 	}
-	// JetStream's API answers once the cluster has a meta leader; a request
-	// before that is dropped unanswered.
-	for !slices.ContainsFunc(srvs, (*server.Server).JetStreamIsLeader) && time.Now().Before(deadline) {
+	// JetStream's API answers once the cluster has a meta leader (a request
+	// before that is dropped unanswered), and places a stream of n copies
+	// once that leader has every server's stats ("no suitable peers for
+	// placement" before): JetStreamClusterPeers lists those, on the leader.
+	ready := func(srv *server.Server) bool { return len(srv.JetStreamClusterPeers()) == n }
+	for !slices.ContainsFunc(srvs, ready) && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond) // polling the election, with a deadline
 	}
-	if !slices.ContainsFunc(srvs, (*server.Server).JetStreamIsLeader) {
-		t.Fatal("no JetStream meta leader")
+	if !slices.ContainsFunc(srvs, ready) {
+		t.Fatalf("no JetStream meta leader with the %d servers as peers", n)
 	}
 	return srvs
 }
@@ -214,14 +217,22 @@ func TestRow3AttackerIsRefused(t *testing.T) {
 		}
 	}
 
-	// Nothing was taken: the dispatchers' consumer still has the event.
+	// Nothing was taken: the dispatchers' consumer still has the event. Its
+	// count is the consumer leader's, which may see the stored message a
+	// moment after the publish was acknowledged by a quorum of copies.
 	cons, err := js.Consumer(ctx, DefaultName, Durable)
 	if err != nil {
 		t.Fatal(err)
 	}
-	info, err := cons.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
+	var info *jetstream.ConsumerInfo
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		if info, err = cons.Info(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if info.NumPending == 1 && info.NumAckPending == 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond) // polling the count, with a deadline
 	}
 	if info.NumPending != 1 || info.NumAckPending != 0 {
 		t.Errorf("consumer: %d pending, %d ack pending; want the event untouched", info.NumPending, info.NumAckPending)
