@@ -7,16 +7,15 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
@@ -24,6 +23,7 @@ import (
 	"github.com/istio-aux/istio-aux/pkg/keys"
 	"github.com/istio-aux/istio-aux/test/cluster"
 	"github.com/istio-aux/istio-aux/test/istioaux"
+	"github.com/istio-aux/istio-aux/test/mesh"
 	"github.com/istio-aux/istio-aux/test/poll"
 	"github.com/istio-aux/istio-aux/webhook"
 )
@@ -47,98 +47,68 @@ type arm struct {
 	mutated bool
 }
 
-// admission times sequential pod CREATEs on the real kube-apiserver: first
-// with no webhook registered; then with istio-aux's webhook and the floor
-// webhook running and registered, in turn in a namespace istio-aux's
-// webhook mutates, one no webhook is called for and one only the floor
-// mutates, so that every arm of the added latency sees the same load. It
-// returns the running istio-aux.
+// admission times sequential pod CREATEs on the real kube-apiserver
+// (docs/bench.md): with no webhook registered, then with istio-aux's
+// webhook and the floor webhook registered, the arms in turn so that they
+// see the same load. It returns the running istio-aux.
 func admission(t *testing.T, c *cluster.Cluster, cs kubernetes.Interface, start func() *istioaux.IstioAux, p params, res *results, log io.Writer) *istioaux.IstioAux {
 	ctx := context.Background()
-	if err := createParkedNamespace(ctx, cs, admissionOn, true); err != nil {
-		t.Fatal(err)
-	}
-	if err := createParkedNamespace(ctx, cs, admissionOff, false); err != nil {
-		t.Fatal(err)
-	}
-	floorNS := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: admissionFloor, Labels: map[string]string{floorLabel: "true"}}}
-	if _, err := cs.CoreV1().Namespaces().Create(ctx, floorNS, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
+	for ns, labels := range map[string]map[string]string{admissionOn: mesh.OptedIn, admissionOff: nil, admissionFloor: {floorLabel: "true"}} {
+		if err := parkedNamespace(ctx, cs, ns, labels); err != nil {
+			t.Fatal(err)
+		}
 	}
 	unregistered := timeCreates(t, cs, "unregistered", p.creates,
 		arm{admissionOff, false}, arm{admissionOn, false}, arm{admissionFloor, false})
 	a := start()
-	floorProc := startFloorWebhook(t, c, cs, log)
-	// Each webhook's own CPU over the registered loop, per call it answered
-	// (every create of its arm, the untimed ones too): how much of the
-	// difference between the two is the webhook process's work.
 	ourPid, _ := a.Pids()
+	floorPid := startFloorWebhook(t, c, cs, log).Pid()
 	// What each process spends with nothing to answer (informers, timers,
-	// the runtime), over a quiet 10 s: the part of the CPU per call below
-	// that is not the calls'.
-	ourIdle0, floorIdle0 := cpuOf(t, ourPid), cpuOf(t, floorProc.Pid())
-	time.Sleep(idleWindow)
-	ourIdle, floorIdle := cpuOf(t, ourPid)-ourIdle0, cpuOf(t, floorProc.Pid())-floorIdle0
-	ourCPU0, floorCPU0 := cpuOf(t, ourPid), cpuOf(t, floorProc.Pid())
+	// the runtime): the part of its CPU per call that is not the calls'.
+	ourIdle0, floorIdle0 := cpuOf(t, ourPid), cpuOf(t, floorPid)
+	time.Sleep(idleWindow) // the idle window itself, not a wait for anything
+	ourIdle, floorIdle := cpuOf(t, ourPid)-ourIdle0, cpuOf(t, floorPid)-floorIdle0
+	ourCPU0, floorCPU0 := cpuOf(t, ourPid), cpuOf(t, floorPid)
 	stopProfile := profileWebhook(t, cs, ourPid)
 	loopStart := time.Now()
 	registered := timeCreates(t, cs, "registered", p.creates,
 		arm{admissionOff, false}, arm{admissionOn, true}, arm{admissionFloor, true})
 	loop := time.Since(loopStart)
 	stopProfile()
+	// Each webhook answered every create of its arm, the untimed ones too.
 	calls := time.Duration(p.creates + warmupCreates)
-	ourTotal, floorTotal := cpuOf(t, ourPid)-ourCPU0, cpuOf(t, floorProc.Pid())-floorCPU0
+	ourTotal, floorTotal := cpuOf(t, ourPid)-ourCPU0, cpuOf(t, floorPid)-floorCPU0
 	ourCPU, floorCPU := ourTotal/calls, floorTotal/calls
-	// The same less what each process spends with nothing to answer, at
-	// the idle window's rate over the loop: the cost of a call itself.
 	ourCall, floorCall := callCPU(ourTotal, ourIdle, loop, calls), callCPU(floorTotal, floorIdle, loop, calls)
 	without, with, floor := registered[0], registered[1], registered[2]
-	metrics, err := cs.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
-	if err != nil {
-		t.Fatalf("reading the API server's metrics: %v", err)
-	}
-	floorTimed, err := webhookCallMean(metrics, floorWebhook)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ourTimed, err := webhookCallMean(metrics, webhook.WebhookEnabled)
-	if err != nil {
-		t.Fatal(err)
-	}
+	floorTimed, ourTimed := webhookCallMean(t, cs, floorWebhook), webhookCallMean(t, cs, webhook.WebhookEnabled)
 	// The pods are only timed; the memory phase must not count them.
 	for _, ns := range []string{admissionOn, admissionOff, admissionFloor} {
 		if err := cs.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0))}, metav1.ListOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	var all []time.Duration
-	for _, lat := range unregistered {
-		all = append(all, lat...)
+	all := slices.Concat(unregistered...)
+	for _, row := range []struct {
+		what string
+		d    []time.Duration
+	}{{"no webhook registered", all}, {"registered, not called", without}, {"floor webhook mutating", floor}, {"istio-aux mutating", with}} {
+		res.add("webhook", fmt.Sprintf("pod CREATE p50 / p99, %s (n=%d)", row.what, len(row.d)), p50p99(row.d), "", "")
 	}
-	added := func(d []time.Duration, q float64) time.Duration { return percentile(d, q) - percentile(without, q) }
-	ours, floorP99 := added(with, 0.99), added(floor, 0.99)
-	res.add("webhook", fmt.Sprintf("pod CREATE p50 / p99, no webhook registered (n=%d)", len(all)), p50p99(all), "", "")
-	res.add("webhook", fmt.Sprintf("pod CREATE p50 / p99, registered, not called (n=%d)", len(without)), p50p99(without), "", "")
-	res.add("webhook", fmt.Sprintf("pod CREATE p50 / p99, floor webhook mutating (n=%d)", len(floor)), p50p99(floor), "", "")
-	res.add("webhook", fmt.Sprintf("pod CREATE p50 / p99, istio-aux mutating (n=%d)", len(with)), p50p99(with), "", "")
 	res.add("webhook", "the API server's own timing of the webhook call, mean: floor / istio-aux",
 		ms(floorTimed)+" / "+ms(ourTimed), "", "")
-	// The process's CPU per call, all of it (TLS, HTTP, decoding, Admit,
-	// and whatever runs beside: informers, GC), as a ratio to the floor's in
-	// the same loop (issue 25), from the threads' schedstat (cpuOf).
 	cpuRatio := float64(ourCPU) / float64(max(floorCPU, 1))
 	res.add("webhook", "the webhook process's CPU per call, istio-aux / floor (all of it: TLS, HTTP, framework)",
 		fmt.Sprintf("%.2f× (%d / %d µs)", cpuRatio, ourCPU.Microseconds(), floorCPU.Microseconds()),
 		fmt.Sprintf("≤ %.2f× floor", maxAdmissionToFloor), verdict(floorCPU > 0 && cpuRatio <= maxAdmissionToFloor))
 	res.add("webhook", fmt.Sprintf("the webhook process's CPU with nothing to answer, over %v: istio-aux / floor", idleWindow),
-		fmt.Sprintf("%.1f / %.1f ms per second", perSecond(ourIdle), perSecond(floorIdle)), "", "")
+		fmt.Sprintf("%.1f / %.1f ms per second", msPerSecond(ourIdle, idleWindow), msPerSecond(floorIdle, idleWindow)), "", "")
 	res.add("webhook", fmt.Sprintf("the webhook process's CPU per call less its idle rate over the %v loop, istio-aux / floor", loop.Round(time.Second)),
 		fmt.Sprintf("%.2f× (%d / %d µs)", float64(ourCall)/float64(max(floorCall, 1)), ourCall.Microseconds(), floorCall.Microseconds()), "", "")
-	// The target is a ratio to the floor measured in the same interleaved
-	// loop: the absolute added p99 moves with the host's load (the floor
-	// alone added 2.5 to 9.7 ms over ten runs on 2026-11-22), and both
-	// arms see the same load, so the ratio is what istio-aux adds over the
-	// least any mutating webhook costs.
+	// A ratio to the floor in the same interleaved loop: the absolute added
+	// p99 moves with the host's load, and both arms see the same load.
+	added := func(d []time.Duration, q float64) time.Duration { return percentile(d, q) - percentile(without, q) }
+	ours, floorP99 := added(with, 0.99), added(floor, 0.99)
 	toFloor := ratio(ours, floorP99)
 	res.add("webhook", "added CREATE latency (mutating - not called), p99 istio-aux / p99 floor webhook, same run",
 		fmt.Sprintf("%.2f× (p50 / p99: istio-aux %s / %s, floor %s / %s)", toFloor, ms(added(with, 0.5)), ms(ours), ms(added(floor, 0.5)), ms(floorP99)),
@@ -148,8 +118,7 @@ func admission(t *testing.T, c *cluster.Cluster, cs kubernetes.Interface, start 
 
 // maxAdmissionToFloor bounds istio-aux's added pod CREATE p99 (issue 17)
 // and its webhook process's CPU per call (issue 25) as multiples of the
-// floor webhook's: what istio-aux's webhook may cost on top of the least any
-// mutating webhook costs on the same machine.
+// floor webhook's.
 const maxAdmissionToFloor = 1.25
 
 // startFloorWebhook runs cmd/floorwebhook with a serving certificate from
@@ -165,11 +134,10 @@ func startFloorWebhook(t *testing.T, c *cluster.Cluster, cs kubernetes.Interface
 		t.Fatal(err)
 	}
 	certFile, keyFile := filepath.Join(c.Dir(), "floor.crt"), filepath.Join(c.Dir(), "floor.key")
-	if err := os.WriteFile(certFile, cert, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(keyFile, key, 0o600); err != nil {
-		t.Fatal(err)
+	for file, pem := range map[string][]byte{certFile: cert, keyFile: key} {
+		if err := os.WriteFile(file, pem, 0o600); err != nil {
+			t.Fatal(err)
+		}
 	}
 	port, err := cluster.FreePort()
 	if err != nil {
@@ -204,7 +172,7 @@ func startFloorWebhook(t *testing.T, c *cluster.Cluster, cs kubernetes.Interface
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	probe := benchPod("floor-probe", nil)
+	probe := benchPod("floor-probe")
 	probe.Namespace = admissionFloor
 	err = proc.WaitUp(ctx, time.Minute, func(ctx context.Context) error {
 		return istioaux.DryRunMutated(ctx, cs, probe, istioaux.HasHold)
@@ -215,8 +183,10 @@ func startFloorWebhook(t *testing.T, c *cluster.Cluster, cs kubernetes.Interface
 	return proc
 }
 
-// idleWindow is how long the webhooks' CPU is watched with no call.
-const idleWindow = 10 * time.Second
+const (
+	idleWindow    = 10 * time.Second // how long the webhooks' CPU is watched with no call
+	warmupCreates = 10               // untimed creates per arm first: they warm connections and the API server's caches
+)
 
 // callCPU is a process's CPU per call over a loop of calls that took loop
 // and cost total, less what it spent idle over idleWindow scaled to the
@@ -226,22 +196,13 @@ func callCPU(total, idle, loop, calls time.Duration) time.Duration {
 	return max(rest, 0) / calls
 }
 
-// perSecond is CPU time over idleWindow in milliseconds per second.
-func perSecond(cpu time.Duration) float64 {
-	return float64(cpu.Microseconds()) / 1000 / idleWindow.Seconds()
-}
-
-// warmupCreates is how many untimed creates per arm come first: they warm
-// connections and the API server's caches.
-const warmupCreates = 10
-
 // timeCreates creates n pods in each arm's namespace, one after another in
 // turn, and returns each CREATE's round trip per arm. It checks that a
 // webhook mutated exactly the pods of the arms that say so.
 func timeCreates(t *testing.T, cs kubernetes.Interface, prefix string, n int, arms ...arm) [][]time.Duration {
 	ctx := context.Background()
 	create := func(a arm, name string) time.Duration {
-		pod := benchPod(name, nil)
+		pod := benchPod(name)
 		pod.Spec.NodeName = parkedNode
 		start := time.Now()
 		got, err := cs.CoreV1().Pods(a.ns).Create(ctx, pod, metav1.CreateOptions{})
@@ -269,20 +230,16 @@ func timeCreates(t *testing.T, cs kubernetes.Interface, prefix string, n int, ar
 
 // webhookCallMean is the mean of the API server's own timing of its calls
 // to the webhook named webhookName
-// (apiserver_admission_webhook_admission_duration_seconds), from its
-// metrics raw; 0 when it made none.
-func webhookCallMean(raw []byte, webhookName string) (time.Duration, error) {
+// (apiserver_admission_webhook_admission_duration_seconds); 0 when it made
+// none.
+func webhookCallMean(t *testing.T, cs kubernetes.Interface, webhookName string) time.Duration {
 	const family = "apiserver_admission_webhook_admission_duration_seconds"
 	label := `name="` + webhookName + `"`
-	sum, err := cluster.SumSamples(raw, family+"_sum", label)
-	if err != nil {
-		return 0, err
+	sum, count := apiserverMetric(t, cs, family+"_sum", label), apiserverMetric(t, cs, family+"_count", label)
+	if count == 0 {
+		return 0
 	}
-	count, err := cluster.SumSamples(raw, family+"_count", label)
-	if err != nil || count == 0 {
-		return 0, err
-	}
-	return time.Duration(sum / count * float64(time.Second)), nil
+	return time.Duration(sum / count * float64(time.Second))
 }
 
 // profileWebhook, with BENCH_PROFILE naming a directory, turns on the
@@ -330,18 +287,7 @@ func profileWebhook(t *testing.T, cs kubernetes.Interface, pid int) func() {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		for n := 0; pctx.Err() == nil; n++ {
-			req, _ := http.NewRequestWithContext(pctx, http.MethodGet, base+"profile?seconds=5", nil)
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				return
-			}
-			b, err := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if err != nil || resp.StatusCode != http.StatusOK {
-				return
-			}
-			_ = os.WriteFile(filepath.Join(dir, fmt.Sprintf("webhook-cpu-%d.pprof", n)), b, 0o644)
+		for n := 0; saveProfile(pctx, base+"profile?seconds=5", filepath.Join(dir, fmt.Sprintf("webhook-cpu-%d.pprof", n))) == nil; n++ {
 		}
 	}()
 	return func() {

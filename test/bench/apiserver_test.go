@@ -5,37 +5,38 @@ package bench
 import (
 	"context"
 	"errors"
-	"os"
 	"slices"
-	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	apiwatch "k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 
+	"github.com/istio-aux/istio-aux/bridge/watch"
 	"github.com/istio-aux/istio-aux/test/cluster"
 	"github.com/istio-aux/istio-aux/test/poll"
 )
 
-// apiWindow reads the open pod watches, then, over p.cpuWindow of
-// p.outsideChurn status changes a second among pods, the API server's CPU
-// and, of it, what its Go runtime counts as garbage collection; its RSS
-// once a second (s.apiRSS: the median of the window's second half) and its
-// live heap at the end, into s; after quiesce.
-func apiWindow(t *testing.T, c *cluster.Cluster, cs kubernetes.Interface, pods []podRef, p params, s *nsArm) {
+// apiWindow, after quiesce, reads into s the open pod watches, then, over
+// p.cpuWindow of p.outsideChurn status changes a second among pods, the
+// API server's CPU and its GC's share, its RSS (the median of the window's
+// second half) and its live heap at the end.
+func apiWindow(t *testing.T, c *cluster.Cluster, cs kubernetes.Interface, pods []podRef, p params, s nsArm) nsArm {
 	ctx := context.Background()
 	api := c.Pids()["kube-apiserver"]
 	quiesce(t, cs, api)
-	var err error
-	if s.watches, err = apiserverMetric(ctx, cs, "apiserver_longrunning_requests", `resource="pods"`, `verb="WATCH"`); err != nil {
-		t.Fatal(err)
-	}
+	s.watches = apiserverMetric(t, cs, "apiserver_longrunning_requests", `resource="pods"`, `verb="WATCH"`)
 	gc0 := apiserverGC(t, cs)
 	cpu0, start := cpuOf(t, api), time.Now()
 	stop := churn(ctx, cs, pods, p.outsideChurn)
 	var rss []int64
-	// RSS read once a second over the window's second half; its median is
-	// the figure.
 	if err := poll.UntilEvery(ctx, time.Second, p.cpuWindow+time.Minute, func(context.Context) (bool, error) {
 		v, err := procStatusKiB(api, "VmRSS")
 		if err != nil {
@@ -48,34 +49,22 @@ func apiWindow(t *testing.T, c *cluster.Cluster, cs kubernetes.Interface, pods [
 	}); err != nil {
 		t.Fatal(err)
 	}
-	s.apiWindow, s.window = cpuOf(t, api)-cpu0, time.Since(start)
+	s.apiWindow = cpuOf(t, api) - cpu0
 	s.apiGC = apiserverGC(t, cs) - gc0
 	s.changes = stop()
 	slices.Sort(rss)
 	s.apiRSS = rss[len(rss)/2]
-	if s.apiHeap, err = apiserverMetric(ctx, cs, "go_gc_heap_live_bytes"); err != nil {
-		t.Fatal(err)
-	}
+	s.apiHeap = apiserverMetric(t, cs, "go_gc_heap_live_bytes")
+	return s
 }
 
 // quiesce waits until the API server has collected its garbage once since
-// it is called (its Go runtime forces a collection every 2 minutes at
-// least), then until its RSS has held within 1% for 10 s. After the bench's
-// own writes (a set of pods created) or a bridge's starts (each a list of
-// every pod) its heap holds their garbage until the next collection, and
-// its runtime returns the memory freed by a collection over the next tens
-// of seconds: read straight away, its RSS moves by 10 to 15% between two
-// windows on the same pods. A window that starts after a collection also
-// sees the next forced one only after 2 minutes.
+// it is called, then until its RSS has held within 1% for 10 s: read
+// straight away after the bench's own writes or a bridge's starts, its RSS
+// moves by 10 to 15% between two windows on the same pods (docs/bench.md).
 func quiesce(t *testing.T, cs kubernetes.Interface, api int) {
 	ctx := context.Background()
-	gcs := func() float64 {
-		v, err := apiserverMetric(ctx, cs, "go_gc_duration_seconds_count")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v
-	}
+	gcs := func() float64 { return apiserverMetric(t, cs, "go_gc_duration_seconds_count") }
 	start := time.Now()
 	if n0 := gcs(); n0 > 0 { // 0: not exported
 		// Once a second: each look reads the API server's /metrics.
@@ -96,42 +85,90 @@ func quiesce(t *testing.T, cs kubernetes.Interface, api int) {
 }
 
 // apiserverGC is the CPU time the API server's Go runtime estimates it
-// spent collecting garbage so far (runtime/metrics /cpu/classes/gc/total).
-// A collection of a heap of gigabytes costs a CPU-second or more, and falls
-// in a window or not by chance (the runtime forces one every 2 minutes at
-// least); and what it costs is in proportion to the API server's heap,
-// which the bench's own writes make larger before (c) than before (d). The
-// CPU per change is compared without it. The runtime adds a collection's
-// CPU to the metric as it ends: one that straddles a window's edge is
-// counted in the wrong window, which a window of 90 s makes rare, and a
-// bridge's start (a second) would not.
+// spent collecting garbage so far (runtime/metrics /cpu/classes/gc/total):
+// the CPU per change is compared without it, since a collection falls in a
+// window or not by chance (docs/bench.md).
 func apiserverGC(t *testing.T, cs kubernetes.Interface) time.Duration {
-	v, err := apiserverMetric(context.Background(), cs, "go_cpu_classes_gc_total_cpu_seconds_total")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return time.Duration(v * float64(time.Second))
+	return time.Duration(apiserverMetric(t, cs, "go_cpu_classes_gc_total_cpu_seconds_total") * float64(time.Second))
 }
 
 // logFootprint logs the size of the API server's etcd database (the full
 // run's largest size must stay within etcd's default quota, 2 GiB), the API
 // server's RSS and the memory left on the machine.
 func logFootprint(t *testing.T, c *cluster.Cluster, cs kubernetes.Interface) {
-	db, err := apiserverMetric(context.Background(), cs, "apiserver_storage_size_bytes")
-	if err != nil {
-		t.Fatal(err)
-	}
+	db := apiserverMetric(t, cs, "apiserver_storage_size_bytes")
 	rss, err := procStatusKiB(c.Pids()["kube-apiserver"], "VmRSS")
 	if err != nil {
 		t.Fatal(err)
 	}
-	avail := "?"
-	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
-		for _, line := range strings.Split(string(b), "\n") {
-			if v, ok := strings.CutPrefix(line, "MemAvailable:"); ok {
-				avail = strings.TrimSpace(v)
-			}
-		}
+	avail, err := procKiB("/proc/meminfo", "MemAvailable")
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Logf("namespaces: etcd database %.1f MiB, API server RSS %s, memory available %s", db/(1<<20), mib(rss), avail)
+	t.Logf("namespaces: etcd database %.1f MiB, API server RSS %s, memory available %s", db/(1<<20), mib(rss), mib(avail))
+}
+
+// The previous bridge's watch client (bridge/app's watchClient): protobuf,
+// at 100 requests a second with bursts of 200, its watches included.
+const (
+	perNamespaceQPS   = 100
+	perNamespaceBurst = 200
+)
+
+// perNamespaceDeadline bounds the opening of perNamespaceWatches: past it
+// the arm is skipped (docs/bench.md).
+const perNamespaceDeadline = 5 * time.Minute
+
+// openPerNamespaceWatches stands in for the previous bridge's pod
+// requests (docs/bench.md): one client-go reflector per namespace in
+// names, listing and watching that namespace's pods with
+// watch.PodFieldSelector, protobuf, through one client at the previous
+// bridge's rate limit, on the cluster rc points at. The pods are counted
+// and dropped. listed is how many reflectors have their first list in;
+// stop ends every watch and waits for the reflectors to return.
+func openPerNamespaceWatches(rc *rest.Config, names []string) (listed func() int, stop func(), err error) {
+	rc = rest.CopyConfig(rc)
+	rc.QPS, rc.Burst = perNamespaceQPS, perNamespaceBurst
+	useProtobuf(rc)
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	var synced atomic.Int64
+	for _, ns := range names {
+		pods := cs.CoreV1().Pods(ns)
+		lw := &cache.ListWatch{
+			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+				o.FieldSelector = watch.PodFieldSelector
+				return pods.List(ctx, o)
+			},
+			WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (apiwatch.Interface, error) {
+				o.FieldSelector = watch.PodFieldSelector
+				return pods.Watch(ctx, o)
+			},
+		}
+		r := cache.NewReflectorWithOptions(lw, &corev1.Pod{}, &countingStore{synced: &synced},
+			cache.ReflectorOptions{Name: "pods/" + ns, TypeDescription: "*v1.Pod"})
+		wg.Go(func() { r.RunWithContext(ctx) })
+	}
+	return func() int { return int(synced.Load()) }, func() { cancel(); wg.Wait() }, nil
+}
+
+// countingStore is a reflector's store that keeps nothing: it counts its
+// reflector's first complete list (Replace) into synced.
+type countingStore struct {
+	synced *atomic.Int64
+	once   sync.Once
+}
+
+func (s *countingStore) Add(any) error    { return nil }
+func (s *countingStore) Update(any) error { return nil }
+func (s *countingStore) Delete(any) error { return nil }
+func (s *countingStore) Resync() error    { return nil }
+
+func (s *countingStore) Replace([]any, string) error {
+	s.once.Do(func() { s.synced.Add(1) })
+	return nil
 }

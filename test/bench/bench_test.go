@@ -6,40 +6,41 @@ import (
 	"context"
 	"io"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/istio-aux/istio-aux/test/cluster"
 	"github.com/istio-aux/istio-aux/test/istioaux"
+	"github.com/istio-aux/istio-aux/test/realnode"
 )
+
+// TestMain runs the benchmarks inside a network namespace of their own
+// where the machine can host a real node (TestBenchCompletion needs one);
+// elsewhere they run as they are and that part skips, saying why.
+func TestMain(m *testing.M) { os.Exit(realnode.RunInNetns(m.Run)) }
 
 // params sizes a run; BENCH_QUICK=1 picks the small one for iteration.
 type params struct {
-	creates       int   // sequential pod CREATEs per arm
-	memLevels     []int // watched Running pods
-	reactionPods  int
-	trickleEvery  time.Duration
-	burstWithin   time.Duration
-	jobs          int
-	scaleDeadline time.Duration
-	outsidePods   int           // run-to-completion pods outside the opt-in
-	outsideChurn  int           // their status changes a second, in total
-	cpuWindow     time.Duration // over which the namespaces part reads CPU
-	cpuPairs      int           // interleaved pairs of windows of the outside part
-	cpuSlice      time.Duration // each of those windows
-	// Sizes of the namespaces part: N opted-in namespaces of
-	// podsPerNamespace pods each, against one namespace of as many pods.
-	namespaces []int
-	// The largest N at which the per-namespace stand-in runs: each of its
-	// watches holds about 0.6 MiB of the API server's heap (1.3 GiB of RSS
-	// at 1,000 in a quick run), 10,000 would not fit beside the rest.
-	perNamespaceUpTo int
+	creates          int   // sequential pod CREATEs per arm
+	memLevels        []int // watched Running pods
+	reactionPods     int
+	trickleEvery     time.Duration
+	burstWithin      time.Duration
+	jobs             int
+	scaleDeadline    time.Duration
+	outsidePods      int           // run-to-completion pods outside the opt-in
+	outsideChurn     int           // their status changes a second, in total
+	cpuWindow        time.Duration // over which the namespaces part reads CPU
+	cpuPairs         int           // interleaved pairs of windows of the outside part
+	cpuSlice         time.Duration // each of those windows
+	namespaces       []int         // the namespaces part's sizes N
+	perNamespaceUpTo int           // the largest N at which its per-namespace stand-in runs (docs/bench.md)
 }
 
 func benchParams() params {
@@ -53,30 +54,23 @@ func benchParams() params {
 		outsidePods: 10000, outsideChurn: 10, cpuWindow: 90 * time.Second, cpuPairs: 8, cpuSlice: 15 * time.Second, namespaces: []int{1000, 10000}, perNamespaceUpTo: 1000}
 }
 
+// logWriter is where the processes a test starts write: the log file of
+// docs/bench.md, or stderr with BENCH_VERBOSE.
 func logWriter(t *testing.T) io.Writer {
-	if os.Getenv("BENCH_VERBOSE") != "" {
-		return os.Stderr
-	}
-	f, err := os.Create(filepath.Join(os.TempDir(), "istio-aux-bench.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { f.Close() })
-	t.Logf("process logs: %s", f.Name())
-	return f
+	w, closeLog := cluster.ProcessLog("istio-aux-bench.log", "BENCH_VERBOSE")
+	t.Cleanup(closeLog)
+	return w
 }
 
-// fastClient is an admin client without client-go's default 5 QPS limit:
-// the bench's own requests must not be what is measured.
-func fastClient(t *testing.T, c *cluster.Cluster) kubernetes.Interface {
-	return clientFor(t, c, func(*rest.Config) {})
-}
-
-// clientFor is fastClient with its configuration changed by tweak.
-func clientFor(t *testing.T, c *cluster.Cluster, tweak func(*rest.Config)) kubernetes.Interface {
+// fastClient is an admin client without client-go's default 5 QPS limit
+// (the bench's own requests must not be what is measured), speaking
+// protobuf if asked.
+func fastClient(t *testing.T, c *cluster.Cluster, protobuf bool) kubernetes.Interface {
 	rc := c.RESTConfig()
 	rc.QPS, rc.Burst = 2000, 4000
-	tweak(rc)
+	if protobuf {
+		useProtobuf(rc)
+	}
 	cs, err := kubernetes.NewForConfig(rc)
 	if err != nil {
 		t.Fatal(err)
@@ -84,52 +78,17 @@ func clientFor(t *testing.T, c *cluster.Cluster, tweak func(*rest.Config)) kuber
 	return cs
 }
 
-// startStack starts a control plane and istio-aux on it, stopping both
-// when the test ends, even when it fails.
-func startStack(t *testing.T, opts cluster.Options) (*cluster.Cluster, func() *istioaux.IstioAux) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	c, err := cluster.Start(ctx, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var a *istioaux.IstioAux
-	t.Cleanup(func() {
-		if a != nil {
-			if err := a.Stop(); err != nil {
-				t.Log(err)
-			}
-		}
-		if err := c.Stop(); err != nil {
-			t.Log(err)
-		}
-	})
-	// istio-aux starts later in some phases (to measure without it first).
-	return c, func() *istioaux.IstioAux {
-		var err error
-		a, err = istioaux.Start(context.Background(), c, opts.Log)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return a
-	}
+// useProtobuf makes rc speak protobuf, as internal/kube's clients do.
+func useProtobuf(rc *rest.Config) {
+	rc.ContentType = runtime.ContentTypeProtobuf
+	rc.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
 }
 
-// only reports whether BENCH_ONLY (a comma-separated list of admission,
-// memory, outside, namespaces, reaction, scale; empty: all) selects a part,
-// for iterating on one measurement.
+// only reports whether BENCH_ONLY (a comma-separated list of parts; empty:
+// all) selects a part, for iterating on one measurement.
 func only(part string) bool {
 	sel := os.Getenv("BENCH_ONLY")
-	if sel == "" {
-		return true
-	}
-	for _, p := range strings.Split(sel, ",") {
-		if strings.TrimSpace(p) == part {
-			return true
-		}
-	}
-	return false
+	return sel == "" || slices.ContainsFunc(strings.Split(sel, ","), func(p string) bool { return strings.TrimSpace(p) == part })
 }
 
 // TestBench runs every measurement in one go, in three control planes:
@@ -140,24 +99,22 @@ func TestBench(t *testing.T) {
 	p := benchParams()
 	res := newResults(t)
 	log := logWriter(t)
-	if only("admission") || only("memory") {
-		t.Run("admission+memory", func(t *testing.T) {
-			c, start := startStack(t, cluster.Options{Log: log})
-			cs := fastClient(t, c)
-			var a *istioaux.IstioAux
-			if only("admission") {
-				a = admission(t, c, cs, start, p, res, log)
-			} else {
-				a = start()
-			}
-			if only("memory") {
-				memory(t, c, a, cs, p, res, log)
-			}
-		})
-	}
+	stage(t, "admission+memory", cluster.Options{Log: log}, func(t *testing.T, c *cluster.Cluster, start func() *istioaux.IstioAux, cs kubernetes.Interface) {
+		// Admission measures first without istio-aux, then starts it.
+		var a *istioaux.IstioAux
+		if only("admission") {
+			a = admission(t, c, cs, start, p, res, log)
+		} else {
+			a = start()
+		}
+		if only("memory") {
+			memory(t, c, a, cs, p, res, log)
+		}
+	}, "admission", "memory")
 	// Which pods the bridge watches: a control plane of its own, so that no
 	// other part's pods are opted in.
-	stage(t, "watch-scope", cluster.Options{Log: log}, func(t *testing.T, c *cluster.Cluster, a *istioaux.IstioAux, cs kubernetes.Interface) {
+	stage(t, "watch-scope", cluster.Options{Log: log}, func(t *testing.T, c *cluster.Cluster, start func() *istioaux.IstioAux, cs kubernetes.Interface) {
+		a := start()
 		if only("outside") {
 			outside(t, a, cs, p, res)
 		}
@@ -165,7 +122,8 @@ func TestBench(t *testing.T) {
 			namespaceScale(t, c, a, cs, p, res)
 		}
 	}, "outside", "namespaces")
-	stage(t, "reaction+scale", cluster.Options{ControllerManager: true, Kwok: true, Log: log}, func(t *testing.T, c *cluster.Cluster, a *istioaux.IstioAux, cs kubernetes.Interface) {
+	stage(t, "reaction+scale", cluster.Options{ControllerManager: true, Kwok: true, Log: log}, func(t *testing.T, c *cluster.Cluster, start func() *istioaux.IstioAux, cs kubernetes.Interface) {
+		a := start()
 		if only("reaction") {
 			reaction(t, c, cs, p, res)
 		}
@@ -175,19 +133,38 @@ func TestBench(t *testing.T) {
 	}, "reaction", "scale")
 }
 
-// stage runs fn as subtest name on a control plane of its own (opts) with
-// istio-aux started, when BENCH_ONLY selects one of parts, and unless an
-// earlier stage failed (BENCH_KEEP_GOING runs it anyway).
-func stage(t *testing.T, name string, opts cluster.Options, fn func(*testing.T, *cluster.Cluster, *istioaux.IstioAux, kubernetes.Interface), parts ...string) {
-	if t.Failed() && os.Getenv("BENCH_KEEP_GOING") == "" {
-		return
-	}
-	if !slices.ContainsFunc(parts, only) {
+// stage runs fn as subtest name on a control plane of its own (opts), when
+// BENCH_ONLY selects one of parts, and unless an earlier stage failed
+// (BENCH_KEEP_GOING runs it anyway). fn starts istio-aux with start; both
+// stop when the subtest ends, even when it fails.
+func stage(t *testing.T, name string, opts cluster.Options,
+	fn func(*testing.T, *cluster.Cluster, func() *istioaux.IstioAux, kubernetes.Interface), parts ...string) {
+	if t.Failed() && os.Getenv("BENCH_KEEP_GOING") == "" || !slices.ContainsFunc(parts, only) {
 		return
 	}
 	t.Run(name, func(t *testing.T) {
-		c, start := startStack(t, opts)
-		a := start()
-		fn(t, c, a, fastClient(t, c))
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		c, err := cluster.Start(ctx, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var a *istioaux.IstioAux
+		t.Cleanup(func() {
+			if a != nil {
+				if err := a.Stop(); err != nil {
+					t.Log(err)
+				}
+			}
+			if err := c.Stop(); err != nil {
+				t.Log(err)
+			}
+		})
+		fn(t, c, func() *istioaux.IstioAux {
+			if a, err = istioaux.Start(context.Background(), c, opts.Log); err != nil {
+				t.Fatal(err)
+			}
+			return a
+		}, fastClient(t, c, false))
 	})
 }

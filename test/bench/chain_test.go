@@ -3,100 +3,74 @@
 package bench
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 )
 
-// The completion chain, per pod (issue 25.4): where the time from the
-// app's exit to the pod's Succeeded goes, for every way of ending a pod.
-// Each link is a timestamp on the host's one clock: containerd's
-// nanosecond timestamps of the containers' log lines, and the moments the
-// bench's pod watch (the API server's, as the bridge's) first shows a
-// state:
-//
-//	appExit    the app's last log line
-//	appSeen    a status with the app terminated (the kubelet's PLEG relist and status write)
-//	proxyTold  the proxy's first line about stopping: the Envoy stand-in's
-//	           "quitquitquit" (the exec's quit arrived), "drain_listeners"
-//	           (a native sidecar's preStop drain) or a signal (the kubelet's SIGTERM)
-//	proxyLast  the proxy's last log line (pilot-agent, once Envoy exited)
-//	succeeded  a status with phase Succeeded (the kubelet's relist, the
-//	           sandbox's stop and its status write)
+// The completion chain, per pod (issue 25.4, docs/bench.md): where the
+// time from the app's exit to the pod's Succeeded goes. Each link is a
+// timestamp on the host's one clock: containerd's timestamps of the
+// containers' log lines, and the moments the bench's pod watch first shows
+// a state.
 
-// chainLink is one link of the chain: its name and its length in a pod.
+// chainLink is a span of a pod's timeline: its name and its two ends.
 type chainLink struct {
 	name string
-	span func(c completion) (time.Duration, bool)
+	ends func(c completion) (from, to time.Time)
 }
 
-// between is the link from one timestamp to a later one; false when either
-// is missing.
-func between(from, to func(c completion) time.Time) func(c completion) (time.Duration, bool) {
-	return func(c completion) (time.Duration, bool) {
-		a, b := from(c), to(c)
-		return b.Sub(a), !a.IsZero() && !b.IsZero()
+// spans is the link's length in each of pods where both ends are known.
+func (l chainLink) spans(pods []completion) []time.Duration {
+	var d []time.Duration
+	for _, c := range pods {
+		if from, to := l.ends(c); !from.IsZero() && !to.IsZero() {
+			d = append(d, to.Sub(from))
+		}
 	}
+	return d
 }
 
+// chainLinks are the chain's links.
 var chainLinks = []chainLink{
-	{"app exit → status says so (kubelet)", between(func(c completion) time.Time { return c.appExit }, func(c completion) time.Time { return c.appSeen })},
-	{"status → stop reaches the proxy (the quitter; native: the kubelet, may be < 0)", between(func(c completion) time.Time { return c.appSeen }, func(c completion) time.Time { return c.proxyTold })},
-	{"app exit → stop reaches the proxy", between(func(c completion) time.Time { return c.appExit }, func(c completion) time.Time { return c.proxyTold })},
-	{"stop reaches the proxy → its last line (pilot-agent)", between(func(c completion) time.Time { return c.proxyTold }, func(c completion) time.Time { return c.proxyLast })},
-	{"proxy's last line → Succeeded (kubelet)", between(func(c completion) time.Time { return c.proxyLast }, func(c completion) time.Time { return c.succeeded })},
+	{"app exit → status says so (kubelet)", func(c completion) (time.Time, time.Time) { return c.appExit, c.appSeen }},
+	{"status → stop reaches the proxy (the quitter; native: the kubelet, may be < 0)",
+		func(c completion) (time.Time, time.Time) { return c.appSeen, c.proxyTold }},
+	{"app exit → stop reaches the proxy", func(c completion) (time.Time, time.Time) { return c.appExit, c.proxyTold }},
+	{"stop reaches the proxy → its last line (pilot-agent)", func(c completion) (time.Time, time.Time) { return c.proxyTold, c.proxyLast }},
+	{"proxy's last line → Succeeded (kubelet)", func(c completion) (time.Time, time.Time) { return c.proxyLast, c.succeeded }},
 }
 
-// chainRows are the results' rows: per link, its p50 / p99 in each arm
-// named, from the arms' pods.
-func chainRows(arms []*completionArm, byArm map[string][]completion, rounds int) [][2]string {
-	var rows [][2]string
+// addChainRows adds per link its p50 / p99 in each arm named, from the
+// arms' pods.
+func addChainRows(res *results, arms []*completionArm, byArm map[string][]completion, rounds int) {
 	for _, l := range chainLinks {
 		var parts []string
 		for _, a := range arms {
-			var d []time.Duration
-			for _, c := range byArm[a.ns] {
-				if v, ok := l.span(c); ok {
-					d = append(d, v)
-				}
-			}
-			parts = append(parts, fmt.Sprintf("%s %s", a.short, secs(d)))
+			parts = append(parts, fmt.Sprintf("%s %s", a.short, secs(l.spans(byArm[a.ns]))))
 		}
-		rows = append(rows, [2]string{fmt.Sprintf("chain, p50 / p99 (%d pods per way): %s", rounds, l.name), strings.Join(parts, "; ")})
+		res.add("completion", fmt.Sprintf("chain, p50 / p99 (%d pods per way): %s", rounds, l.name), strings.Join(parts, "; "), "", "")
 	}
-	return rows
 }
 
 // proxyStop reads the pod's istio-proxy log (an init container's for a
 // native sidecar): when the first word of its stop arrived and when it
 // wrote its last line.
 func proxyStop(ctx context.Context, cs kubernetes.Interface, ns, pod string) (told, last time.Time, err error) {
-	raw, err := cs.CoreV1().Pods(ns).GetLogs(pod, &corev1.PodLogOptions{Container: "istio-proxy", Timestamps: true}).DoRaw(ctx)
-	if err != nil {
-		return told, last, err
-	}
-	s := bufio.NewScanner(strings.NewReader(string(raw)))
-	s.Buffer(make([]byte, 64*1024), 1024*1024)
-	for s.Scan() {
-		stamp, line, _ := strings.Cut(s.Text(), " ")
-		ts, err := time.Parse(time.RFC3339Nano, stamp)
-		if err != nil {
-			continue // a line the runtime split; its first part has the stamp
-		}
-		last = ts
-		if told.IsZero() && stopLine(line) {
-			told = ts
+	lines, err := containerLog(ctx, cs, ns, pod, "istio-proxy")
+	for _, l := range lines {
+		last = l.at
+		if told.IsZero() && stopLine(l.text) {
+			told = l.at
 		}
 	}
-	if told.IsZero() {
-		return told, last, fmt.Errorf("no stop in the proxy's log (%d bytes)", len(raw))
+	if err == nil && told.IsZero() {
+		err = fmt.Errorf("no stop in the proxy's log (%d lines)", len(lines))
 	}
-	return told, last, s.Err()
+	return told, last, err
 }
 
 // stopLine: the Envoy stand-in's line for the first word of a stop

@@ -4,15 +4,13 @@ package bench
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -34,33 +32,18 @@ import (
 	"github.com/istio-aux/istio-aux/test/realnode"
 )
 
-// The completion benchmark (issue 17): on the real node (a real kubelet,
-// containerd and runc), with istiod as the injector and the real
-// pilot-agent in every proxy, how long a finished pod takes to reach
-// Succeeded, and its Job Complete, after its app exits. Five ways side by
-// side, interleaved (one Job of each per round), so that they share the
-// machine's load:
-//   - istio-aux: hold at start, quit at the end, as installed by default;
-//   - native sidecar: Istio's native sidecar (what its default gives on
-//     kubelets >= 1.33), no istio-aux: the kubelet SIGTERMs the proxy after
-//     the app, after Istio's preStop drain;
-//   - istio-aux quit-native: the same native sidecar, quit by istio-aux
-//     (quit-native: "true");
-//   - floor: a bare watch that execs the quit the moment the kubelet reports
-//     the app terminated;
-//   - serial: the reference implementation's approach, one worker.
-// The app's exit is the time of its last log line ("app: exiting with 0",
-// containerd's nanosecond timestamp); Succeeded and Complete are when a
-// watch first shows them.
+// The completion benchmark (issue 17, docs/bench.md): on the real node,
+// how long a finished pod takes to reach Succeeded, and its Job Complete,
+// after its app exits, in five ways side by side, interleaved (one Job of
+// each per round) so that they share the machine's load.
 
 // completionArm is one way of ending a pod.
 type completionArm struct {
 	name    string
 	short   string // its name in the chain's rows
 	ns      string
-	optedIn bool    // istio-aux handles it
-	native  bool    // the pod asks Istio for a native sidecar
-	reactor reactor // the bench's own quitter, if any (reactors_test.go)
+	optedIn bool // istio-aux handles it
+	native  bool // the pod asks Istio for a native sidecar
 }
 
 // completion is one pod's timeline (the chain's links: chain_test.go).
@@ -103,10 +86,7 @@ func TestBenchCompletion(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := m.Cluster
-	cs := fastClient(t, c)
-	// The floor runs as a process of its own, so that its CPU per pod is
-	// read beside istio-aux's: what any watch-and-exec approach spends.
-	var floorPid int
+	cs := fastClient(t, c, false)
 	ex, err := proxyquit.NewRemoteExecer(c.RESTConfig())
 	if err != nil {
 		t.Fatal(err)
@@ -115,32 +95,34 @@ func TestBenchCompletion(t *testing.T) {
 		{name: "istio-aux", short: "istio-aux", ns: "c-istio-aux", optedIn: true},
 		{name: "native sidecar (Istio's defaults)", short: "native", ns: "c-native", native: true},
 		{name: "istio-aux quit-native", short: "quit-native", ns: "c-quit-native", optedIn: true, native: true},
-		{name: "floor (bare watch, exec at once)", short: "floor", ns: "c-floor", reactor: floorProcess(t, c, log, &floorPid)},
-		{name: "serial (the reference's approach)", short: "serial", ns: "c-serial", reactor: serial},
+		{name: "floor (bare watch, exec at once)", short: "floor", ns: "c-floor"},
+		{name: "serial (the reference's approach)", short: "serial", ns: "c-serial"},
 	}
 	for _, a := range arms {
-		var labels map[string]string
-		if a.optedIn {
-			labels = mesh.OptedIn
-		}
-		if err := mesh.CreateNamespace(ctx, cs, a.ns, labels); err != nil {
+		if err := mesh.CreateNamespace(ctx, cs, a.ns, optedIn(a.optedIn)); err != nil {
 			t.Fatal(err)
 		}
-		if a.reactor != nil {
-			stop, _, err := a.reactor(ctx, cs, ex, a.ns)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer stop()
-		}
 	}
+	stopSerial, _, err := serial(ctx, cs, ex, arms[4].ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stopSerial()
+	// The floor runs as a process of its own (cmd/floorquit), so that its
+	// CPU per pod is read beside istio-aux's: what any watch-and-exec
+	// approach spends.
+	floorProc, err := startReady(ctx, c, log, "floorquit", istioaux.MustBuild(t, "./test/bench/cmd/floorquit", "floorquit"),
+		[]string{"NAMESPACE=" + arms[3].ns}, func(string) error { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer floorProc.Stop()
+	floorPid := floorProc.Pid()
 	w := watchCompletions(ctx, t, cs)
-	// istio-aux's processes cost CPU with nothing to do too (informers,
-	// leader election, heartbeats): measured first, and subtracted, so the
-	// per-pod figure is what a pod adds.
-	// Measured before the run and again after it, and averaged: the rate
-	// drifts (caches grow, the node's load settles), and the per-pod figure
-	// is a difference of two large totals.
+	// What the processes cost with nothing to do (informers, leader
+	// election, heartbeats) is subtracted, so that the per-pod figure is
+	// what a pod adds; read before the run and after it, and averaged: the
+	// rate drifts.
 	idleBefore := idleRates(t, m, floorPid)
 	cpu0, busyStart := completionCPU(t, m, floorPid), time.Now()
 	profiled := profileBridge(t, m, time.Duration(rounds)*every)
@@ -168,9 +150,9 @@ func TestBenchCompletion(t *testing.T) {
 		time.Sleep(every) // the load's pace (an arrival rate, not a wait for a result)
 	}
 	if err := poll.Until(ctx, 10*time.Minute, func(context.Context) (bool, error) {
-		return w.completed() == len(jobs), nil
+		return len(w.done()) == len(jobs), nil
 	}); err != nil {
-		t.Fatalf("%d of %d Jobs completed: %v", w.completed(), len(jobs), err)
+		t.Fatalf("%d of %d Jobs completed: %v", len(w.done()), len(jobs), err)
 	}
 	cpu1, busyFor := completionCPU(t, m, floorPid), time.Since(busyStart)
 	<-profiled
@@ -178,90 +160,64 @@ func TestBenchCompletion(t *testing.T) {
 	idle := cpuTotals{aux: (idleBefore.aux + idleAfter.aux) / 2, webhook: (idleBefore.webhook + idleAfter.webhook) / 2,
 		floor: (idleBefore.floor + idleAfter.floor) / 2}
 
-	// The app's exit, from its own last log line; the proxy's stop, from
-	// its log.
 	byArm := map[string][]completion{}
-	for _, a := range arms {
-		for _, p := range w.podsIn(a.ns) {
-			exit, err := appExit(ctx, cs, a.ns, p.name)
-			if err != nil {
-				t.Errorf("%s/%s: %v", a.ns, p.name, err)
-				continue
-			}
-			p.appExit = exit
-			if p.proxyTold, p.proxyLast, err = proxyStop(ctx, cs, a.ns, p.name); err != nil {
-				t.Logf("%s/%s: the chain lacks the proxy's stop: %v", a.ns, p.name, err)
-			}
-			byArm[a.ns] = append(byArm[a.ns], p.completion)
+	for _, p := range w.done() {
+		exit, err := appExit(ctx, cs, p.ns, p.name)
+		if err != nil {
+			t.Errorf("%s/%s: %v", p.ns, p.name, err)
+			continue
 		}
-	}
-	pods, jobsDone := map[string][]time.Duration{}, map[string][]time.Duration{}
-	for ns, cs := range byArm {
-		for _, c := range cs {
-			pods[ns] = append(pods[ns], c.succeeded.Sub(c.appExit))
-			jobsDone[ns] = append(jobsDone[ns], c.complete.Sub(c.appExit))
+		p.appExit = exit
+		if p.proxyTold, p.proxyLast, err = proxyStop(ctx, cs, p.ns, p.name); err != nil {
+			t.Logf("%s/%s: the chain lacks the proxy's stop: %v", p.ns, p.name, err)
 		}
+		byArm[p.ns] = append(byArm[p.ns], p.completion)
 	}
 	aux, native, fl := arms[0].ns, arms[1].ns, arms[3].ns
-	for _, what := range []struct {
-		measure string
-		d       map[string][]time.Duration
-	}{{"app exit → pod Succeeded", pods}, {"app exit → Job Complete", jobsDone}} {
-		p50, p99 := percentile(what.d[aux], 0.5), percentile(what.d[aux], 0.99)
-		nat50, nat99 := percentile(what.d[native], 0.5), percentile(what.d[native], 0.99)
-		fl50, fl99 := percentile(what.d[fl], 0.5), percentile(what.d[fl], 0.99)
+	for _, what := range []chainLink{
+		{"app exit → pod Succeeded", func(c completion) (time.Time, time.Time) { return c.appExit, c.succeeded }},
+		{"app exit → Job Complete", func(c completion) (time.Time, time.Time) { return c.appExit, c.complete }},
+	} {
+		d := func(ns string) []time.Duration { return what.spans(byArm[ns]) }
+		to := func(ns string, q float64) float64 { return ratio(percentile(d(aux), q), percentile(d(ns), q)) }
+		nat50, nat99, fl50, fl99 := to(native, 0.5), to(native, 0.99), to(fl, 0.5), to(fl, 0.99)
 		var others []string
 		for _, a := range arms[1:] {
-			others = append(others, fmt.Sprintf("%s %s", a.name, secs(what.d[a.ns])))
+			others = append(others, fmt.Sprintf("%s %s", a.name, secs(d(a.ns))))
 		}
-		res.add("completion", fmt.Sprintf("%s, p50 / p99 (%d single-pod Jobs per way, real node)", what.measure, rounds),
-			secs(what.d[aux])+"; "+strings.Join(others, "; "),
+		res.add("completion", fmt.Sprintf("%s, p50 / p99 (%d single-pod Jobs per way, real node)", what.name, rounds),
+			secs(d(aux))+"; "+strings.Join(others, "; "),
 			"≤ 1.1× native, ≤ 1.2× floor",
 			fmt.Sprintf("%s (%.2f×/%.2f× native, %.2f×/%.2f× floor)",
-				verdict(ratio(p50, nat50) <= 1.1 && ratio(p99, nat99) <= 1.1 && ratio(p50, fl50) <= 1.2 && ratio(p99, fl99) <= 1.2),
-				ratio(p50, nat50), ratio(p99, nat99), ratio(p50, fl50), ratio(p99, fl99)))
+				verdict(nat50 <= 1.1 && nat99 <= 1.1 && fl50 <= 1.2 && fl99 <= 1.2), nat50, nat99, fl50, fl99))
 	}
 	// Where the time goes, link by link, in the ways that matter: istio-aux
 	// against native and the floor.
-	for _, row := range chainRows([]*completionArm{arms[0], arms[1], arms[3]}, byArm, rounds) {
-		res.add("completion", row[0], row[1], "", "")
-	}
-	// istio-aux's own CPU per pod it handled, against the node's CPU per
-	// pod start (the kubelet's and containerd's) over the same run.
-	// Per pod istio-aux handled (its two arms): the target's reading. The
-	// other arms' namespaces are not opted in, so neither the webhook nor
-	// the bridge's watches see their pods. Per pod in the run: the same
-	// CPU spread over every pod started, for comparison with earlier runs
-	// (when the bridge watched every pod).
-	handled := float64(len(byArm[aux]) + len(byArm[arms[2].ns]))
-	all := float64(len(jobs))
-	busy := cpu1.aux - cpu0.aux - idle.aux*busyFor.Seconds()
-	perHandled, perPod := busy/handled, busy/all
-	nodePerPod := (cpu1.node - cpu0.node) / all
+	addChainRows(res, []*completionArm{arms[0], arms[1], arms[3]}, byArm, rounds)
+	// istio-aux's own CPU per pod it handled (its two arms: the others'
+	// namespaces are not opted in), against the node's CPU per pod start
+	// over the same run; per pod in the run for comparison with earlier runs.
+	handled, all := float64(len(byArm[aux])+len(byArm[arms[2].ns])), float64(len(jobs))
+	busy := cpu1.less(cpu0, idle, busyFor.Seconds())
+	perHandled, perPod, nodePerPod := busy.aux/handled, busy.aux/all, busy.node/all
 	res.add("completion", "istio-aux CPU per Job pod it handled (webhook + bridge + dispatcher + function, idle cost subtracted) vs kubelet + containerd per pod start",
 		fmt.Sprintf("%.1f vs %.0f CPU-ms (%.1f %%); per pod in the run %.1f CPU-ms (%.1f %%); idle %.1f CPU-ms/s (%.1f before, %.1f after)",
 			perHandled*1000, nodePerPod*1000, 100*perHandled/nodePerPod, perPod*1000, 100*perPod/nodePerPod,
 			idle.aux*1000, idleBefore.aux*1000, idleAfter.aux*1000),
 		"≤ 2 %", verdict(perHandled/nodePerPod <= 0.02))
-	// The floor process over the same window: what a bare watch and an
-	// exec cost per pod on this node, the least any watch-and-exec
-	// approach can spend.
-	perFloor := (cpu1.floor - cpu0.floor - idle.floor*busyFor.Seconds()) / float64(len(byArm[fl]))
-	// The floor does not hold pods at their start: the webhook's share is
-	// given apart.
-	perWebhook := (cpu1.webhook - cpu0.webhook - idle.webhook*busyFor.Seconds()) / handled
+	// The floor process, per pod of its arm: the least any watch-and-exec
+	// approach can spend. It does not hold pods at their start: the
+	// webhook's share is given apart.
+	perFloor, perWebhook := busy.floor/float64(len(byArm[fl])), busy.webhook/handled
 	res.add("completion", "CPU per pod quit: istio-aux (per pod it handled) / the floor process (a bare watch that execs, per pod of its arm), same run",
 		fmt.Sprintf("%.2f× (%.1f CPU-ms: bridge %.1f, webhook %.1f; the floor %.1f, %.1f %% of the node's per pod start; floor idle %.2f CPU-ms/s)",
 			perHandled/perFloor, perHandled*1000, (perHandled-perWebhook)*1000, perWebhook*1000, perFloor*1000, 100*perFloor/nodePerPod, idle.floor*1000), "", "")
+	raw := cpu1.less(cpu0, cpuTotals{}, 0)
 	t.Logf("jobs %d, every %s; CPU-s over %s: istio-aux %.2f (webhook %.2f), floor %.2f, kubelet+containerd %.2f; idle istio-aux %.1f, floor %.2f CPU-ms/s",
-		len(jobs), every, busyFor.Round(time.Second), cpu1.aux-cpu0.aux, cpu1.webhook-cpu0.webhook, cpu1.floor-cpu0.floor, cpu1.node-cpu0.node, idle.aux*1000, idle.floor*1000)
+		len(jobs), every, busyFor.Round(time.Second), raw.aux, raw.webhook, raw.floor, raw.node, idle.aux*1000, idle.floor*1000)
 
-	// The same ratio in a burst. In the trickle above a handled pod comes
-	// every 5 s, so istio-aux's idle background (its timers: 12 CPU-ms or
-	// more per 5 s) is as large as what the pod adds, and the drift of that
-	// rate between the windows read before and after moves the figure by
-	// several CPU-ms. Here Jobs of istio-aux's arm and as many of
-	// the floor's start at once: the pods' share dwarfs the background.
+	// The same ratio in a burst, where the pods' share dwarfs istio-aux's
+	// idle background and its drift (docs/bench.md).
 	n := min(2*rounds, 40) // 48 pods at once in a quick run, 80 in a full one: the node holds 110
 	b0, burstStart := completionCPU(t, m, floorPid), time.Now()
 	for i := range n {
@@ -270,14 +226,13 @@ func TestBenchCompletion(t *testing.T) {
 		}
 	}
 	if err := poll.Until(ctx, 10*time.Minute, func(context.Context) (bool, error) {
-		return w.completed() == len(jobs)+2*n, nil
+		return len(w.done()) == len(jobs)+2*n, nil
 	}); err != nil {
-		t.Fatalf("burst: %d of %d Jobs completed: %v", w.completed()-len(jobs), 2*n, err)
+		t.Fatalf("burst: %d of %d Jobs completed: %v", len(w.done())-len(jobs), 2*n, err)
 	}
 	b1, burstFor := completionCPU(t, m, floorPid), time.Since(burstStart).Seconds()
-	burstAux := (b1.aux - b0.aux - idle.aux*burstFor) / float64(n)
-	burstHook := (b1.webhook - b0.webhook - idle.webhook*burstFor) / float64(n)
-	burstFloor := (b1.floor - b0.floor - idle.floor*burstFor) / float64(n)
+	burst := b1.less(b0, idle, burstFor)
+	burstAux, burstHook, burstFloor := burst.aux/float64(n), burst.webhook/float64(n), burst.floor/float64(n)
 	res.add("completion", fmt.Sprintf("CPU per pod quit in a burst (%d Jobs of each at once): istio-aux / the floor process, same run", n),
 		fmt.Sprintf("%.2f× (%.1f CPU-ms: bridge %.1f, webhook %.1f; the floor %.1f; over %.0f s, idle subtracted %.1f CPU-ms per pod)",
 			burstAux/burstFloor, burstAux*1000, (burstAux-burstHook)*1000, burstHook*1000, burstFloor*1000, burstFor, idle.aux*burstFor/float64(n)*1000),
@@ -290,34 +245,8 @@ func idleRates(t *testing.T, m *mesh.Mesh, floorPid int) cpuTotals {
 	t.Helper()
 	c0, start := completionCPU(t, m, floorPid), time.Now()
 	time.Sleep(20 * time.Second) // the idle window itself, not a wait for anything
-	c1, d := completionCPU(t, m, floorPid), time.Since(start).Seconds()
-	return cpuTotals{aux: (c1.aux - c0.aux) / d, webhook: (c1.webhook - c0.webhook) / d, floor: (c1.floor - c0.floor) / d}
-}
-
-// floorProcess runs the floor quitter as a process of its own
-// (cmd/floorquit) on the arm's namespace and sets *pid to its pid.
-func floorProcess(t *testing.T, c *cluster.Cluster, log io.Writer, pid *int) reactor {
-	bin := istioaux.MustBuild(t, "./test/bench/cmd/floorquit", "floorquit")
-	return func(ctx context.Context, _ kubernetes.Interface, _ proxyquit.Execer, ns string) (func(), *atomic.Int64, error) {
-		ready := filepath.Join(c.Dir(), "floorquit.ready")
-		_ = os.Remove(ready)
-		proc, err := cluster.StartProcess("floorquit", log, []string{"KUBECONFIG=" + c.Kubeconfig(), "NAMESPACE=" + ns, "READY_FILE=" + ready}, bin)
-		if err != nil {
-			return nil, nil, err
-		}
-		if err := poll.Until(ctx, time.Minute, func(context.Context) (bool, error) {
-			if dead, err := proc.Exited(); dead {
-				return false, poll.Permanent(fmt.Errorf("floorquit exited: %v", err))
-			}
-			_, err := os.Stat(ready)
-			return err == nil, nil
-		}); err != nil {
-			_ = proc.Stop()
-			return nil, nil, err
-		}
-		*pid = proc.Pid()
-		return func() { _ = proc.Stop() }, &atomic.Int64{}, nil
-	}
+	c, d := completionCPU(t, m, floorPid).less(c0, cpuTotals{}, 0), time.Since(start).Seconds()
+	return cpuTotals{aux: c.aux / d, webhook: c.webhook / d, floor: c.floor / d}
 }
 
 func secs(d []time.Duration) string {
@@ -332,19 +261,10 @@ func profileBridge(t *testing.T, m *mesh.Mesh, d time.Duration) <-chan struct{} 
 	url := strings.TrimSuffix(m.Aux.BridgeMetricsURL(), "/metrics") + fmt.Sprintf("/debug/pprof/profile?seconds=%d", int(d.Seconds()))
 	go func() {
 		defer close(done)
-		resp, err := (&http.Client{Timeout: d + time.Minute}).Get(url)
-		if err != nil {
-			t.Logf("profiling the bridge: %v", err)
-			return
-		}
-		defer resp.Body.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), d+time.Minute)
+		defer cancel()
 		out := filepath.Join(cluster.CacheDir(), "bench-bridge.cpu.prof")
-		f, err := os.Create(out)
-		if err == nil {
-			_, err = io.Copy(f, resp.Body)
-			f.Close()
-		}
-		t.Logf("bridge CPU profile: %s (%v)", out, err)
+		t.Logf("bridge CPU profile: %s (%v)", out, saveProfile(ctx, url, out))
 	}()
 	return done
 }
@@ -353,45 +273,63 @@ func profileBridge(t *testing.T, m *mesh.Mesh, d time.Duration) <-chan struct{} 
 // second).
 type cpuTotals struct{ aux, webhook, floor, node float64 }
 
-// completionCPU reads the CPU time (cpuOf: to the nanosecond; at 2-3
-// CPU-ms/s idle, /proc/<pid>/stat's 10 ms ticks made ±2.5 CPU-ms of a quick
-// run's figure per pod) of istio-aux's processes (the webhook and the
-// all-in-one bridge, which dispatches and runs the function), of the floor
-// quitter's and of the node's kubelet and containerd.
+// less is the CPU used from c0 to c, less what idle's rates come to over
+// secs.
+func (c cpuTotals) less(c0, idle cpuTotals, secs float64) cpuTotals {
+	return cpuTotals{aux: c.aux - c0.aux - idle.aux*secs, webhook: c.webhook - c0.webhook - idle.webhook*secs,
+		floor: c.floor - c0.floor - idle.floor*secs, node: c.node - c0.node - idle.node*secs}
+}
+
+// completionCPU reads the CPU time (cpuOf) of istio-aux's processes (the
+// webhook and the all-in-one bridge, which dispatches and runs the
+// function), of the floor quitter's and of the node's kubelet and
+// containerd.
 func completionCPU(t *testing.T, m *mesh.Mesh, floorPid int) cpuTotals {
 	t.Helper()
 	webhook, bridge := m.Aux.Pids()
 	pids := m.Cluster.Pids()
-	var c cpuTotals
-	c.webhook = cpuOf(t, webhook).Seconds()
-	c.aux = c.webhook + cpuOf(t, bridge).Seconds()
-	c.floor = cpuOf(t, floorPid).Seconds()
-	for _, name := range []string{"kubelet", "containerd"} {
-		c.node += cpuOf(t, pids[name]).Seconds()
-	}
-	return c
+	return cpuTotals{aux: cpuOf(t, webhook, bridge).Seconds(), webhook: cpuOf(t, webhook).Seconds(),
+		floor: cpuOf(t, floorPid).Seconds(), node: cpuOf(t, pids["kubelet"], pids["containerd"]).Seconds()}
 }
 
 // appExit is when the pod's app wrote its last line.
 func appExit(ctx context.Context, cs kubernetes.Interface, ns, pod string) (time.Time, error) {
-	raw, err := cs.CoreV1().Pods(ns).GetLogs(pod, &corev1.PodLogOptions{Container: "tensorflow", Timestamps: true}).DoRaw(ctx)
-	if err != nil {
-		return time.Time{}, err
-	}
+	lines, err := containerLog(ctx, cs, ns, pod, "tensorflow")
 	var last time.Time
-	s := bufio.NewScanner(strings.NewReader(string(raw)))
-	for s.Scan() {
-		ts, line, _ := strings.Cut(s.Text(), " ")
-		if strings.Contains(line, "app: exiting with") {
-			if last, err = time.Parse(time.RFC3339Nano, ts); err != nil {
-				return time.Time{}, err
-			}
+	for _, l := range lines {
+		if strings.Contains(l.text, "app: exiting with") {
+			last = l.at
 		}
 	}
-	if last.IsZero() {
-		return last, fmt.Errorf("no exit line in the app's log")
+	if err == nil && last.IsZero() {
+		err = fmt.Errorf("no exit line in the app's log")
 	}
-	return last, nil
+	return last, err
+}
+
+// logLine is a line of a container's log with containerd's timestamp.
+type logLine struct {
+	at   time.Time
+	text string
+}
+
+// containerLog is the container's log; a line whose stamp does not parse
+// (one the runtime split: its first part has the stamp) is left out.
+func containerLog(ctx context.Context, cs kubernetes.Interface, ns, pod, container string) ([]logLine, error) {
+	raw, err := cs.CoreV1().Pods(ns).GetLogs(pod, &corev1.PodLogOptions{Container: container, Timestamps: true}).DoRaw(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var lines []logLine
+	s := bufio.NewScanner(bytes.NewReader(raw))
+	s.Buffer(make([]byte, 64*1024), 1024*1024)
+	for s.Scan() {
+		stamp, text, _ := strings.Cut(s.Text(), " ")
+		if at, err := time.Parse(time.RFC3339Nano, stamp); err == nil {
+			lines = append(lines, logLine{at, text})
+		}
+	}
+	return lines, s.Err()
 }
 
 // completions watches the bench's pods and Jobs in every namespace.
@@ -405,25 +343,14 @@ type podCompletion struct {
 	completion
 }
 
-func (w *completions) completed() int {
+// done is every pod whose Job is complete, seen Succeeded.
+func (w *completions) done() []podCompletion {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	n := 0
+	var out []podCompletion
 	for _, p := range w.pods {
 		if !p.complete.IsZero() && !p.succeeded.IsZero() {
-			n++
-		}
-	}
-	return n
-}
-
-func (w *completions) podsIn(ns string) []*podCompletion {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	var out []*podCompletion
-	for _, p := range w.pods {
-		if p.ns == ns {
-			out = append(out, p)
+			out = append(out, *p)
 		}
 	}
 	return out
@@ -440,8 +367,8 @@ func (w *completions) entry(ns, job string) *podCompletion {
 }
 
 // watchCompletions notes when each bench pod is first seen with its app
-// terminated and Succeeded, and each bench Job Complete, through watches that resume when the API server
-// ends them.
+// terminated and Succeeded, and each bench Job Complete, through watches
+// that resume when the API server ends them.
 func watchCompletions(ctx context.Context, t *testing.T, cs kubernetes.Interface) *completions {
 	t.Helper()
 	w := &completions{pods: map[string]*podCompletion{}}
@@ -470,7 +397,7 @@ func watchCompletions(ctx context.Context, t *testing.T, cs kubernetes.Interface
 			}
 			w.mu.Lock()
 			e := w.entry(p.Namespace, p.Labels[batchv1.JobNameLabel])
-			if e.appSeen.IsZero() && appTerminated(p) {
+			if e.appSeen.IsZero() && cluster.ContainerStatus(p, "tensorflow").State.Terminated != nil {
 				e.appSeen = now
 			}
 			if e.succeeded.IsZero() && p.Status.Phase == corev1.PodSucceeded {
@@ -496,15 +423,4 @@ func watchCompletions(ctx context.Context, t *testing.T, cs kubernetes.Interface
 		}
 	}()
 	return w
-}
-
-// appTerminated: the pod's status says its app (the training container)
-// has terminated.
-func appTerminated(p *corev1.Pod) bool {
-	for _, st := range p.Status.ContainerStatuses {
-		if st.Name == "tensorflow" && st.State.Terminated != nil {
-			return true
-		}
-	}
-	return false
 }

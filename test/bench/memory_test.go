@@ -16,20 +16,17 @@ import (
 
 	"github.com/istio-aux/istio-aux/test/cluster"
 	"github.com/istio-aux/istio-aux/test/istioaux"
-	"github.com/istio-aux/istio-aux/test/poll"
+	"github.com/istio-aux/istio-aux/test/mesh"
 )
 
 // memory grows an opted-in namespace of Running pods through p.memLevels
-// and, at each level, starts afresh the real bridge in both shapes and the
-// full-pod informer, waits until each has listed every pod, and reads their
-// settled VmRSS side by side. The deployed shape (config/500-bridge.yaml:
-// NATS and the function are processes of their own) carries the targets;
-// the all-in-one shape (embedded nats-server, function in-process) is what
-// `make run` starts.
+// and, at each level, starts afresh the real bridge in both shapes (the
+// deployed one carries the targets) and the full-pod informer, waits until
+// each has listed every pod, and reads their settled VmRSS side by side.
 func memory(t *testing.T, c *cluster.Cluster, a *istioaux.IstioAux, cs kubernetes.Interface, p params, res *results, log io.Writer) {
 	ctx := context.Background()
 	const ns = "bench-memory"
-	if err := createParkedNamespace(ctx, cs, ns, true); err != nil {
+	if err := parkedNamespace(ctx, cs, ns, mesh.OptedIn); err != nil {
 		t.Fatal(err)
 	}
 	full := istioaux.MustBuild(t, "./test/bench/cmd/fullinformer", "fullinformer")
@@ -50,7 +47,7 @@ func memory(t *testing.T, c *cluster.Cluster, a *istioaux.IstioAux, cs kubernete
 		return rss
 	}
 	for _, level := range p.memLevels {
-		if err := createPods(ctx, cs, ns, "mem", created, level, true, nil); err != nil {
+		if err := createPods(ctx, cs, refs(ns, "mem", level)[created:], true, nil); err != nil {
 			t.Fatal(err)
 		}
 		created = level
@@ -64,12 +61,9 @@ func memory(t *testing.T, c *cluster.Cluster, a *istioaux.IstioAux, cs kubernete
 			mib(d)+" / "+mib(o)+" / "+mib(f), "", "")
 	}
 	natsPid, fnPid := a.PeerPids()
-	for _, peer := range []struct {
-		name string
-		pid  int
-	}{{"nats-server", natsPid}, {"proxy-quit function", fnPid}} {
-		if rss, err := settledRSS(ctx, peer.pid); err == nil {
-			res.add("memory", fmt.Sprintf("RSS of the deployed shape's %s at %d pods (holds no pods)", peer.name, created), mib(rss), "", "")
+	for i, name := range []string{"nats-server", "proxy-quit function"} {
+		if rss, err := settledRSS(ctx, []int{natsPid, fnPid}[i]); err == nil {
+			res.add("memory", fmt.Sprintf("RSS of the deployed shape's %s at %d pods (holds no pods)", name, created), mib(rss), "", "")
 		}
 	}
 	last := len(p.memLevels) - 1
@@ -94,26 +88,39 @@ func memory(t *testing.T, c *cluster.Cluster, a *istioaux.IstioAux, cs kubernete
 // fullInformerRSS runs cmd/fullinformer until it has cached at least want
 // pods, reads its settled RSS and stops it.
 func fullInformerRSS(ctx context.Context, c *cluster.Cluster, bin string, want int, log io.Writer) (int64, error) {
-	ready := filepath.Join(c.Dir(), "fullinformer.ready")
-	_ = os.Remove(ready)
-	proc, err := cluster.StartProcess("fullinformer", log, []string{"KUBECONFIG=" + c.Kubeconfig(), "READY_FILE=" + ready}, bin)
-	if err != nil {
-		return 0, err
-	}
-	defer proc.Stop()
-	err = poll.Until(ctx, 2*time.Minute, func(context.Context) (bool, error) {
-		if dead, err := proc.Exited(); dead {
-			return false, poll.Permanent(err)
+	proc, err := startReady(ctx, c, log, "fullinformer", bin, nil, func(ready string) error {
+		if n, err := strconv.Atoi(ready); err != nil || n < want {
+			return fmt.Errorf("%q pods cached, want %d (%v)", ready, want, err)
 		}
-		b, err := os.ReadFile(ready)
-		if err != nil {
-			return false, err
-		}
-		n, err := strconv.Atoi(string(b))
-		return err == nil && n >= want, err
+		return nil
 	})
 	if err != nil {
 		return 0, err
 	}
+	defer proc.Stop()
 	return settledRSS(ctx, proc.Pid())
+}
+
+// startReady runs one of the bench's commands (bin) with KUBECONFIG and
+// READY_FILE set and env, and waits until what it wrote to its ready file
+// passes ready; the process is stopped if it does not.
+func startReady(ctx context.Context, c *cluster.Cluster, log io.Writer, name, bin string, env []string,
+	ready func(string) error) (*cluster.Process, error) {
+	file := filepath.Join(c.Dir(), name+".ready")
+	_ = os.Remove(file)
+	proc, err := cluster.StartProcess(name, log, append([]string{"KUBECONFIG=" + c.Kubeconfig(), "READY_FILE=" + file}, env...), bin)
+	if err != nil {
+		return nil, err
+	}
+	if err := proc.WaitUp(ctx, 2*time.Minute, func(context.Context) error {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return err
+		}
+		return ready(string(b))
+	}); err != nil {
+		_ = proc.Stop()
+		return nil, err
+	}
+	return proc, nil
 }

@@ -12,11 +12,10 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 
 	"github.com/istio-aux/istio-aux/pkg/keys"
 	"github.com/istio-aux/istio-aux/test/cluster"
@@ -24,28 +23,19 @@ import (
 	"github.com/istio-aux/istio-aux/test/poll"
 )
 
-// podsPerNamespace is the size of each of the many namespaces.
-const podsPerNamespace = 10
-
-// The namespaces part's targets: with N namespaces, the API server's costs
-// (the CPU to open the watches, its RSS, its CPU per status change) against
-// one namespace of as many pods, and the bridge's time to ready.
 const (
+	podsPerNamespace = 10 // the size of each of the many namespaces
+	// The targets: with N namespaces, the API server's costs against one
+	// namespace of as many pods, and the bridge's time to ready.
 	nsRatioTarget = 1.1
 	nsReadyTarget = 30 * time.Second
+	// How many times the bridge is started in each of its arms; the
+	// figures are the medians (docs/bench.md says why).
+	nsStarts = 7
 )
 
-// nsStarts is how many times the bridge is started in each of its arms;
-// the figures are the medians. The API server's background over a start (a
-// collection of its heap now and then, which costs in proportion to a heap
-// the bench's own writes make larger before (c) than before (d); leases)
-// adds 10 to 700 ms to some starts, which cost it 0.07 CPU-s at the small
-// size and 0.5 at N=1,000.
-const nsStarts = 7
-
-// nsArm is what one arm of namespaceScale measures; what an arm does not
-// measure is left zero (open: the arm opens no watches; bridgeRSS: no
-// bridge runs).
+// nsArm is what one arm of namespaceScale measures; what it does not is
+// left zero.
 type nsArm struct {
 	ran     bool // false: skipped, for the reason in skipped
 	skipped string
@@ -54,28 +44,24 @@ type nsArm struct {
 	// server's CPU over it: the bridge's median and least over nsStarts
 	// starts (apiOpenLeast: 0 for the stand-in, opened once).
 	open, apiOpen, apiOpenLeast time.Duration
-	// apiWindow is the API server's CPU over window, in which changes
+	// apiWindow is the API server's CPU over the window, in which changes
 	// status changes were written among the arm's pods.
-	apiWindow, window time.Duration
-	changes           int64
-	apiGC             time.Duration // of apiWindow, the Go runtime's GC
-	apiRSS            int64         // KiB, the median of the window's second half
-	apiHeap           float64       // live bytes at its last GC, after the window (0: not exported)
-	bridgeRSS         int64         // KiB, settled after the start
-	// Pods the bridge decoded by the time its RSS settled, and over the
-	// window (each change to a watched pod is one).
+	apiWindow time.Duration
+	changes   int64
+	apiGC     time.Duration // of apiWindow, the Go runtime's GC
+	apiRSS    int64         // KiB, the median of the window's second half
+	apiHeap   float64       // live bytes at its last GC, after the window (0: not exported)
+	bridgeRSS int64         // KiB, settled after the start
+	// Pods the bridge decoded by the time its RSS settled, and over the window.
 	decodedStart, decodedWindow float64
 }
 
 // namespaceScale measures, for each size N of p.namespaces on the same
 // control plane, what N opted-in namespaces of podsPerNamespace pods cost
-// the API server (kube-apiserver's own CPU and RSS) in four arms: (a) no
-// pod watch of istio-aux's (the bridge stopped); (b) one pod watch per
-// namespace, the design the bridge had before its cluster-wide watch,
-// reproduced from the test process (perNamespaceWatches); (c) the bridge
-// as it is in the tree, deployed shape; and (d) the same bridge with ONE
-// opted-in namespace holding as many pods. Targets: c/d ≤ nsRatioTarget
-// for the API server's figures, and the bridge ready within nsReadyTarget.
+// the API server in four arms (docs/bench.md): (a) no pod watch of
+// istio-aux's; (b) one pod watch per namespace (perNamespaceWatches); (c)
+// the bridge, deployed shape; (d) the same bridge with ONE opted-in
+// namespace holding as many pods.
 func namespaceScale(t *testing.T, c *cluster.Cluster, a *istioaux.IstioAux, cs kubernetes.Interface, p params, res *results) {
 	for i, n := range p.namespaces {
 		namespaceSize(t, c, a, cs, n, i == len(p.namespaces)-1, p, res)
@@ -87,19 +73,10 @@ func namespaceScale(t *testing.T, c *cluster.Cluster, a *istioaux.IstioAux, cs k
 	}
 }
 
-// namespaceSize runs the four arms with n namespaces. Every pod carries
-// keys.LabelWatched, as the webhook writes it at admission on every
-// opted-in run-to-completion pod (the bench creates its pods directly, in
-// namespaces not yet opted in, so that no webhook is called: the label is
-// the webhook's, written by hand). The pods of the one namespace (d) and
-// those of the many (a, b, c) never coexist: a labelled pod reaches the
-// bridge's cluster-wide watch whether or not its namespace is opted in, so
-// the other arm's pods would be listed too. The API server thus holds as
-// many pods, of the same shape, in every arm, but its watch cache also
-// keeps a history of the latest writes (the bench's own creations and
-// deletions), which is not the same before (d) as before (c): each bridge
-// arm's RSS is read against a window without any watch of istio-aux's just
-// before it, on the same pods (noneOne for d, a for c). The many
+// namespaceSize runs the four arms with n namespaces, in the order of
+// docs/bench.md: the pods of the one namespace (d) and of the many never
+// coexist, as a pod labelled keys.LabelWatched (which the webhook would
+// write) reaches the bridge's cluster-wide watch opted in or not. The many
 // namespaces' pods are deleted unless last (the stage ends after them).
 func namespaceSize(t *testing.T, c *cluster.Cluster, a *istioaux.IstioAux, cs kubernetes.Interface, n int, last bool, p params, res *results) {
 	ctx := context.Background()
@@ -114,50 +91,36 @@ func namespaceSize(t *testing.T, c *cluster.Cluster, a *istioaux.IstioAux, cs ku
 	}
 	onePods := refs(one, "p", total)
 	// Every namespace exists throughout, none opted in yet.
-	if err := parallel(n+1, 16, func(i int) error {
-		if i == n {
-			return parkedNamespace(ctx, cs, one, nil)
-		}
-		return parkedNamespace(ctx, cs, many[i], nil)
-	}); err != nil {
+	all := append(slices.Clone(many), one)
+	if err := parallel(len(all), 16, func(i int) error { return parkedNamespace(ctx, cs, all[i], nil) }); err != nil {
 		t.Fatal(err)
-	}
-	optIn := func(names []string, on bool) {
-		v := ""
-		if on {
-			v = "true"
-		}
-		if err := labelNamespaces(ctx, cs, names, keys.LabelEnabled, v); err != nil {
-			t.Fatal(err)
-		}
 	}
 	// The bridge is stopped while pods are created: their creation is not
 	// what is measured, and goes faster without a watcher.
 	if err := a.StopBridge(); err != nil {
 		t.Fatal(err)
 	}
-	pcs := protobufClient(t, c)
-	createdOne := timed(t, "created", len(onePods), func() error { return createWatchedPods(ctx, pcs, onePods) })
+	// Protobuf: a hundred thousand pods are created and deleted, and JSON
+	// would cost the API server and the test process more CPU per pod.
+	pcs := fastClient(t, c, true)
+	createWatchedPods := func(pods []podRef) error {
+		return createPods(ctx, pcs, pods, true, func(_ int, p *corev1.Pod) { p.Labels[keys.LabelWatched] = "true" })
+	}
+	createdOne := timed(t, "created", len(onePods), func() error { return createWatchedPods(onePods) })
 	logFootprint(t, c, cs)
 
-	noneOne := idleArm(t, c, cs, onePods, p)
-	optIn([]string{one}, true)
+	noneOne := apiWindow(t, c, cs, onePods, p, nsArm{ran: true})
+	optIn(t, cs, []string{one}, true)
 	d := bridgeArm(t, c, a, cs, onePods, p)
-	if err := a.StopBridge(); err != nil {
-		t.Fatal(err)
-	}
-	optIn([]string{one}, false)
+	optIn(t, cs, []string{one}, false)
 	deleted := timed(t, "deleted", len(onePods), func() error { return deleteWatchedPods(ctx, pcs, onePods) })
-	createdMany := timed(t, "created", len(manyPods), func() error { return createWatchedPods(ctx, pcs, manyPods) })
+	createdMany := timed(t, "created", len(manyPods), func() error { return createWatchedPods(manyPods) })
 	logFootprint(t, c, cs)
 
-	none := idleArm(t, c, cs, manyPods, p)
-	optIn(many, true)
+	none := apiWindow(t, c, cs, manyPods, p, nsArm{ran: true})
+	optIn(t, cs, many, true)
 	bridge := bridgeArm(t, c, a, cs, manyPods, p)
-	if err := a.StopBridge(); err != nil {
-		t.Fatal(err)
-	}
-	optIn(many, false)
+	optIn(t, cs, many, false)
 	perNS := nsArm{skipped: fmt.Sprintf("not run above N=%d (its watches' memory at the API server)", p.perNamespaceUpTo)}
 	if n <= p.perNamespaceUpTo {
 		perNS = perNamespaceArm(t, c, cs, many, manyPods, p)
@@ -178,8 +141,7 @@ func namespaceSize(t *testing.T, c *cluster.Cluster, a *istioaux.IstioAux, cs ku
 // before (d).
 func nsRows(res *results, n, total int, p params, arm [4]nsArm, noneOne nsArm) {
 	arms := fmt.Sprintf("[N=%d ns of %d pods: no watch / per-ns watches / bridge / bridge on 1 ns of %d]", n, podsPerNamespace, total)
-	// slots formats each arm's figure with f, "—" where the arm did not
-	// measure it (has says whether it did).
+	// slots formats each arm's figure with f, "—" where it has none.
 	slots := func(has func(nsArm) bool, f func(nsArm) string) string {
 		out := make([]string, len(arm))
 		for i, s := range arm {
@@ -220,9 +182,7 @@ func nsRows(res *results, n, total int, p params, arm [4]nsArm, noneOne nsArm) {
 		fmt.Sprintf("≤ %.0f s", nsReadyTarget.Seconds()), verdict(arm[2].ran && arm[3].ran && slowest <= nsReadyTarget))
 
 	// Each bridge arm over the window without a watch just before it, on
-	// the same pods (c over a, d over noneOne): the API server's RSS also
-	// holds its watch cache's history of the bench's own writes, which
-	// differs between the two sets of pods (docs/bench.md).
+	// the same pods (c over a, d over noneOne): docs/bench.md says why.
 	rss := func(s nsArm) float64 { return float64(s.apiRSS) }
 	r = (rss(arm[2]) / rss(arm[0])) / (rss(arm[3]) / rss(noneOne))
 	res.add("namespaces", fmt.Sprintf("API server RSS over the second half of %.0f s of %d status changes/s %s; ratio: c/a over d/(no watch on 1 ns)", p.cpuWindow.Seconds(), p.outsideChurn, arms),
@@ -254,7 +214,7 @@ func nsRows(res *results, n, total int, p params, arm [4]nsArm, noneOne nsArm) {
 
 // bridgeArm starts the bridge (deployed shape) nsStarts times on whatever
 // is opted in, measuring each start (the medians are kept), then its RSS
-// and a window of changes among pods.
+// and a window of changes among pods, and stops it.
 func bridgeArm(t *testing.T, c *cluster.Cluster, a *istioaux.IstioAux, cs kubernetes.Interface, pods []podRef, p params) nsArm {
 	ctx := context.Background()
 	api := c.Pids()["kube-apiserver"]
@@ -281,20 +241,11 @@ func bridgeArm(t *testing.T, c *cluster.Cluster, a *istioaux.IstioAux, cs kubern
 		t.Fatalf("bridge RSS: %v", err)
 	}
 	s.decodedStart = decodedPods(t, a)
-	decoded0 := s.decodedStart
-	apiWindow(t, c, cs, pods, p, &s)
-	// Every change reaches the bridge; wait for the last ones.
-	_ = poll.Until(ctx, 10*time.Second, func(context.Context) (bool, error) {
-		return decodedPods(t, a)-decoded0 >= float64(s.changes), nil
-	})
-	s.decodedWindow = decodedPods(t, a) - decoded0
-	return s
-}
-
-// idleArm measures the API server with no pod watch of istio-aux's open.
-func idleArm(t *testing.T, c *cluster.Cluster, cs kubernetes.Interface, pods []podRef, p params) nsArm {
-	s := nsArm{ran: true}
-	apiWindow(t, c, cs, pods, p, &s)
+	s = apiWindow(t, c, cs, pods, p, s)
+	s.decodedWindow = decodedSince(t, a, s.decodedStart, s.changes)
+	if err := a.StopBridge(); err != nil {
+		t.Fatal(err)
+	}
 	return s
 }
 
@@ -306,34 +257,23 @@ func perNamespaceArm(t *testing.T, c *cluster.Cluster, cs kubernetes.Interface, 
 	api := c.Pids()["kube-apiserver"]
 	s := nsArm{ran: true}
 	cpu0, start := cpuOf(t, api), time.Now()
-	w, err := openPerNamespaceWatches(c.RESTConfig(), names)
+	listed, stop, err := openPerNamespaceWatches(c.RESTConfig(), names)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer w.close()
+	defer stop()
 	err = poll.Until(ctx, perNamespaceDeadline, func(context.Context) (bool, error) {
-		return w.listed() == len(names), nil
+		return listed() == len(names), nil
 	})
 	if errors.Is(err, context.DeadlineExceeded) {
-		t.Logf("namespaces: per-namespace watches: %d of %d listed after %v: arm skipped", w.listed(), len(names), perNamespaceDeadline)
-		return nsArm{skipped: fmt.Sprintf("%d of %d listed after %v, skipped", w.listed(), len(names), perNamespaceDeadline)}
+		t.Logf("namespaces: per-namespace watches: %d of %d listed after %v: arm skipped", listed(), len(names), perNamespaceDeadline)
+		return nsArm{skipped: fmt.Sprintf("%d of %d listed after %v, skipped", listed(), len(names), perNamespaceDeadline)}
 	} else if err != nil {
 		t.Fatal(err)
 	}
 	s.open, s.apiOpen = time.Since(start), cpuOf(t, api)-cpu0
 	t.Logf("namespaces: %d per-namespace watches listed after %v, API server CPU %v", len(names), s.open, s.apiOpen)
-	apiWindow(t, c, cs, pods, p, &s)
-	return s
-}
-
-// protobufClient is fastClient speaking protobuf: a hundred thousand pods
-// are created and deleted, and JSON would cost the API server and the test
-// process (which share two cores) more CPU per pod.
-func protobufClient(t *testing.T, c *cluster.Cluster) kubernetes.Interface {
-	return clientFor(t, c, func(rc *rest.Config) {
-		rc.ContentType = runtime.ContentTypeProtobuf
-		rc.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
-	})
+	return apiWindow(t, c, cs, pods, p, s)
 }
 
 // timed runs f, logs how long it took for n pods, and returns that.
@@ -345,17 +285,6 @@ func timed(t *testing.T, what string, n int, f func() error) time.Duration {
 	d := time.Since(start)
 	t.Logf("namespaces: %d pods %s in %v (%.1f s per 1,000)", n, what, d.Round(time.Millisecond), d.Seconds()*1000/float64(n))
 	return d
-}
-
-// createWatchedPods creates pods (benchPod), each labelled
-// keys.LabelWatched=true, parked and reported Running, with 16 clients.
-func createWatchedPods(ctx context.Context, cs kubernetes.Interface, pods []podRef) error {
-	return parallel(len(pods), 16, func(i int) error {
-		ref := pods[i]
-		pod := benchPod(ref.name, nil)
-		pod.Labels[keys.LabelWatched] = "true"
-		return createPod(ctx, cs, ref.ns, pod, true)
-	})
 }
 
 // deleteWatchedPods deletes pods at once (no grace: no kubelet would

@@ -14,13 +14,12 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/istio-aux/istio-aux/pkg/keys"
-	"github.com/istio-aux/istio-aux/test/cluster"
 	"github.com/istio-aux/istio-aux/test/istioaux"
-	"github.com/istio-aux/istio-aux/test/poll"
+	"github.com/istio-aux/istio-aux/test/mesh"
 )
 
-// The opted-in work the bridge does throughout outside: pods, and status
-// changes a second among them.
+// The opted-in pods the bridge serves throughout outside, and their status
+// changes a second.
 const (
 	insidePods  = 1000
 	insideChurn = 10
@@ -34,35 +33,25 @@ type window struct {
 	changes int64   // status changes written to opted-in pods
 }
 
-func (w window) cpuPerSecond() float64 {
-	return float64(w.cpu.Microseconds()) / 1000 / w.length.Seconds()
-}
+func (w window) cpuPerSecond() float64 { return msPerSecond(w.cpu, w.length) }
 
 func (w window) plus(o window) window {
 	return window{w.cpu + o.cpu, w.length + o.length, w.decoded + o.decoded, w.changes + o.changes}
 }
 
 // outside measures what p.outsidePods running run-to-completion pods
-// (Never and OnFailure) outside the opt-in, whose statuses change
-// p.outsideChurn times a second in total, cost one bridge that serves
-// insidePods opted-in pods changing insideChurn times a second: its RSS
-// before they exist and with them; pods it decodes while they are created
-// and while only they change (none is the target); and its CPU with their
-// changes against without, in p.cpuPairs interleaved pairs of p.cpuSlice
-// windows (on a shared host the CPU a process needs for the same work moves
-// with the load; windows side by side see the same load). Their existence
-// alone costs no CPU: nothing about them reaches the bridge (the counts),
-// so the CPU of the windows without their changes is that of the bridge
-// with none of them; a window before they exist is reported beside it.
-// Nine of the ten outside namespaces carry no label; the tenth is labelled
-// istio-aux.dev/enabled=pods, and its pods are not labelled.
+// outside the opt-in, their statuses changing p.outsideChurn times a
+// second, cost one bridge that serves insidePods opted-in pods
+// (docs/bench.md): its RSS, the pods it decodes, and its CPU in
+// interleaved windows with and without their changes.
 func outside(t *testing.T, a *istioaux.IstioAux, cs kubernetes.Interface, p params, res *results) {
 	ctx := context.Background()
 	const in = "bench-inside"
-	if err := createParkedNamespace(ctx, cs, in, true); err != nil {
+	inside := refs(in, "in", insidePods)
+	if err := parkedNamespace(ctx, cs, in, mesh.OptedIn); err != nil {
 		t.Fatal(err)
 	}
-	if err := createPods(ctx, cs, in, "in", 0, insidePods, true, nil); err != nil {
+	if err := createPods(ctx, cs, inside, true, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := a.StopBridge(); err != nil {
@@ -72,7 +61,6 @@ func outside(t *testing.T, a *istioaux.IstioAux, cs kubernetes.Interface, p para
 		t.Fatal(err)
 	}
 	_, pid := a.Pids()
-	inside := refs(in, "in", insidePods)
 	rss := func() int64 {
 		v, err := settledRSS(ctx, pid)
 		if err != nil {
@@ -83,6 +71,8 @@ func outside(t *testing.T, a *istioaux.IstioAux, cs kubernetes.Interface, p para
 	rssNone := rss()
 	none := bridgeWindow(t, a, cs, pid, inside, nil, p.outsideChurn, time.Duration(p.cpuPairs)*p.cpuSlice)
 
+	// Nine of the ten namespaces carry no label; the tenth is labelled
+	// istio-aux.dev/enabled=pods, and its pods are not labelled.
 	namespaces := make([]string, 10)
 	var out []podRef
 	decoded0 := decodedPods(t, a)
@@ -95,15 +85,15 @@ func outside(t *testing.T, a *istioaux.IstioAux, cs kubernetes.Interface, p para
 		if err := parkedNamespace(ctx, cs, namespaces[i], labels); err != nil {
 			t.Fatal(err)
 		}
-		onFailure := func(i int, pod *corev1.Pod) {
+		pods := refs(namespaces[i], "out", p.outsidePods/10)
+		if err := createPods(ctx, cs, pods, true, func(i int, pod *corev1.Pod) {
 			if i%2 == 1 {
 				pod.Spec.RestartPolicy = corev1.RestartPolicyOnFailure
 			}
-		}
-		if err := createPods(ctx, cs, namespaces[i], "out", 0, p.outsidePods/10, true, onFailure); err != nil {
+		}); err != nil {
 			t.Fatal(err)
 		}
-		out = append(out, refs(namespaces[i], "out", p.outsidePods/10)...)
+		out = append(out, pods...)
 	}
 	created := decodedPods(t, a) - decoded0
 	rssWith := rss()
@@ -140,43 +130,14 @@ func bridgeWindow(t *testing.T, a *istioaux.IstioAux, cs kubernetes.Interface, p
 	ctx := context.Background()
 	var w window
 	decoded0, cpu0, start := decodedPods(t, a), cpuOf(t, pid), time.Now()
-	stopIn, stopOut := func() int64 { return 0 }, func() int64 { return 0 }
-	if len(inside) > 0 {
-		stopIn = churn(ctx, cs, inside, insideChurn)
-	}
-	if len(outside) > 0 {
-		stopOut = churn(ctx, cs, outside, outsideChurn)
-	}
-	sleepFor(t, d)
+	stopIn, stopOut := churn(ctx, cs, inside, insideChurn), churn(ctx, cs, outside, outsideChurn)
+	time.Sleep(d) // the window itself, not a wait for anything
 	w.cpu, w.length = cpuOf(t, pid)-cpu0, time.Since(start)
 	w.changes = stopIn()
 	outChanges := stopOut()
-	// Every change of an opted-in pod reaches the bridge; then whatever
-	// else it decoded is counted too.
-	_ = poll.Until(ctx, 10*time.Second, func(context.Context) (bool, error) {
-		return decodedPods(t, a)-decoded0 >= float64(w.changes), nil
-	})
-	w.decoded = decodedPods(t, a) - decoded0
+	w.decoded = decodedSince(t, a, decoded0, w.changes)
 	if len(inside) == 0 {
 		w.changes = outChanges // the outside pods' own, for the count of them alone
 	}
 	return w
-}
-
-// sleepFor waits d: the length of a measurement window (nothing to poll).
-func sleepFor(t *testing.T, d time.Duration) {
-	start := time.Now()
-	if err := poll.Until(context.Background(), d+time.Minute, func(context.Context) (bool, error) {
-		return time.Since(start) >= d, nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func decodedPods(t *testing.T, a *istioaux.IstioAux) float64 {
-	v, err := cluster.Scrape(context.Background(), a.BridgeMetricsURL(), "istio_aux_bridge_pods_decoded_total")
-	if err != nil {
-		t.Fatalf("bridge metrics: %v", err)
-	}
-	return v
 }

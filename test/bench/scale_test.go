@@ -5,7 +5,6 @@ package bench
 import (
 	"context"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -19,6 +18,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/istio-aux/istio-aux/functions/proxyquit"
+	"github.com/istio-aux/istio-aux/test/bench/quitter"
 	"github.com/istio-aux/istio-aux/test/cluster"
 	"github.com/istio-aux/istio-aux/test/istioaux"
 	"github.com/istio-aux/istio-aux/test/mesh"
@@ -27,15 +27,11 @@ import (
 
 // scale submits p.jobs one-pod Jobs at once on the control plane with the
 // Job controller and kwok, twice: first to a namespace outside istio-aux's
-// opt-in whose proxies the floor quitter (reactors_test.go) quits, then to
-// an opted-in namespace where istio-aux does (webhook, bridge, dispatcher,
-// function). The ratio of the two total times says how much of the run is
-// istio-aux rather than the control plane. The floor goes first, so
-// istio-aux's run is the one that meets the larger etcd (the floor's 1,000
-// finished Jobs and pods stay): any bias of the order is against
-// istio-aux. It also reports the pod watch events per second the run
-// caused and the peak RSS of the bridge, the webhook and kube-apiserver
-// during istio-aux's run.
+// opt-in whose proxies the floor quitter (quitter.Floor) quits, then to an opted-in
+// namespace where istio-aux does. The floor goes first, so any bias of the
+// order (a larger etcd) is against istio-aux. It also reports the pod
+// watch events per second the run caused and the peak RSS of the bridge,
+// the webhook and kube-apiserver during istio-aux's run.
 func scale(t *testing.T, c *cluster.Cluster, a *istioaux.IstioAux, cs kubernetes.Interface, p params, res *results) {
 	ctx := context.Background()
 	ex, err := proxyquit.NewRemoteExecer(c.RESTConfig())
@@ -43,17 +39,17 @@ func scale(t *testing.T, c *cluster.Cluster, a *istioaux.IstioAux, cs kubernetes
 		t.Fatal(err)
 	}
 	const floorNS, ns = "bench-scale-floor", "bench-scale"
-	if err := createNamespace(ctx, cs, floorNS, false); err != nil {
+	if err := mesh.CreateNamespace(ctx, cs, floorNS, nil); err != nil {
 		t.Fatal(err)
 	}
-	stopFloor, floorErrs, err := floor(ctx, cs, ex, floorNS)
+	stopFloor, floorErrs, err := quitter.Floor(ctx, cs, ex, floorNS)
 	if err != nil {
 		t.Fatal(err)
 	}
 	fl := scaleRun(t, cs, floorNS, p)
 	stopFloor()
 
-	if err := createNamespace(ctx, cs, ns, true); err != nil {
+	if err := mesh.CreateNamespace(ctx, cs, ns, mesh.OptedIn); err != nil {
 		t.Fatal(err)
 	}
 	wpid, bpid := a.Pids()
@@ -65,16 +61,6 @@ func scale(t *testing.T, c *cluster.Cluster, a *istioaux.IstioAux, cs kubernetes
 	}
 	ours := scaleRun(t, cs, ns, p)
 
-	quits, err := c.Quits()
-	if err != nil {
-		t.Fatal(err)
-	}
-	perPod := map[string]map[string]int{floorNS: {}, ns: {}}
-	for _, q := range quits {
-		if m, ok := perPod[q.Namespace]; ok {
-			m[q.UID]++
-		}
-	}
 	for _, r := range []struct {
 		who string
 		run scaleResult
@@ -87,7 +73,8 @@ func scale(t *testing.T, c *cluster.Cluster, a *istioaux.IstioAux, cs kubernetes
 		res.add("scale", fmt.Sprintf("%s: %d Jobs at once: complete / failed", r.who, p.jobs), fmt.Sprintf("%d / %d", r.run.complete, r.run.failed), target, met)
 		res.add("scale", r.who+": submit time / total time to all complete", fmt.Sprintf("%.1f s / %.1f s", r.run.submitted.Seconds(), r.run.total.Seconds()), "", "")
 		res.add("scale", r.who+": pod watch events / s (total)", fmt.Sprintf("%.0f /s (%d)", float64(r.run.events)/r.run.total.Seconds(), r.run.events), "", "")
-		res.add("scale", r.who+": pods quit (distinct / quits)", fmt.Sprintf("%d / %d", len(perPod[r.ns]), sumValues(perPod[r.ns])), "", "")
+		pods, quits := quitCount(t, c, r.ns)
+		res.add("scale", r.who+": pods quit (distinct / quits)", fmt.Sprintf("%d / %d", pods, quits), "", "")
 	}
 	if n := floorErrs.Load(); n > 0 {
 		t.Logf("scale: the floor quitter retried %d execs", n)
@@ -130,21 +117,12 @@ func scaleRun(t *testing.T, cs kubernetes.Interface, ns string, p params) scaleR
 
 	var r scaleResult
 	start := time.Now()
-	var wg sync.WaitGroup
-	var next atomic.Int64
-	for range 16 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := int(next.Add(1) - 1); i < p.jobs; i = int(next.Add(1) - 1) {
-				if _, err := cs.BatchV1().Jobs(ns).Create(ctx, scaleJob(fmt.Sprintf("job-%05d", i)), metav1.CreateOptions{}); err != nil {
-					t.Errorf("job %d: %v", i, err)
-					return
-				}
-			}
-		}()
+	if err := parallel(p.jobs, 16, func(i int) error {
+		_, err := cs.BatchV1().Jobs(ns).Create(ctx, scaleJob(fmt.Sprintf("job-%05d", i)), metav1.CreateOptions{})
+		return err
+	}); err != nil {
+		t.Errorf("jobs in %s: %v", ns, err)
 	}
-	wg.Wait()
 	r.submitted = time.Since(start)
 	// Once a second: each look lists every Job of the run.
 	err := poll.UntilEvery(ctx, time.Second, p.scaleDeadline, func(ctx context.Context) (bool, error) {
@@ -171,14 +149,6 @@ func scaleRun(t *testing.T, cs kubernetes.Interface, ns string, p params) scaleR
 	return r
 }
 
-func sumValues(m map[string]int) int {
-	n := 0
-	for _, v := range m {
-		n += v
-	}
-	return n
-}
-
 // scaleJob is a one-pod Job whose app runs one second; the proxy is in the
 // template as Istio's injector would have put it. The bench runs no
 // injector, not istiod either (which the e2e and chaos suites use): it
@@ -188,7 +158,8 @@ func sumValues(m map[string]int) int {
 // CREATEs/s, istiod 121 → 156 MiB) would land in istio-aux's figures and
 // break the comparison with earlier runs.
 func scaleJob(name string) *batchv1.Job {
-	pod := benchPod(name, map[string]string{cluster.AnnotationRunFor: "1s"})
+	pod := benchPod(name)
+	pod.Annotations[cluster.AnnotationRunFor] = "1s"
 	return &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: batchv1.JobSpec{

@@ -64,13 +64,13 @@ func TestChaos(t *testing.T) {
 	loadBefore := loadavg()
 
 	optedIn := []string{
-		mesh.Namespace(t, env, "-a", true, map[string]string{keys.LabelEnabled: "true"}),
+		mesh.Namespace(t, env, "-a", true, mesh.OptedIn),
 		mesh.Namespace(t, env, "-b", true, map[string]string{keys.LegacyLabel: keys.LegacyLabelValue}),
 	}
 	ctl := mesh.Namespace(t, env, "-control", true, nil)
 	jobs := plan(rand.New(rand.NewPCG(seed, 1)), n, optedIn, ctl)
 	s := startStack(t, true)
-	quitsBefore := quitCount(t)
+	quitsBefore := len(quits(t))
 	start := time.Now()
 
 	// The schedule: NATS goes at a random point in the first half of the
@@ -84,9 +84,7 @@ func TestChaos(t *testing.T) {
 	defer stopChaos()
 	var outageStart time.Time // written before wg.Wait, read after
 	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
+	wg.Go(func() {
 		select {
 		case <-chaosCtx.Done():
 		case <-time.After(outageAt):
@@ -94,10 +92,9 @@ func TestChaos(t *testing.T) {
 			outageStart = time.Now()
 			s.nats.kill(outage)
 		}
-	}()
+	})
 	victims := []*component{s.bridge, s.dispatch, s.function}
-	go func() {
-		defer wg.Done()
+	wg.Go(func() {
 		for {
 			wait := 3*time.Second + time.Duration(rng.Int64N(int64(7*time.Second)))
 			victim := victims[rng.IntN(len(victims))]
@@ -109,24 +106,19 @@ func TestChaos(t *testing.T) {
 			}
 			victim.kill(down)
 		}
-	}()
+	})
 
 	tick := time.NewTicker(pace)
 	for _, j := range jobs {
 		<-tick.C
-		if _, err := env.Client().BatchV1().Jobs(j.namespace).Create(context.Background(), j.object(), metav1.CreateOptions{}); err != nil {
-			t.Fatalf("creating job %s/%s: %v", j.namespace, j.name, err)
-		}
+		mesh.CreateJob(t, env, j.namespace, j.object())
 	}
 	tick.Stop()
 	created := time.Since(start)
 	wg.Wait()
 	fmt.Fprintf(os.Stderr, "chaos: +%s all jobs created, faults over; waiting for every opted-in Job\n", time.Since(start).Round(time.Second))
 	for _, c := range s.all() {
-		if c == s.nats {
-			continue
-		}
-		if err := c.ready(context.Background(), 2*time.Minute); err != nil {
+		if err := c.waitReady(context.Background(), 2*time.Minute); err != nil {
 			t.Fatalf("%s not back after the chaos: %v", c.name, err)
 		}
 	}
@@ -172,11 +164,8 @@ func TestChaos(t *testing.T) {
 		t.Errorf("apps outside the opt-in did not finish: %v", err)
 	}
 
-	f, err := verify(context.Background(), jobs, outageStart, outageStart.Add(outage))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if q := quitCount(t) - quitsBefore; q != f.quits {
+	f := verify(t, jobs, [2]time.Time{outageStart, outageStart.Add(outage)})
+	if q := len(quits(t)) - quitsBefore; q != f.quits {
 		t.Errorf("%d quits recorded during the run, %d of them on opted-in pods: some went elsewhere", q, f.quits)
 	}
 	for _, p := range f.problems {
@@ -199,7 +188,7 @@ func TestChaos(t *testing.T) {
 		[2]string{"duplicates (proxy still up)", fmt.Sprint(f.duplicates)},
 		[2]string{"quits after proxy exited", fmt.Sprint(f.lateExec)},
 		[2]string{"untouched outside pods", fmt.Sprintf("%d/%d", f.controlPods-f.touchedControl, f.controlPods)},
-		[2]string{"app end → quit", f.latency()},
+		[2]string{"app end → quit", summary(f.latencies)},
 		[2]string{"… apps ended before the outage", phase(f.byPhase[0])},
 		[2]string{"… apps ended during it", phase(f.byPhase[1])},
 		[2]string{"… apps ended after it", phase(f.byPhase[2])},

@@ -17,7 +17,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/istio-aux/istio-aux/bridge/dispatch"
 	"github.com/istio-aux/istio-aux/bridge/transport"
@@ -42,11 +41,9 @@ const (
 // away from a quit.
 func stuckPod(t *testing.T, ns, name string) *corev1.Pod {
 	t.Helper()
-	p := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Annotations: map[string]string{cluster.AnnotationRunFor: "1s"}},
-		Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, ServiceAccountName: istio.ServiceAccount,
-			Containers: []corev1.Container{{Name: app, Image: "busybox"}}},
-	}
+	p := mesh.Pod(ns, name, "", corev1.RestartPolicyNever, corev1.Container{Name: app, Image: "busybox"})
+	p.Annotations = map[string]string{cluster.AnnotationRunFor: "1s"}
+	p.Spec.ServiceAccountName = istio.ServiceAccount
 	mesh.CreatePod(t, env, p)
 	return mesh.WaitPod(t, env, ns, name, time.Minute, func(p *corev1.Pod) bool { return mesh.Stuck(p, app) })
 }
@@ -63,6 +60,22 @@ func event(t *testing.T, p *corev1.Pod, mutate func(*cloudevents.Event)) cloudev
 	return e
 }
 
+// send delivers e to the function as a dispatcher with tokenFile would,
+// and returns the HTTP status (0 for none).
+func send(t *testing.T, url, tokenFile string, e cloudevents.Event) (int, error) {
+	t.Helper()
+	sink, err := dispatch.NewHTTPSink(url, 10*time.Second, tokenFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := sink.Send(context.Background(), e)
+	var r *cehttp.Result
+	if !cloudevents.ResultAs(res, &r) {
+		return 0, res
+	}
+	return r.StatusCode, res
+}
+
 // TestGarbage sends malformed and hostile events to the real function over
 // HTTP and through NATS to the real dispatcher, with no bridge running so
 // that only these events could cause a quit. Each must be rejected (400 or
@@ -70,25 +83,34 @@ func event(t *testing.T, p *corev1.Pod, mutate func(*cloudevents.Event)) cloudev
 // the end does cause the quit, showing the checks could fail.
 func TestGarbage(t *testing.T) {
 	s := startStack(t, false)
-	in := mesh.Namespace(t, env, "-in", true, map[string]string{keys.LabelEnabled: "true"})
+	in := mesh.Namespace(t, env, "-in", true, mesh.OptedIn)
 	out := mesh.Namespace(t, env, "-out", true, nil)
 	target := stuckPod(t, in, "target")
 	other := stuckPod(t, out, "other")
-	quits := quitCount(t)
-	fnMetrics := s.functionURL + "/metrics"
+	before := len(quits(t))
+	noQuits := func(t *testing.T, what string) {
+		t.Helper()
+		if got := len(quits(t)) - before; got != 0 {
+			t.Fatalf("%s caused %d quits", what, got)
+		}
+	}
+	fnOutcome := func(t *testing.T, outcome string) float64 {
+		return scrape(t, s.functionURL+"/metrics", fnEvents, `outcome="`+outcome+`"`)
+	}
 
 	// The slim pod keeps only the annotations istio-aux reads, so the
 	// padding goes straight into the data.
 	big := slim.Of(target)
 	big.Annotations = slim.Kept{keys.AnnotationSidecars: strings.Repeat("x", 2<<20)}
 	oversized := func(e *cloudevents.Event) { _ = e.SetData(cloudevents.ApplicationJSON, big) }
+	wrongType := func(e *cloudevents.Event) { e.SetType("com.example.pod.done") }
 	wrongUID := target.DeepCopy()
 	wrongUID.UID = "00000000-0000-0000-0000-000000000000"
 	missing := target.DeepCopy()
 	missing.Name = "no-such-pod"
 
 	t.Run("http", func(t *testing.T) {
-		invalid0 := scrape(t, fnMetrics, fnEvents, `outcome="invalid"`)
+		invalid0 := fnOutcome(t, "invalid")
 		raw := []struct {
 			name, contentType, body string
 			headers                 map[string]string
@@ -103,7 +125,6 @@ func TestGarbage(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, c := range raw {
-			name := c.name
 			req, _ := http.NewRequest(http.MethodPost, s.functionURL, strings.NewReader(c.body))
 			req.Header.Set("Content-Type", c.contentType)
 			req.Header.Set("Authorization", "Bearer "+string(token))
@@ -116,71 +137,55 @@ func TestGarbage(t *testing.T) {
 			}
 			resp.Body.Close()
 			// Any 4xx but the four Knative retries is final (dispatch.Classify).
-			if c := resp.StatusCode; c < 400 || c >= 500 || c == 404 || c == 408 || c == 409 || c == 429 {
-				t.Errorf("%s: status %d, want a 4xx that is never retried", name, c)
+			if code := resp.StatusCode; code < 400 || code >= 500 || code == 404 || code == 408 || code == 409 || code == 429 {
+				t.Errorf("%s: status %d, want a 4xx that is never retried", c.name, code)
 			}
 		}
-		sink, err := dispatch.NewHTTPSink(s.functionURL, 10*time.Second, s.token)
-		if err != nil {
-			t.Fatal(err)
-		}
-		events := []struct {
+		rejected := len(raw)
+		for _, c := range []struct {
 			name  string
 			event cloudevents.Event
 			code  int
 		}{
-			{"wrong type", event(t, target, func(e *cloudevents.Event) { e.SetType("com.example.pod.done") }), 400},
+			{"wrong type", event(t, target, wrongType), 400},
 			// Refused before it is read: the body is over the function's bound.
 			{"oversized", event(t, target, oversized), 413},
 			{"data is a ConfigMap", event(t, target, func(e *cloudevents.Event) {
 				_ = e.SetData(cloudevents.ApplicationJSON, map[string]any{"kind": "ConfigMap",
 					"metadata": map[string]string{"name": target.Name, "namespace": in, "uid": string(target.UID)}})
 			}), 400},
-			{"subject names a pod elsewhere", event(t, target, func(e *cloudevents.Event) {
-				e.SetSubject(podevent.Subject(out, other.Name))
-			}), 400},
+			{"subject names a pod elsewhere", event(t, target, func(e *cloudevents.Event) { e.SetSubject(podevent.Subject(out, other.Name)) }), 400},
 			{"namespace extension elsewhere", event(t, target, func(e *cloudevents.Event) { e.SetExtension(podevent.ExtNamespace, out) }), 400},
 			{"pod in a namespace not opted in", event(t, other, nil), 200},
 			{"wrong uid", event(t, wrongUID, nil), 200},
 			{"pod that does not exist", event(t, missing, nil), 200},
-		}
-		rejected := len(raw)
-		for _, c := range events {
-			res := sink.Send(context.Background(), c.event)
-			var r *cehttp.Result
-			if !cloudevents.ResultAs(res, &r) {
-				t.Errorf("%s: no HTTP result: %v", c.name, res)
-				continue
-			}
-			if r.StatusCode != c.code {
-				t.Errorf("%s: status %d, want %d (%v)", c.name, r.StatusCode, c.code, res)
+		} {
+			if code, res := send(t, s.functionURL, s.token, c.event); code != c.code {
+				t.Errorf("%s: status %d, want %d (%v)", c.name, code, c.code, res)
 			}
 			if c.code >= 400 {
 				rejected++
 			}
 		}
 		// Every rejection is counted, undecodable requests included.
-		if got := scrape(t, fnMetrics, fnEvents, `outcome="invalid"`) - invalid0; got != float64(rejected) {
+		if got := fnOutcome(t, "invalid") - invalid0; got != float64(rejected) {
 			t.Errorf("invalid events counted %v, want %d", got, rejected)
 		}
 		for _, outcome := range []string{"not_opted_in", "uid_mismatch", "gone"} {
-			if scrape(t, fnMetrics, fnEvents, `outcome="`+outcome+`"`) < 1 {
+			if fnOutcome(t, outcome) < 1 {
 				t.Errorf("no %s event counted", outcome)
 			}
 		}
-		if scrape(t, fnMetrics, fnEvents, `type="other"`) < 1 {
+		if scrape(t, s.functionURL+"/metrics", fnEvents, `type="other"`) < 1 {
 			t.Error("the wrong type was not counted as type=other")
 		}
-		if got := quitCount(t); got != quits {
-			t.Fatalf("garbage over HTTP caused %d quits", got-quits)
-		}
+		noQuits(t, "garbage over HTTP")
 	})
 
 	// A valid event for the target, from callers that may not deliver:
 	// anything in the cluster that reaches the function's pod IP.
 	t.Run("callers", func(t *testing.T) {
-		unauth0 := scrape(t, fnMetrics, fnEvents, `outcome="unauthenticated"`)
-		forbidden0 := scrape(t, fnMetrics, fnEvents, `outcome="forbidden"`)
+		unauth0, forbidden0 := fnOutcome(t, "unauthenticated"), fnOutcome(t, "forbidden")
 		stranger, err := istioaux.Token(context.Background(), env.Client(), in, "default", proxyquit.DefaultAudience, t.TempDir())
 		if err != nil {
 			t.Fatal(err)
@@ -202,24 +207,17 @@ func TestGarbage(t *testing.T) {
 			{"the bridge's token for the API server's audience", wrongAudience, 401},
 			{"another ServiceAccount's token for the function", stranger, 403},
 		} {
-			sink, err := dispatch.NewHTTPSink(s.functionURL, 10*time.Second, c.tokenFile)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var r *cehttp.Result
-			if res := sink.Send(context.Background(), event(t, target, nil)); !cloudevents.ResultAs(res, &r) || r.StatusCode != c.code {
+			if code, res := send(t, s.functionURL, c.tokenFile, event(t, target, nil)); code != c.code {
 				t.Errorf("%s: %v, want %d", c.name, res, c.code)
 			}
 		}
-		if got := scrape(t, fnMetrics, fnEvents, `outcome="unauthenticated"`) - unauth0; got != 3 {
+		if got := fnOutcome(t, "unauthenticated") - unauth0; got != 3 {
 			t.Errorf("%v unauthenticated callers counted, want 3", got)
 		}
-		if got := scrape(t, fnMetrics, fnEvents, `outcome="forbidden"`) - forbidden0; got != 1 {
+		if got := fnOutcome(t, "forbidden") - forbidden0; got != 1 {
 			t.Errorf("%v forbidden callers counted, want 1", got)
 		}
-		if got := quitCount(t); got != quits {
-			t.Fatalf("callers without the dispatcher's token caused %d quits", got-quits)
-		}
+		noQuits(t, "callers without the dispatcher's token")
 	})
 
 	t.Run("nats", func(t *testing.T) {
@@ -234,9 +232,9 @@ func TestGarbage(t *testing.T) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
-		decode0 := scrape(t, s.dispatchMetrics, dispPoison, `reason="decode"`)
-		rejected0 := scrape(t, s.dispatchMetrics, dispPoison, `reason="rejected"`)
-		ok0 := scrape(t, s.dispatchMetrics, "istio_aux_dispatch_delivered_total", `class="2xx"`)
+		dispatched := func(name, label string) float64 { return scrape(t, s.dispatchMetrics, name, label) }
+		decode0, rejected0 := dispatched(dispPoison, `reason="decode"`), dispatched(dispPoison, `reason="rejected"`)
+		ok0 := dispatched("istio_aux_dispatch_delivered_total", `class="2xx"`)
 		// Each on a subject of its own: the stream keeps one message per
 		// subject, and every one of them must reach the dispatcher.
 		n := 0
@@ -258,15 +256,9 @@ func TestGarbage(t *testing.T) {
 		}
 		for name, msg := range map[string]*nats.Msg{
 			"no headers":  {Data: []byte("\x00\xffgarbage")},
-			"wrong type":  encoded(event(t, target, func(e *cloudevents.Event) { e.SetType("com.example.pod.done") })),
+			"wrong type":  encoded(event(t, target, wrongType)),
 			"broken data": encoded(event(t, target, func(e *cloudevents.Event) { e.DataEncoded = []byte(`{"metadata":`) })),
-		} {
-			if err := publish(name, msg); err != nil {
-				t.Fatal(err)
-			}
-		}
-		// Published on garbage-in's subject, naming a pod elsewhere.
-		for name, msg := range map[string]*nats.Msg{
+			// On garbage-in's subject, naming a pod elsewhere.
 			"pod in a namespace not opted in": encoded(event(t, other, nil)),
 			"wrong uid":                       encoded(event(t, wrongUID, nil)),
 		} {
@@ -289,15 +281,13 @@ func TestGarbage(t *testing.T) {
 			return info.NumPending == 0 && info.NumAckPending == 0 &&
 				// The dispatcher reads only the envelope: a wrong type and broken
 				// data reach the function, which refuses them (400).
-				scrape(t, s.dispatchMetrics, dispPoison, `reason="decode"`)-decode0 == 1 &&
-				scrape(t, s.dispatchMetrics, dispPoison, `reason="rejected"`)-rejected0 == 2 &&
-				scrape(t, s.dispatchMetrics, "istio_aux_dispatch_delivered_total", `class="2xx"`)-ok0 == 2, nil
+				dispatched(dispPoison, `reason="decode"`)-decode0 == 1 &&
+				dispatched(dispPoison, `reason="rejected"`)-rejected0 == 2 &&
+				dispatched("istio_aux_dispatch_delivered_total", `class="2xx"`)-ok0 == 2, nil
 		}); err != nil {
 			t.Fatalf("dispatcher did not settle the garbage (1 undecodable, 2 refused by the function, 2 acked): %v", err)
 		}
-		if got := quitCount(t); got != quits {
-			t.Fatalf("garbage through NATS caused %d quits", got-quits)
-		}
+		noQuits(t, "garbage through NATS")
 
 		// The positive control: the same pipeline quits the target for one
 		// valid event, so the silence above was not a broken pipeline.
@@ -305,12 +295,12 @@ func TestGarbage(t *testing.T) {
 			t.Fatal(err)
 		}
 		if err := poll.Until(ctx, time.Minute, func(ctx context.Context) (bool, error) {
-			return len(quitsByUID(t)[string(target.UID)]) == 1, nil
+			return len(byUID(quits(t))[string(target.UID)]) == 1, nil
 		}); err != nil {
 			t.Fatalf("a valid event did not quit the target: %v", err)
 		}
-		if got := quitCount(t); got != quits+1 {
-			t.Errorf("%d quits after the valid event, want exactly 1", got-quits)
+		if got := len(quits(t)) - before; got != 1 {
+			t.Errorf("%d quits after the valid event, want exactly 1", got)
 		}
 	})
 }

@@ -5,8 +5,9 @@ package chaos
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
-	"sort"
+	"testing"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -17,6 +18,7 @@ import (
 	"github.com/istio-aux/istio-aux/pkg/keys"
 	"github.com/istio-aux/istio-aux/test/cluster"
 	"github.com/istio-aux/istio-aux/test/istio"
+	"github.com/istio-aux/istio-aux/test/istioaux"
 	"github.com/istio-aux/istio-aux/test/mesh"
 )
 
@@ -129,11 +131,9 @@ func finished(ctx context.Context, jobs []testJob) (int, error) {
 	return n, nil
 }
 
-// latency summarises how long pods waited for their quit after their app
-// ended: median, 99th percentile and maximum (a long tail is retries with
+// summary is how long pods waited for their quit after their app ended:
+// median, 99th percentile and maximum (a long tail is retries with
 // back-off, or the bridge's resync for an event that ran out of them).
-func (f *findings) latency() string { return summary(f.latencies) }
-
 func summary(latencies []time.Duration) string {
 	l := slices.Clone(latencies)
 	if len(l) == 0 {
@@ -149,21 +149,16 @@ func namespaces(jobs []testJob) []string {
 	for _, j := range jobs {
 		set[j.namespace] = true
 	}
-	var out []string
-	for ns := range set {
-		out = append(out, ns)
-	}
-	sort.Strings(out)
-	return out
+	return slices.Sorted(maps.Keys(set))
 }
 
 // findings is what verify saw; problems make the test fail.
 type findings struct {
-	jobs, optedInPods, controlPods int
-	quits, duplicates              int
-	early, lateExec, neverQuit     int
-	touchedControl, wrongOutcome   int
-	latencies                      []time.Duration // app finished → first quit (second precision)
+	optedInPods, controlPods     int
+	quits, duplicates            int
+	early, lateExec, neverQuit   int
+	touchedControl, wrongOutcome int
+	latencies                    []time.Duration // app finished → first quit (second precision)
 	// byPhase splits latencies by when the app finished: before the NATS
 	// outage (outage: its start and end, when set), during it, or after.
 	outage   [2]time.Time
@@ -183,54 +178,42 @@ func (f *findings) problem(format string, args ...any) {
 //   - each opted-in pod was quit at least once, never before its app's
 //     final attempt ended, and never again after istio-proxy had exited;
 //   - no pod outside the opt-in was quit or mutated, and its proxy runs.
-func verify(ctx context.Context, jobs []testJob, outage ...time.Time) (*findings, error) {
-	f := &findings{jobs: len(jobs)}
-	if len(outage) == 2 {
-		f.outage = [2]time.Time{outage[0], outage[1]}
-	}
-	quits, err := env.Quits()
-	if err != nil {
-		return nil, err
-	}
-	byUID := map[string][]cluster.Quit{}
-	for _, q := range quits {
-		byUID[q.UID] = append(byUID[q.UID], q)
-	}
+func verify(t *testing.T, jobs []testJob, outage [2]time.Time) *findings {
+	t.Helper()
+	f := &findings{outage: outage}
+	byPod := byUID(quits(t))
 	for _, j := range jobs {
-		job, err := env.Client().BatchV1().Jobs(j.namespace).Get(ctx, j.name, metav1.GetOptions{})
+		job, err := env.Client().BatchV1().Jobs(j.namespace).Get(context.Background(), j.name, metav1.GetOptions{})
 		if err != nil {
-			return nil, err
+			t.Fatal(err)
 		}
 		if got := jobCondition(job); got != j.kind.want() {
 			f.wrongOutcome++
 			f.problem("job %s/%s (%s): condition %q, want %q", j.namespace, j.name, j.kind, got, j.kind.want())
 		}
-		pods, err := mesh.JobPods(ctx, env.Client(), j.namespace, j.name)
-		if err != nil {
-			return nil, err
-		}
+		pods := mesh.Pods(t, env, j.namespace, j.name)
 		if len(pods) != 1 {
 			f.problem("job %s/%s: %d pods, want 1", j.namespace, j.name, len(pods))
 		}
 		for i := range pods {
-			verifyPod(f, j.kind, &pods[i], byUID[string(pods[i].UID)])
+			verifyPod(f, j.kind, &pods[i], byPod[string(pods[i].UID)])
 		}
 	}
-	return f, nil
+	return f
 }
 
 func verifyPod(f *findings, k kind, p *corev1.Pod, quits []cluster.Quit) {
 	id := p.Namespace + "/" + p.Name + " (" + k.String() + ")"
-	a, proxy := cluster.ContainerStatus(p, app), cluster.ContainerStatus(p, "istio-proxy")
+	a, proxy := cluster.ContainerStatus(p, app), cluster.ContainerStatus(p, keys.ProxyContainer)
 	if !k.optedIn() {
 		f.controlPods++
 		if len(quits) > 0 {
 			f.touchedControl++
 			f.problem("%s: quit %d times though not opted in", id, len(quits))
 		}
-		if k == control && p.Annotations["proxy.istio.io/config"] != "" {
+		if k == control && istioaux.HasHold(p) {
 			f.touchedControl++
-			f.problem("%s: mutated by the webhook: %q", id, p.Annotations["proxy.istio.io/config"])
+			f.problem("%s: mutated by the webhook: %q", id, p.Annotations[keys.AnnotationProxyConfig])
 		}
 		if !mesh.Stuck(p, app) {
 			f.problem("%s: want app done and istio-proxy running, got phase %s", id, p.Status.Phase)

@@ -6,7 +6,7 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net/http"
+	"net"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -23,12 +23,9 @@ import (
 // crashed by itself, after the chosen delay when chaos killed it). Ports
 // stay the same across restarts, as a Service's would.
 type component struct {
-	name   string
-	bin    string
-	env    []string
-	args   []string
-	health string // URL answering 200 once the process is ready; "" none
-	log    io.Writer
+	name, bin string
+	env, args []string
+	ready     func(context.Context) error // nil once it serves
 
 	mu      sync.Mutex
 	proc    *cluster.Process
@@ -40,55 +37,52 @@ type component struct {
 }
 
 func (c *component) start() error {
-	p, err := cluster.StartProcess(c.name, c.log, c.env, c.bin, c.args...)
+	p, err := cluster.StartProcess(c.name, logOut, c.env, c.bin, c.args...)
 	if err != nil {
 		return err
 	}
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	c.proc = p
 	c.starts++
-	c.mu.Unlock()
 	return nil
 }
 
+func (c *component) current() *cluster.Process {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.proc
+}
+
 // supervise restarts c until ctx is done, then stops it gracefully.
-func (c *component) supervise(ctx context.Context, wg *sync.WaitGroup) {
-	defer wg.Done()
-	t := time.NewTicker(50 * time.Millisecond)
-	defer t.Stop()
+func (c *component) supervise(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
-			c.mu.Lock()
-			p := c.proc
-			c.mu.Unlock()
-			_ = p.Stop()
+			_ = c.current().Stop()
 			return
-		case <-t.C:
+		case <-time.After(50 * time.Millisecond):
+		}
+		dead, err := c.current().Exited()
+		if !dead {
+			continue
 		}
 		c.mu.Lock()
-		p := c.proc
+		delay := c.delay
+		if !c.killed {
+			c.crashes++
+			delay = time.Second // a kubelet's first crash back-off is 10 s; we are in a hurry
+			fmt.Fprintf(logOut, "chaos| %s crashed (%v); restarting in %s\n", c.name, err, delay)
+		}
+		c.killed, c.delay = false, 0
 		c.mu.Unlock()
-		if dead, err := p.Exited(); !dead {
-			continue
-		} else {
-			c.mu.Lock()
-			delay := c.delay
-			if !c.killed {
-				c.crashes++
-				delay = time.Second // a kubelet's first crash back-off is 10 s; we are in a hurry
-				fmt.Fprintf(c.log, "chaos| %s crashed (%v); restarting in %s\n", c.name, err, delay)
-			}
-			c.killed, c.delay = false, 0
-			c.mu.Unlock()
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(delay):
-			}
-			if err := c.start(); err != nil {
-				fmt.Fprintf(c.log, "chaos| restarting %s: %v\n", c.name, err)
-			}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(delay):
+		}
+		if err := c.start(); err != nil {
+			fmt.Fprintf(logOut, "chaos| restarting %s: %v\n", c.name, err)
 		}
 	}
 }
@@ -100,20 +94,14 @@ func (c *component) kill(delay time.Duration) {
 	c.killed, c.delay = true, delay
 	c.kills++
 	c.mu.Unlock()
-	fmt.Fprintf(c.log, "chaos| SIGKILL %s, restart in %s\n", c.name, delay)
+	fmt.Fprintf(logOut, "chaos| SIGKILL %s, restart in %s\n", c.name, delay)
 	_ = p.Kill()
 }
 
-// ready polls c's health URL.
-func (c *component) ready(ctx context.Context, timeout time.Duration) error {
+func (c *component) waitReady(ctx context.Context, timeout time.Duration) error {
 	return poll.Until(ctx, timeout, func(ctx context.Context) (bool, error) {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, c.health, nil)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return false, err
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK, nil
+		err := c.ready(ctx)
+		return err == nil, err
 	})
 }
 
@@ -127,12 +115,9 @@ func (c *component) counts() (kills, crashes, starts int) {
 // stack is istio-aux split into processes: NATS, bridge, dispatcher,
 // function. The bridge is optional (the garbage test feeds NATS itself).
 type stack struct {
-	nats, bridge, dispatch, function *component
-	natsURL, functionURL             string
-	token                            string // the file holding the dispatcher's token
-	dispatchMetrics                  string
-	cancel                           context.CancelFunc
-	wg                               sync.WaitGroup
+	nats, bridge, dispatch, function      *component
+	natsURL, functionURL, dispatchMetrics string
+	token                                 string // the file holding the dispatcher's token
 }
 
 // all is every component that runs, in start order.
@@ -146,85 +131,111 @@ func (s *stack) all() []*component {
 	return out
 }
 
-func freePort(t *testing.T) string {
-	t.Helper()
-	p, err := cluster.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return strconv.Itoa(p)
-}
-
 // startStack starts NATS, the function, the dispatcher and (withBridge)
 // the bridge as supervised processes, waits until each is ready, and stops
 // them all when the test ends.
 func startStack(t *testing.T, withBridge bool) *stack {
 	t.Helper()
 	dir := t.TempDir()
-	natsPort, fnPort, dispMetrics, bridgeMetrics := freePort(t), freePort(t), freePort(t), freePort(t)
+	ports, err := cluster.FreePorts(4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := func(i int) string { return "127.0.0.1:" + strconv.Itoa(ports[i]) }
 	token, err := istioaux.CallerToken(context.Background(), env.Client(), dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &stack{
-		token:           token,
-		natsURL:         "nats://127.0.0.1:" + natsPort,
-		functionURL:     "http://127.0.0.1:" + fnPort,
-		dispatchMetrics: "http://127.0.0.1:" + dispMetrics + "/metrics",
-	}
-	s.nats = &component{name: "nats", log: logOut,
-		bin:    istioaux.MustBuild(t, "github.com/nats-io/nats-server/v2", "nats-server"),
-		args:   []string{"-a", "127.0.0.1", "-p", natsPort, "-js", "-sd", filepath.Join(dir, "jetstream"), "-n", "istio-aux-chaos"},
-		health: "",
-	}
-	s.function = &component{name: "function", log: logOut,
-		bin:    istioaux.MustBuild(t, "./functions/proxyquit/cmd/proxyquit", "proxyquit"),
-		env:    []string{"KUBECONFIG=" + env.Kubeconfig(), "PORT=" + fnPort},
-		health: s.functionURL + "/healthz",
-	}
 	// The function listens on ":PORT"; tests reach it on loopback only.
+	s := &stack{token: token, natsURL: "nats://" + addr(0), functionURL: "http://" + addr(1),
+		dispatchMetrics: "http://" + addr(2) + "/metrics"}
+	s.nats = &component{name: "nats", bin: istioaux.MustBuild(t, "github.com/nats-io/nats-server/v2", "nats-server"),
+		args: []string{"-a", "127.0.0.1", "-p", strconv.Itoa(ports[0]), "-js", "-sd", filepath.Join(dir, "jetstream"), "-n", "istio-aux-chaos"},
+		ready: func(ctx context.Context) error {
+			conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr(0))
+			if err == nil {
+				conn.Close()
+			}
+			return err
+		},
+	}
+	s.function = &component{name: "function", bin: istioaux.MustBuild(t, "./functions/proxyquit/cmd/proxyquit", "proxyquit"),
+		env:   []string{"KUBECONFIG=" + env.Kubeconfig(), "PORT=" + strconv.Itoa(ports[1])},
+		ready: getOK(s.functionURL + "/healthz"),
+	}
 	bridgeBin := istioaux.MustBuild(t, "./bridge/cmd/bridge", "bridge")
 	common := []string{"KUBECONFIG=" + env.Kubeconfig(), "NATS_URL=" + s.natsURL,
 		"POD_NAMESPACE=" + istioaux.SystemNamespace, "SYSTEM_NAMESPACE=" + istioaux.SystemNamespace}
-	s.dispatch = &component{name: "dispatch", log: logOut, bin: bridgeBin,
+	s.dispatch = &component{name: "dispatch", bin: bridgeBin,
 		env: append([]string{"ISTIO_AUX_ROLE=dispatch", "K_SINK=" + s.functionURL, "ISTIO_AUX_SINK_TOKEN_FILE=" + token,
-			"METRICS_ADDR=127.0.0.1:" + dispMetrics}, common...),
-		health: "http://127.0.0.1:" + dispMetrics + "/readyz",
+			"METRICS_ADDR=" + addr(2)}, common...),
+		ready: getOK("http://" + addr(2) + "/readyz"),
 	}
 	if withBridge {
-		s.bridge = &component{name: "bridge", log: logOut, bin: bridgeBin,
-			env:    append([]string{"ISTIO_AUX_ROLE=bridge", "METRICS_ADDR=127.0.0.1:" + bridgeMetrics}, common...),
-			health: "http://127.0.0.1:" + bridgeMetrics + "/readyz",
+		s.bridge = &component{name: "bridge", bin: bridgeBin,
+			env:   append([]string{"ISTIO_AUX_ROLE=bridge", "METRICS_ADDR=" + addr(3)}, common...),
+			ready: getOK("http://" + addr(3) + "/readyz"),
 		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s.cancel = cancel
-	t.Cleanup(s.stop)
+	var wg sync.WaitGroup
+	t.Cleanup(func() {
+		cancel()
+		wg.Wait()
+	})
 	for _, c := range s.all() {
 		if err := c.start(); err != nil {
 			t.Fatal(err)
 		}
-		s.wg.Add(1)
-		go c.supervise(ctx, &s.wg)
-		if c == s.nats {
-			if err := waitTCP(ctx, "127.0.0.1:"+natsPort, 30*time.Second); err != nil {
-				t.Fatalf("nats-server: %v", err)
-			}
-			continue
-		}
-		if err := c.ready(ctx, 60*time.Second); err != nil {
+		wg.Go(func() { c.supervise(ctx) })
+		if err := c.waitReady(ctx, time.Minute); err != nil {
 			t.Fatalf("%s not ready: %v", c.name, err)
 		}
 	}
 	return s
 }
 
-// stop ends supervision and stops every process (bridge first, NATS last).
-func (s *stack) stop() {
-	if s.cancel == nil {
-		return
+func getOK(url string) func(context.Context) error {
+	return func(ctx context.Context) error { return cluster.GetOK(ctx, url) }
+}
+
+// quits is the stub pilot-agent's record.
+func quits(t *testing.T) []cluster.Quit {
+	t.Helper()
+	all, err := env.Quits()
+	if err != nil {
+		t.Fatal(err)
 	}
-	s.cancel()
-	s.wg.Wait()
-	s.cancel = nil
+	return all
+}
+
+func byUID(quits []cluster.Quit) map[string][]cluster.Quit {
+	out := map[string][]cluster.Quit{}
+	for _, q := range quits {
+		out[q.UID] = append(out[q.UID], q)
+	}
+	return out
+}
+
+// scrape sums the samples of metric name whose labels include every
+// `key="value"` given; 0 when there are none.
+func scrape(t *testing.T, url, name string, labels ...string) float64 {
+	t.Helper()
+	sum, err := cluster.Scrape(context.Background(), url, name, labels...)
+	if err != nil {
+		t.Fatalf("scraping %s: %v", url, err)
+	}
+	return sum
+}
+
+// table prints rows of two columns, aligned.
+func table(w io.Writer, title string, rows [][2]string) {
+	width := 0
+	for _, r := range rows {
+		width = max(width, len(r[0]))
+	}
+	fmt.Fprintf(w, "--- %s ---\n", title)
+	for _, r := range rows {
+		fmt.Fprintf(w, "%-*s  %s\n", width, r[0], r[1])
+	}
 }

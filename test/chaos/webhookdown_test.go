@@ -16,6 +16,7 @@ import (
 	"github.com/istio-aux/istio-aux/pkg/keys"
 	"github.com/istio-aux/istio-aux/test/cluster"
 	"github.com/istio-aux/istio-aux/test/istio"
+	"github.com/istio-aux/istio-aux/test/istioaux"
 	"github.com/istio-aux/istio-aux/test/mesh"
 	"github.com/istio-aux/istio-aux/test/poll"
 )
@@ -33,15 +34,13 @@ func TestWebhookDown(t *testing.T) {
 		t.Log(err)
 	}
 	startStack(t, true)
-	ns := mesh.Namespace(t, env, "", true, map[string]string{keys.LabelEnabled: "true"})
+	ns := mesh.Namespace(t, env, "", true, mesh.OptedIn)
 	other := mesh.Namespace(t, env, "-not-opted-in", true, nil)
 
 	// A pod create now calls a webhook that refuses connections.
 	probe := func(ns string) (*corev1.Pod, time.Duration, error) {
-		pod := &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: ns},
-			Spec:       corev1.PodSpec{ServiceAccountName: istio.ServiceAccount, Containers: []corev1.Container{{Name: app, Image: "busybox"}}},
-		}
+		pod := mesh.Pod(ns, "probe", "", "", corev1.Container{Name: app, Image: "busybox"})
+		pod.Spec.ServiceAccountName = istio.ServiceAccount
 		start := time.Now()
 		created, err := env.Client().CoreV1().Pods(ns).Create(context.Background(), pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		return created, time.Since(start), err
@@ -53,28 +52,20 @@ func TestWebhookDown(t *testing.T) {
 	if err != nil {
 		t.Fatalf("a pod outside the opt-in, with the webhook down: %v", err)
 	}
-	if v, ok := created.Annotations["proxy.istio.io/config"]; ok {
+	if v, ok := created.Annotations[keys.AnnotationProxyConfig]; ok {
 		t.Fatalf("a pod outside the opt-in was mutated: %q", v)
 	}
 
 	var jobs []testJob
 	for i := range 6 {
 		j := testJob{kind: kind(i % 3), namespace: ns, name: fmt.Sprintf("down-%d", i), runFor: 1 + i%2}
-		if _, err := env.Client().BatchV1().Jobs(ns).Create(context.Background(), j.object(), metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		mesh.CreateJob(t, env, ns, j.object())
 		jobs = append(jobs, j)
 	}
 	// The Job controller tries, and is refused, while the webhook is down.
-	if err := poll.Until(context.Background(), time.Minute, func(ctx context.Context) (bool, error) {
-		evs, err := env.Client().CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason=FailedCreate"})
-		return err == nil && len(evs.Items) > 0, err
-	}); err != nil {
-		t.Fatalf("no FailedCreate Event from the Job controller: %v", err)
-	}
-	pods, err := env.Client().CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{})
-	if err != nil || len(pods.Items) > 0 {
-		t.Fatalf("%d pods created with the webhook down (%v)", len(pods.Items), err)
+	mesh.WaitEvent(t, env, ns, jobs[0].name, "FailedCreate")
+	if pods := podsIn(t, ns); len(pods) > 0 {
+		t.Fatalf("%d pods created with the webhook down", len(pods))
 	}
 	down := time.Now()
 	if err := aux.StartWebhook(context.Background()); err != nil {
@@ -87,22 +78,15 @@ func TestWebhookDown(t *testing.T) {
 	}); err != nil {
 		t.Fatalf("jobs not finished once the webhook was back: %v", err)
 	}
-	f, err := verify(context.Background(), jobs)
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := verify(t, jobs, [2]time.Time{})
 	for _, p := range f.problems {
 		t.Error(p)
 	}
-	pods, err = env.Client().CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range pods.Items {
-		if _, ok := p.Annotations["proxy.istio.io/config"]; !ok {
+	for _, p := range podsIn(t, ns) {
+		if !istioaux.HasHold(&p) {
 			t.Errorf("%s: no hold annotation: let in while the webhook was down", p.Name)
 		}
-		if cluster.ContainerStatus(&p, "istio-proxy").Name == "" {
+		if cluster.ContainerStatus(&p, keys.ProxyContainer).Name == "" {
 			t.Errorf("%s: no istio-proxy; the injector did not run", p.Name)
 		}
 	}
@@ -112,4 +96,13 @@ func TestWebhookDown(t *testing.T) {
 		{"jobs finished as designed", fmt.Sprintf("%d/%d", len(jobs)-f.wrongOutcome, len(jobs))},
 		{"quits", fmt.Sprintf("%d for %d pods (early %d, never %d)", f.quits, f.optedInPods, f.early, f.neverQuit)},
 	})
+}
+
+func podsIn(t *testing.T, ns string) []corev1.Pod {
+	t.Helper()
+	l, err := env.Client().CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l.Items
 }

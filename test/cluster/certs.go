@@ -34,15 +34,12 @@ func NewCA(name string) (*CA, error) {
 	if err != nil {
 		return nil, fmt.Errorf("generating CA key: %w", err)
 	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          serial(),
+	tmpl := stamp(&x509.Certificate{
 		Subject:               pkix.Name{CommonName: name},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(validity),
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
 		BasicConstraintsValid: true,
 		IsCA:                  true,
-	}
+	})
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
 		return nil, fmt.Errorf("signing CA: %w", err)
@@ -54,36 +51,25 @@ func NewCA(name string) (*CA, error) {
 	return &CA{Cert: cert, Key: key, CertPEM: pemBlock("CERTIFICATE", der)}, nil
 }
 
-// KeyPEM is the CA's private key as PEM, for a controller manager that
-// signs certificate requests with it.
-func (ca *CA) KeyPEM() ([]byte, error) {
-	der, err := x509.MarshalECPrivateKey(ca.Key)
-	if err != nil {
-		return nil, err
-	}
-	return pemBlock("EC PRIVATE KEY", der), nil
+// stamp gives tmpl a serial number and the test validity.
+func stamp(tmpl *x509.Certificate) *x509.Certificate {
+	n, _ := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
+	tmpl.SerialNumber, tmpl.NotBefore, tmpl.NotAfter = n, time.Now().Add(-time.Hour), time.Now().Add(validity)
+	return tmpl
 }
 
-// Serving issues a server certificate for 127.0.0.1, ::1, localhost and the
-// given DNS names. It returns the certificate and key as PEM.
-func (ca *CA) Serving(dnsNames ...string) (certPEM, keyPEM []byte, err error) {
+// Issue signs a certificate for a new P-256 key with the subject, usages
+// and names of tmpl (its serial number and validity are set here), and
+// returns the certificate and the key as PEM.
+func (ca *CA) Issue(tmpl *x509.Certificate) (certPEM, keyPEM []byte, err error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		return nil, nil, fmt.Errorf("generating serving key: %w", err)
+		return nil, nil, err
 	}
-	tmpl := &x509.Certificate{
-		SerialNumber: serial(),
-		Subject:      pkix.Name{CommonName: "127.0.0.1"},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(validity),
-		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
-		DNSNames:     append([]string{"localhost"}, dnsNames...),
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, &key.PublicKey, ca.Key)
+	tmpl.KeyUsage = x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment
+	der, err := x509.CreateCertificate(rand.Reader, stamp(tmpl), ca.Cert, &key.PublicKey, ca.Key)
 	if err != nil {
-		return nil, nil, fmt.Errorf("signing serving certificate: %w", err)
+		return nil, nil, fmt.Errorf("signing the certificate of %s: %w", tmpl.Subject, err)
 	}
 	keyDER, err := x509.MarshalECPrivateKey(key)
 	if err != nil {
@@ -92,37 +78,35 @@ func (ca *CA) Serving(dnsNames ...string) (certPEM, keyPEM []byte, err error) {
 	return pemBlock("CERTIFICATE", der), pemBlock("EC PRIVATE KEY", keyDER), nil
 }
 
+// Serving issues a server certificate for 127.0.0.1, ::1, localhost and the
+// given DNS names. It returns the certificate and key as PEM.
+func (ca *CA) Serving(dnsNames ...string) (certPEM, keyPEM []byte, err error) {
+	return ca.Issue(&x509.Certificate{
+		Subject:     pkix.Name{CommonName: "127.0.0.1"},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
+		DNSNames:    append([]string{"localhost"}, dnsNames...),
+	})
+}
+
 // IssueCert issues a certificate from the cluster's CA for cn with the
 // given organizations (groups, for a client), IP and DNS names, for server
 // or client use, and writes the certificate and key as PEM to
 // Dir()/name.crt and Dir()/name.key.
 func (c *Cluster) IssueCert(name, cn string, orgs []string, ips []net.IP, dns []string, usage x509.ExtKeyUsage) error {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	cert, key, err := c.ca.Issue(&x509.Certificate{
+		Subject:     pkix.Name{CommonName: cn, Organization: orgs},
+		ExtKeyUsage: []x509.ExtKeyUsage{usage},
+		IPAddresses: ips,
+		DNSNames:    dns,
+	})
 	if err != nil {
 		return err
 	}
-	tmpl := &x509.Certificate{
-		SerialNumber: serial(),
-		Subject:      pkix.Name{CommonName: cn, Organization: orgs},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(validity),
-		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
-		ExtKeyUsage:  []x509.ExtKeyUsage{usage},
-		IPAddresses:  ips,
-		DNSNames:     dns,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, c.ca.Cert, &key.PublicKey, c.ca.Key)
-	if err != nil {
-		return fmt.Errorf("signing %s certificate: %w", name, err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
+	if err := os.WriteFile(c.path(name+".crt"), cert, 0o600); err != nil {
 		return err
 	}
-	if err := os.WriteFile(c.path(name+".crt"), pemBlock("CERTIFICATE", der), 0o600); err != nil {
-		return err
-	}
-	return os.WriteFile(c.path(name+".key"), pemBlock("EC PRIVATE KEY", keyDER), 0o600)
+	return os.WriteFile(c.path(name+".key"), key, 0o600)
 }
 
 // serviceAccountKey is the RSA key pair the apiserver signs and verifies
@@ -137,11 +121,6 @@ func serviceAccountKey() (privPEM, pubPEM []byte, err error) {
 		return nil, nil, err
 	}
 	return pemBlock("RSA PRIVATE KEY", x509.MarshalPKCS1PrivateKey(key)), pemBlock("PUBLIC KEY", pub), nil
-}
-
-func serial() *big.Int {
-	n, _ := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
-	return n
 }
 
 func pemBlock(typ string, der []byte) []byte {

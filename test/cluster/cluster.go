@@ -75,12 +75,13 @@ type Cluster struct {
 	rest       *rest.Config
 	client     kubernetes.Interface
 	ca         *CA
+	etcdURL    string
 
 	cancel context.CancelFunc // stops the harness's own clients
 	wg     sync.WaitGroup
 
 	mu    sync.Mutex
-	procs []*process // in start order; stopped in reverse
+	procs []*Process // in start order; stopped in reverse
 	quits string     // the stub pilot-agent's record file
 }
 
@@ -146,32 +147,18 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 			return nil, fmt.Errorf("%s missing in %s (run hack/build-k8s.sh): %w", b, c.binDir, err)
 		}
 	}
-	etcdURL, err := c.startEtcd(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if err := c.startAPIServer(ctx, etcdURL); err != nil {
-		return nil, err
-	}
-	hctx, cancel := context.WithCancel(context.Background())
-	c.cancel = cancel
+	steps := []func(context.Context) error{c.startEtcd, c.startAPIServer}
 	if c.opts.ControllerManager {
-		if err := c.startControllerManager(ctx); err != nil {
-			return nil, err
-		}
+		steps = append(steps, c.startControllerManager)
 	}
 	if opts.Node != nil {
-		if err := c.startScheduler(); err != nil {
-			return nil, err
-		}
+		steps = append(steps, c.startScheduler, func(ctx context.Context) error { return opts.Node.Start(ctx, c) })
 	}
 	if opts.Kwok {
-		if err := c.startKwok(ctx, hctx); err != nil {
-			return nil, err
-		}
+		steps = append(steps, c.startKwok)
 	}
-	if opts.Node != nil {
-		if err := opts.Node.Start(ctx, c); err != nil {
+	for _, step := range steps {
+		if err := step(ctx); err != nil {
 			return nil, err
 		}
 	}
@@ -243,7 +230,7 @@ func (c *Cluster) Stop() error {
 	c.procs = nil
 	c.mu.Unlock()
 	for i := len(procs) - 1; i >= 0; i-- {
-		if err := procs[i].stop(stopGrace); err != nil {
+		if err := procs[i].Stop(); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -299,8 +286,4 @@ func (c *Cluster) WriteKubeconfig(name, server, user string, auth *clientcmdapi.
 		return "", err
 	}
 	return path, nil
-}
-
-func loadKubeconfig(path string) (*rest.Config, error) {
-	return clientcmd.BuildConfigFromFlags("", path)
 }

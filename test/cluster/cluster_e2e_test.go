@@ -36,6 +36,30 @@ func startKwok(t *testing.T, log io.Writer) (context.Context, *cluster.Cluster) 
 	return ctx, c
 }
 
+// createPod creates pod default/name with the fake containers: istio-proxy
+// (native when initProxy) and app, which runs for runFor per attempt.
+func createPod(ctx context.Context, t *testing.T, c *cluster.Cluster, name string, restart corev1.RestartPolicy, initProxy bool, annotations ...string) {
+	t.Helper()
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", Annotations: map[string]string{}},
+		Spec: corev1.PodSpec{
+			RestartPolicy: restart,
+			Containers:    []corev1.Container{{Name: "istio-proxy", Image: "proxyv2"}, {Name: "app", Image: "app"}},
+		},
+	}
+	for i := 0; i+1 < len(annotations); i += 2 {
+		pod.Annotations[annotations[i]] = annotations[i+1]
+	}
+	if initProxy {
+		always := corev1.ContainerRestartPolicyAlways
+		pod.Spec.InitContainers = []corev1.Container{{Name: "istio-proxy", Image: "proxyv2", RestartPolicy: &always}}
+		pod.Spec.Containers = pod.Spec.Containers[1:]
+	}
+	if _, err := c.Client().CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestKwokPodLifecycle checks the harness itself: a classic-sidecar pod's
 // app terminates while istio-proxy runs on, `kubectl exec ... pilot-agent
 // request POST quitquitquit` through the real apiserver (WebSocket, then
@@ -44,21 +68,7 @@ func TestKwokPodLifecycle(t *testing.T) {
 	ctx, c := startKwok(t, os.Stderr)
 	for i, transport := range []string{"true", "false"} {
 		name := []string{"websocket", "spdy"}[i]
-		pod := &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", Annotations: map[string]string{
-				cluster.AnnotationRunFor: "1s",
-			}},
-			Spec: corev1.PodSpec{
-				RestartPolicy: corev1.RestartPolicyNever,
-				Containers: []corev1.Container{
-					{Name: "istio-proxy", Image: "proxyv2"},
-					{Name: "app", Image: "app"},
-				},
-			},
-		}
-		if _, err := c.Client().CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		createPod(ctx, t, c, name, corev1.RestartPolicyNever, false, cluster.AnnotationRunFor, "1s")
 		mesh.WaitPod(t, c, "default", name, 30*time.Second, func(p *corev1.Pod) bool {
 			return cluster.ContainerStatus(p, "app").State.Terminated != nil && cluster.ContainerStatus(p, "istio-proxy").State.Running != nil
 		})
@@ -100,18 +110,7 @@ func TestKwokPodLifecycle(t *testing.T) {
 // succeeds with no quit at all.
 func TestKwokNativeSidecar(t *testing.T) {
 	ctx, c := startKwok(t, io.Discard)
-	always := corev1.ContainerRestartPolicyAlways
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "native", Namespace: "default", Annotations: map[string]string{cluster.AnnotationRunFor: "1s"}},
-		Spec: corev1.PodSpec{
-			RestartPolicy:  corev1.RestartPolicyOnFailure,
-			InitContainers: []corev1.Container{{Name: "istio-proxy", Image: "proxyv2", RestartPolicy: &always}},
-			Containers:     []corev1.Container{{Name: "app", Image: "app"}},
-		},
-	}
-	if _, err := c.Client().CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	createPod(ctx, t, c, "native", corev1.RestartPolicyOnFailure, true, cluster.AnnotationRunFor, "1s")
 	p := mesh.WaitPod(t, c, "default", "native", 30*time.Second, func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodSucceeded })
 	if s := p.Status.InitContainerStatuses; len(s) != 1 || s[0].State.Terminated == nil {
 		t.Errorf("native istio-proxy = %+v, want terminated", s)
@@ -127,24 +126,11 @@ func TestKwokNativeSidecar(t *testing.T) {
 // restarts an app without network, which fails (exit 1) for ever.
 func TestKwokOnFailureRestart(t *testing.T) {
 	ctx, c := startKwok(t, io.Discard)
-	newPod := func(name string) *corev1.Pod {
-		return &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", Annotations: map[string]string{
-				// 3s, not 1s: hasty's early quit (an exec, a patch, a Stage)
-				// must land while its second attempt still runs, even on a
-				// loaded machine, for that attempt to fail for want of a proxy.
-				cluster.AnnotationRunFor: "3s", cluster.AnnotationExitCodes: "1,0",
-			}},
-			Spec: corev1.PodSpec{
-				RestartPolicy: corev1.RestartPolicyOnFailure,
-				Containers:    []corev1.Container{{Name: "istio-proxy", Image: "proxyv2"}, {Name: "app", Image: "app"}},
-			},
-		}
-	}
 	for _, name := range []string{"patient", "hasty"} {
-		if _, err := c.Client().CoreV1().Pods("default").Create(ctx, newPod(name), metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		// 3s, not 1s: hasty's early quit (an exec, a patch, a Stage) must
+		// land while its second attempt still runs, even on a loaded
+		// machine, for that attempt to fail for want of a proxy.
+		createPod(ctx, t, c, name, corev1.RestartPolicyOnFailure, false, cluster.AnnotationRunFor, "3s", cluster.AnnotationExitCodes, "1,0")
 	}
 	// hasty: quit as soon as the first attempt failed.
 	mesh.WaitPod(t, c, "default", "hasty", 30*time.Second, func(p *corev1.Pod) bool {

@@ -13,7 +13,9 @@ import (
 	"strings"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/istio-aux/istio-aux/test/httpget"
@@ -21,17 +23,18 @@ import (
 
 func (c *Cluster) path(name string) string { return filepath.Join(c.dir, name) }
 
-func (c *Cluster) startEtcd(ctx context.Context) (string, error) {
+func (c *Cluster) startEtcd(ctx context.Context) error {
 	client, err := freeAddr()
 	if err != nil {
-		return "", err
+		return err
 	}
 	peer, err := freeAddr()
 	if err != nil {
-		return "", err
+		return err
 	}
 	url := "http://" + client
-	p, err := c.start("etcd", nil, filepath.Join(c.binDir, "etcd"),
+	c.etcdURL = url
+	p, err := c.StartProcess("etcd", nil, filepath.Join(c.binDir, "etcd"),
 		"--name=default",
 		"--data-dir="+c.path("etcd"),
 		"--listen-client-urls="+url, "--advertise-client-urls="+url,
@@ -46,12 +49,21 @@ func (c *Cluster) startEtcd(ctx context.Context) (string, error) {
 		"--log-level=warn",
 	)
 	if err != nil {
-		return "", err
+		return err
 	}
-	err = waitUp(ctx, p, 30*time.Second, func(ctx context.Context) error {
-		return httpget.OK(ctx, http.DefaultClient, url+"/health")
-	})
-	return url, err
+	return p.WaitUp(ctx, 30*time.Second, c.etcdReady)
+}
+
+func (c *Cluster) etcdReady(ctx context.Context) error {
+	return httpget.OK(ctx, http.DefaultClient, c.etcdURL+"/health")
+}
+
+func (c *Cluster) apiServerReady(ctx context.Context) error {
+	body, err := c.client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+	if err != nil {
+		return fmt.Errorf("readyz: %w: %s", err, body)
+	}
+	return nil
 }
 
 // Addresses of the cluster. With a Node, the API server listens on
@@ -84,7 +96,7 @@ func (c *Cluster) identities() []identity {
 	)
 }
 
-func (c *Cluster) startAPIServer(ctx context.Context, etcdURL string) error {
+func (c *Cluster) startAPIServer(ctx context.Context) error {
 	ca, err := NewCA("istio-aux-test-ca")
 	if err != nil {
 		return err
@@ -105,12 +117,12 @@ func (c *Cluster) startAPIServer(ctx context.Context, etcdURL string) error {
 		}
 		tokens.WriteString("\n")
 	}
-	caKey, err := ca.KeyPEM()
+	caKey, err := x509.MarshalECPrivateKey(ca.Key)
 	if err != nil {
 		return err
 	}
 	files := map[string][]byte{
-		"ca.crt": ca.CertPEM, "ca.key": caKey,
+		"ca.crt": ca.CertPEM, "ca.key": pemBlock("EC PRIVATE KEY", caKey),
 		"sa.key": saKey, "sa.pub": saPub, "tokens.csv": []byte(tokens.String()),
 	}
 	for name, data := range files {
@@ -139,7 +151,7 @@ func (c *Cluster) startAPIServer(ctx context.Context, etcdURL string) error {
 		return err
 	}
 	args := []string{
-		"--etcd-servers=" + etcdURL,
+		"--etcd-servers=" + c.etcdURL,
 		fmt.Sprintf("--secure-port=%d", port),
 		"--tls-cert-file=" + c.path("apiserver.crt"), "--tls-private-key-file=" + c.path("apiserver.key"),
 		"--token-auth-file=" + c.path("tokens.csv"),
@@ -169,7 +181,7 @@ func (c *Cluster) startAPIServer(ctx context.Context, etcdURL string) error {
 			// There is no kube-proxy and no second apiserver to reconcile.
 			"--endpoint-reconciler-type=none")
 	}
-	p, err := c.start("kube-apiserver", nil, filepath.Join(c.binDir, "kube-apiserver"), append(args, nodeArgs...)...)
+	p, err := c.StartProcess("kube-apiserver", nil, filepath.Join(c.binDir, "kube-apiserver"), append(args, nodeArgs...)...)
 	if err != nil {
 		return err
 	}
@@ -183,20 +195,14 @@ func (c *Cluster) startAPIServer(ctx context.Context, etcdURL string) error {
 			c.kubeconfig = path
 		}
 	}
-	if c.rest, err = loadKubeconfig(c.kubeconfig); err != nil {
+	if c.rest, err = clientcmd.BuildConfigFromFlags("", c.kubeconfig); err != nil {
 		return err
 	}
 	c.rest.QPS, c.rest.Burst = 100, 200
 	if c.client, err = kubernetes.NewForConfig(c.rest); err != nil {
 		return err
 	}
-	return waitUp(ctx, p, 60*time.Second, func(ctx context.Context) error {
-		body, err := c.client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
-		if err != nil {
-			return fmt.Errorf("readyz: %w: %s", err, body)
-		}
-		return nil
-	})
+	return p.WaitUp(ctx, 60*time.Second, c.apiServerReady)
 }
 
 func (c *Cluster) startControllerManager(ctx context.Context) error {
@@ -227,14 +233,14 @@ func (c *Cluster) startControllerManager(ctx context.Context) error {
 			"--use-service-account-credentials=false",
 		)
 	}
-	p, err := c.start("kube-controller-manager", nil, filepath.Join(c.binDir, "kube-controller-manager"), args...)
+	p, err := c.StartProcess("kube-controller-manager", nil, filepath.Join(c.binDir, "kube-controller-manager"), args...)
 	if err != nil {
 		return err
 	}
 	// kcm has no port here; it is up once it has created the default
 	// service account (the serviceaccount controller's first act).
-	return waitUp(ctx, p, 60*time.Second, func(ctx context.Context) error {
-		_, err := c.client.CoreV1().ServiceAccounts("default").Get(ctx, "default", metav1GetOptions)
+	return p.WaitUp(ctx, 60*time.Second, func(ctx context.Context) error {
+		_, err := c.client.CoreV1().ServiceAccounts("default").Get(ctx, "default", metav1.GetOptions{})
 		return err
 	})
 }
@@ -242,8 +248,8 @@ func (c *Cluster) startControllerManager(ctx context.Context) error {
 // startScheduler runs kube-scheduler (a whole cluster: the harness binds no
 // pods). It serves nothing; it shows it works by scheduling the cluster
 // DNS, the first pod.
-func (c *Cluster) startScheduler() error {
-	_, err := c.start("kube-scheduler", nil, filepath.Join(c.binDir, "kube-scheduler"),
+func (c *Cluster) startScheduler(context.Context) error {
+	_, err := c.StartProcess("kube-scheduler", nil, filepath.Join(c.binDir, "kube-scheduler"),
 		"--kubeconfig="+c.path("scheduler.kubeconfig"),
 		"--leader-elect=false",
 		"--bind-address=127.0.0.1", "--secure-port=0",

@@ -18,28 +18,26 @@ const NodeName = "kwok-node-0"
 // nodeAnnotation selects the nodes kwok manages (only ours).
 const nodeAnnotation = "kwok.x-k8s.io/node"
 
-var metav1GetOptions = metav1.GetOptions{}
-
 // StubDir holds the stub pilot-agent (built on first use) that kwok's exec
 // runs; it is put first on kwok's PATH.
 func StubDir() string { return filepath.Join(CacheDir(), "stub", "bin") }
 
-func (c *Cluster) startKwok(ctx context.Context, hctx context.Context) error {
+func (c *Cluster) startKwok(ctx context.Context) error {
 	kwokBin := filepath.Join(KwokDir(), "bin", "kwok")
 	if _, err := os.Stat(kwokBin); err != nil {
 		return fmt.Errorf("kwok missing (run hack/build-kwok.sh): %w", err)
 	}
-	if err := EnsureStub(ctx); err != nil {
+	if err := EnsureBuilt(ctx, filepath.Join(StubDir(), "pilot-agent"), "./test/cmd/pilot-agent"); err != nil {
 		return err
 	}
-	manifests := []string{filepath.Join(KwokDir(), "manifests")}
-	if err := c.Kubectl(ctx, "apply", "--server-side", "-f", manifests[0]); err != nil {
+	manifests := filepath.Join(KwokDir(), "manifests")
+	if err := c.Kubectl(ctx, "apply", "--server-side", "-f", manifests); err != nil {
 		// The Stage in that directory needs its CRD established first.
 		if err := c.Kubectl(ctx, "wait", "--for=condition=Established", "--timeout=30s",
 			"crd/stages.kwok.x-k8s.io", "crd/execs.kwok.x-k8s.io", "crd/clusterexecs.kwok.x-k8s.io"); err != nil {
 			return err
 		}
-		if err := c.Kubectl(ctx, "apply", "--server-side", "-f", manifests[0]); err != nil {
+		if err := c.Kubectl(ctx, "apply", "--server-side", "-f", manifests); err != nil {
 			return err
 		}
 	}
@@ -51,19 +49,15 @@ func (c *Cluster) startKwok(ctx context.Context, hctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(c.path("kwok.crt"), cert, 0o600); err != nil {
-		return err
-	}
-	if err := os.WriteFile(c.path("kwok.key"), key, 0o600); err != nil {
-		return err
+	// An empty config keeps kwok away from ~/.kwok.
+	for name, data := range map[string][]byte{"kwok.crt": cert, "kwok.key": key, "kwok.yaml": nil} {
+		if err := os.WriteFile(c.path(name), data, 0o600); err != nil {
+			return err
+		}
 	}
 	c.quits = c.path("pilot-agent-quits.jsonl")
 	port, err := FreePort()
 	if err != nil {
-		return err
-	}
-	// An empty config keeps kwok away from ~/.kwok.
-	if err := os.WriteFile(c.path("kwok.yaml"), nil, 0o600); err != nil {
 		return err
 	}
 	env := []string{
@@ -73,7 +67,7 @@ func (c *Cluster) startKwok(ctx context.Context, hctx context.Context) error {
 		EnvQuitRecord + "=" + c.quits,
 		"HOME=" + c.dir,
 	}
-	p, err := c.start("kwok", env, kwokBin,
+	p, err := c.StartProcess("kwok", env, kwokBin,
 		"--kubeconfig="+c.kubeconfig,
 		"--config="+c.path("kwok.yaml"),
 		"--enable-crds=Stage,Exec,ClusterExec",
@@ -94,24 +88,27 @@ func (c *Cluster) startKwok(ctx context.Context, hctx context.Context) error {
 	if _, err := c.client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("creating fake node: %w", err)
 	}
-	if err := waitUp(ctx, p, 60*time.Second, func(ctx context.Context) error {
+	if err := p.WaitUp(ctx, 60*time.Second, func(ctx context.Context) error {
 		return c.NodeReady(ctx, NodeName)
 	}); err != nil {
 		return err
 	}
-	return c.startPodHelpers(hctx, NodeName, true)
+	hctx, cancel := context.WithCancel(context.Background())
+	c.cancel = cancel
+	return c.startPodHelpers(hctx)
 }
 
-// EnsureStub builds the stub pilot-agent into StubDir unless it is there.
-func EnsureStub(ctx context.Context) error {
-	bin := filepath.Join(StubDir(), "pilot-agent")
+// EnsureBuilt builds pkg, a package of this module ("./test/cmd/…"), into
+// bin unless bin is there; env is added to go's environment.
+func EnsureBuilt(ctx context.Context, bin, pkg string, env ...string) error {
 	if _, err := os.Stat(bin); err == nil {
 		return nil
 	}
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./test/cmd/pilot-agent")
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", bin, pkg)
 	cmd.Dir = RepoRoot()
+	cmd.Env = append(os.Environ(), env...)
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("building stub pilot-agent: %w: %s", err, out)
+		return fmt.Errorf("building %s: %w: %s", pkg, err, out)
 	}
 	return nil
 }

@@ -19,34 +19,28 @@ var execGVR = schema.GroupVersionResource{Group: "kwok.x-k8s.io", Version: "v1al
 
 // startPodHelpers runs what a real cluster would have and ours lacks:
 //   - a binder (there is no scheduler): every pod without a node goes to
-//     nodeName, kwok's fake node (with a Node, kube-scheduler places pods);
-//   - with kwokExec, a per-pod kwok Exec, so the program kwok runs for
-//     `kubectl exec` (the stub pilot-agent) knows which pod it is in
-//     (POD_NAME, POD_NAMESPACE), as it would inside a real container.
-func (c *Cluster) startPodHelpers(ctx context.Context, nodeName string, kwokExec bool) error {
+//     kwok's fake node (with a Node, kube-scheduler places pods);
+//   - a per-pod kwok Exec, so the program kwok runs for `kubectl exec`
+//     (the stub pilot-agent) knows which pod it is in (POD_NAME,
+//     POD_NAMESPACE), as it would inside a real container.
+func (c *Cluster) startPodHelpers(ctx context.Context) error {
 	dyn, err := dynamic.NewForConfig(c.rest)
 	if err != nil {
 		return err
 	}
-	f := informers.NewSharedInformerFactory(c.client, 0)
-	pods := f.Core().V1().Pods().Informer()
+	pods := informers.NewSharedInformerFactory(c.client, 0).Core().V1().Pods().Informer()
 	log := logFor(c.opts.Log)
 	_, err = pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
 			pod := obj.(*corev1.Pod)
-			if kwokExec {
-				if err := c.ensureExec(ctx, dyn, pod); err != nil {
-					fmt.Fprintf(log, "harness| exec for %s/%s: %v\n", pod.Namespace, pod.Name, err)
-				}
+			if err := c.ensureExec(ctx, dyn, pod); err != nil {
+				fmt.Fprintf(log, "harness| exec for %s/%s: %v\n", pod.Namespace, pod.Name, err)
 			}
-			if err := c.bind(ctx, pod, nodeName); err != nil {
+			if err := c.bind(ctx, pod); err != nil {
 				fmt.Fprintf(log, "harness| binding %s/%s: %v\n", pod.Namespace, pod.Name, err)
 			}
 		},
 		DeleteFunc: func(obj any) {
-			if !kwokExec {
-				return
-			}
 			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 				obj = d.Obj
 			}
@@ -73,13 +67,13 @@ func (c *Cluster) startPodHelpers(ctx context.Context, nodeName string, kwokExec
 }
 
 // bind plays the scheduler for a pod without a node.
-func (c *Cluster) bind(ctx context.Context, pod *corev1.Pod, nodeName string) error {
+func (c *Cluster) bind(ctx context.Context, pod *corev1.Pod) error {
 	if pod.Spec.NodeName != "" {
 		return nil
 	}
 	b := &corev1.Binding{
 		ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace, UID: pod.UID},
-		Target:     corev1.ObjectReference{Kind: "Node", Name: nodeName},
+		Target:     corev1.ObjectReference{Kind: "Node", Name: NodeName},
 	}
 	err := c.client.CoreV1().Pods(pod.Namespace).Bind(ctx, b, metav1.CreateOptions{})
 	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {

@@ -16,13 +16,14 @@ import (
 	"github.com/istio-aux/istio-aux/test/poll"
 )
 
-// process is one child process whose output goes, line by line and
-// prefixed with its name, to the cluster's log.
-type process struct {
-	name string
-	cmd  *exec.Cmd
-	done chan struct{}
-	err  error
+// Process is a child process whose output goes, line by line and prefixed
+// with its name, to a log: one started by StartProcess or a Cluster's.
+type Process struct {
+	name  string
+	cmd   *exec.Cmd
+	done  chan struct{}
+	err   error
+	grace time.Duration // how long Stop waits after SIGTERM
 }
 
 // lockedWriter serialises writes from several processes to one log.
@@ -44,48 +45,14 @@ func logFor(w io.Writer) *lockedWriter {
 	return v.(*lockedWriter)
 }
 
-// Process is a child process started by StartProcess or a Cluster's
-// StartProcess.
-type Process struct {
-	p     *process
-	grace time.Duration // how long Stop waits after SIGTERM
-}
-
-// Stop sends SIGTERM, waits up to 10s (a cluster's process: 15s), then
-// kills; it is idempotent.
-func (p *Process) Stop() error { return p.p.stop(p.grace) }
-
-// Kill sends SIGKILL (no chance to clean up, as when a node dies or the
-// OOM killer strikes) and waits until the process is gone; the chaos tests
-// use it. A process that already ended is left alone.
-func (p *Process) Kill() error {
-	select {
-	case <-p.p.done:
-		return nil
-	default:
-	}
-	if err := p.p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		return err
-	}
-	<-p.p.done
-	return nil
-}
-
-// Exited reports whether the process has ended, and why.
-func (p *Process) Exited() (bool, error) { return p.p.exited() }
-
 // StartProcess runs a command (path, args, env added to the harness's
 // environment), prefixing its output with name into log. Tests use it for
-// istio-aux's own binaries.
+// istio-aux's own binaries. Stop waits 10s for it.
 func StartProcess(name string, log io.Writer, env []string, path string, args ...string) (*Process, error) {
-	p, err := startProcess(name, log, env, path, args...)
-	if err != nil {
-		return nil, err
-	}
-	return &Process{p, 10 * time.Second}, nil
+	return startProcess(name, log, 10*time.Second, env, path, args...)
 }
 
-func startProcess(name string, log io.Writer, env []string, path string, args ...string) (*process, error) {
+func startProcess(name string, log io.Writer, grace time.Duration, env []string, path string, args ...string) (*Process, error) {
 	cmd := exec.Command(path, args...)
 	cmd.Env = append(cmd.Environ(), env...)
 	// Own process group: a terminal's Ctrl-C reaches only the harness, which
@@ -98,7 +65,7 @@ func startProcess(name string, log io.Writer, env []string, path string, args ..
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting %s: %w", name, err)
 	}
-	p := &process{name: name, cmd: cmd, done: make(chan struct{})}
+	p := &Process{name: name, cmd: cmd, done: make(chan struct{}), grace: grace}
 	go func() {
 		s := bufio.NewScanner(pr)
 		s.Buffer(make([]byte, 64*1024), 1024*1024)
@@ -115,8 +82,14 @@ func startProcess(name string, log io.Writer, env []string, path string, args ..
 	return p, nil
 }
 
-// exited reports a process that died, with its error.
-func (p *process) exited() (bool, error) {
+// Name is the process's name in the log and in Pids.
+func (p *Process) Name() string { return p.name }
+
+// Pid is the process id.
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
+// Exited reports whether the process has ended, and why.
+func (p *Process) Exited() (bool, error) {
 	select {
 	case <-p.done:
 		return true, fmt.Errorf("%s exited: %v", p.name, p.err)
@@ -125,21 +98,55 @@ func (p *process) exited() (bool, error) {
 	}
 }
 
-func (p *process) stop(grace time.Duration) error {
-	select {
-	case <-p.done:
+// Stop sends SIGTERM, waits up to 10s (a cluster's process: 15s), then
+// kills; it is idempotent.
+func (p *Process) Stop() error {
+	if dead, _ := p.Exited(); dead {
 		return nil
-	default:
 	}
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-p.done:
 		return nil
-	case <-time.After(grace):
+	case <-time.After(p.grace):
 	}
 	_ = p.cmd.Process.Kill()
 	<-p.done
-	return fmt.Errorf("%s did not stop within %s and was killed", p.name, grace)
+	return fmt.Errorf("%s did not stop within %s and was killed", p.name, p.grace)
+}
+
+// Kill sends SIGKILL (no chance to clean up, as when a node dies or the
+// OOM killer strikes) and waits until the process is gone; the chaos tests
+// use it. A process that already ended is left alone.
+func (p *Process) Kill() error {
+	if dead, _ := p.Exited(); dead {
+		return nil
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		return err
+	}
+	<-p.done
+	return nil
+}
+
+// WaitUp polls ready until it succeeds, failing fast if the process dies.
+func (p *Process) WaitUp(ctx context.Context, timeout time.Duration, ready func(context.Context) error) error {
+	err := poll.Until(ctx, timeout, func(ctx context.Context) (bool, error) {
+		if dead, _ := p.Exited(); dead {
+			return true, nil // reported below, without waiting out the timeout
+		}
+		if err := ready(ctx); err != nil {
+			return false, err
+		}
+		return true, nil
+	})
+	if dead, perr := p.Exited(); dead {
+		return errors.Join(perr, err)
+	}
+	if err != nil {
+		return fmt.Errorf("waiting for %s: %w", p.name, err)
+	}
+	return nil
 }
 
 // stopGrace is how long Stop waits for each of a cluster's processes after
@@ -151,15 +158,7 @@ const stopGrace = 15 * time.Second
 // reverse start order) unless it was stopped before. A Node starts its
 // processes this way.
 func (c *Cluster) StartProcess(name string, env []string, path string, args ...string) (*Process, error) {
-	p, err := c.start(name, env, path, args...)
-	if err != nil {
-		return nil, err
-	}
-	return &Process{p, stopGrace}, nil
-}
-
-func (c *Cluster) start(name string, env []string, path string, args ...string) (*process, error) {
-	p, err := startProcess(name, c.opts.Log, env, path, args...)
+	p, err := startProcess(name, c.opts.Log, stopGrace, env, path, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -167,6 +166,20 @@ func (c *Cluster) start(name string, env []string, path string, args ...string) 
 	c.procs = append(c.procs, p)
 	c.mu.Unlock()
 	return p, nil
+}
+
+// Pids maps the name of every process the cluster runs ("etcd",
+// "kube-apiserver", "kube-controller-manager", "kwok", and what a Node
+// started with StartProcess: "kubelet", "containerd") to its process id,
+// for what reads a process's resources from /proc (the benchmarks).
+func (c *Cluster) Pids() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make(map[string]int, len(c.procs))
+	for _, p := range c.procs {
+		out[p.name] = p.Pid()
+	}
+	return out
 }
 
 // handedOut is every port FreePort has returned in this process. Callers
@@ -213,33 +226,5 @@ func FreePorts(n int) ([]int, error) {
 
 func freeAddr() (string, error) {
 	p, err := FreePort()
-	if err != nil {
-		return "", err
-	}
-	return net.JoinHostPort("127.0.0.1", strconv.Itoa(p)), nil
-}
-
-// WaitUp polls ready until it succeeds, failing fast if the process dies.
-func (p *Process) WaitUp(ctx context.Context, timeout time.Duration, ready func(context.Context) error) error {
-	return waitUp(ctx, p.p, timeout, ready)
-}
-
-// waitUp polls until ready succeeds, failing fast if p dies.
-func waitUp(ctx context.Context, p *process, timeout time.Duration, ready func(context.Context) error) error {
-	err := poll.Until(ctx, timeout, func(ctx context.Context) (bool, error) {
-		if dead, _ := p.exited(); dead {
-			return true, nil // reported below, without waiting out the timeout
-		}
-		if err := ready(ctx); err != nil {
-			return false, err
-		}
-		return true, nil
-	})
-	if dead, perr := p.exited(); dead {
-		return errors.Join(perr, err)
-	}
-	if err != nil {
-		return fmt.Errorf("waiting for %s: %w", p.name, err)
-	}
-	return nil
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(p)), err
 }

@@ -36,9 +36,6 @@ type Quit struct {
 	Time      time.Time `json:"time"`
 }
 
-// QuitRecord is the file the stub pilot-agent appends Quits to.
-func (c *Cluster) QuitRecord() string { return c.quits }
-
 // Quits reads every quit recorded so far, in order.
 func (c *Cluster) Quits() ([]Quit, error) { return ReadQuits(c.quits) }
 

@@ -3,11 +3,7 @@ package cluster
 import (
 	"context"
 	"fmt"
-	"net/http"
-	"strings"
 	"time"
-
-	"github.com/istio-aux/istio-aux/test/httpget"
 )
 
 // Faults of the control plane: its API server or its etcd killed without
@@ -17,34 +13,14 @@ import (
 // RestartAPIServer kills kube-apiserver and starts it again, returning once
 // it is ready. Every client's watch breaks; what they do then is theirs.
 func (c *Cluster) RestartAPIServer(ctx context.Context) error {
-	return c.restart(ctx, "kube-apiserver", 60*time.Second, func(ctx context.Context) error {
-		body, err := c.client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
-		if err != nil {
-			return fmt.Errorf("readyz: %w: %s", err, body)
-		}
-		return nil
-	})
+	return c.restart(ctx, "kube-apiserver", 60*time.Second, c.apiServerReady)
 }
 
 // RestartEtcd kills etcd and starts it again on its data dir, returning
 // once it is healthy. The API server stays up and answers errors until its
 // etcd is back.
 func (c *Cluster) RestartEtcd(ctx context.Context) error {
-	var url string
-	c.mu.Lock()
-	for _, p := range c.procs {
-		if p.name == "etcd" {
-			for _, a := range p.cmd.Args {
-				if v, ok := strings.CutPrefix(a, "--listen-client-urls="); ok {
-					url = v
-				}
-			}
-		}
-	}
-	c.mu.Unlock()
-	return c.restart(ctx, "etcd", 30*time.Second, func(ctx context.Context) error {
-		return httpget.OK(ctx, http.DefaultClient, url+"/health")
-	})
+	return c.restart(ctx, "etcd", 30*time.Second, c.etcdReady)
 }
 
 // restart SIGKILLs the process named name and starts the same command in
@@ -63,17 +39,17 @@ func (c *Cluster) restart(ctx context.Context, name string, timeout time.Duratio
 	}
 	old := c.procs[i]
 	c.mu.Unlock()
-	if err := (&Process{p: old}).Kill(); err != nil {
+	if err := old.Kill(); err != nil {
 		return fmt.Errorf("killing %s: %w", name, err)
 	}
 	// The environment as it was: startProcess adds it to the harness's,
 	// where the later of two values wins.
-	p, err := startProcess(name, c.opts.Log, old.cmd.Env, old.cmd.Path, old.cmd.Args[1:]...)
+	p, err := startProcess(name, c.opts.Log, stopGrace, old.cmd.Env, old.cmd.Path, old.cmd.Args[1:]...)
 	if err != nil {
 		return err
 	}
 	c.mu.Lock()
 	c.procs[i] = p
 	c.mu.Unlock()
-	return waitUp(ctx, p, timeout, ready)
+	return p.WaitUp(ctx, timeout, ready)
 }

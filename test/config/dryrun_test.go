@@ -32,7 +32,7 @@ import (
 
 // Knative releases whose CRDs the manifests are checked against: the
 // serving and eventing tags of Knative 1.23, the release of the
-// knative.dev/pkg pinned in go.mod (TestDryRun checks they require it).
+// knative.dev/pkg pinned in go.mod (moduleDir checks they require it).
 const (
 	servingModule  = "knative.dev/serving@v0.50.0"
 	eventingModule = "knative.dev/eventing@v0.50.0"
@@ -42,45 +42,27 @@ const (
 // never-pulled image reference (no image is built or needed).
 func placeholder(path string) string { return "registry.invalid/ko/" + path + ":dry-run" }
 
-// TestDryRun applies every manifest of config/, config/dispatch/ and
-// config/eventing/ with server-side apply, dry-run and strict field
-// validation against a real kube-apiserver holding the real Knative
-// Serving and Eventing CRDs, so that a misspelt field, a wrong type or an
-// invalid value fails here rather than on a user's cluster.
+// TestDryRun applies every manifest of dirs with server-side apply, dry-run
+// and strict field validation against a real kube-apiserver holding the real
+// Knative Serving and Eventing CRDs, so that a misspelt field, a wrong type
+// or an invalid value fails here rather than on a user's cluster.
 func TestDryRun(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-
-	serving := moduleDir(t, servingModule)
-	eventing := moduleDir(t, eventingModule)
-
-	c, err := cluster.Start(ctx, cluster.Options{Log: testLog(t)})
-	if err != nil {
-		t.Fatalf("starting the control plane: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := c.Stop(); err != nil {
-			t.Errorf("stopping the control plane: %v", err)
-		}
-	})
-	a := newApplier(t, c)
+	serving, eventing := moduleDir(t, servingModule), moduleDir(t, eventingModule)
+	_, a := start(ctx, t, cluster.Options{})
 
 	// The CRDs for real: the dry-run of our objects is validated against
 	// their OpenAPI schemas.
-	var crds []doc
-	crds = append(crds, loadDocs(t, filepath.Join(serving, "config/core/300-resources"), nil)...)
-	crds = append(crds, loadDocs(t, filepath.Join(eventing, "config/core/resources"), nil)...)
+	crds := append(loadDocs(t, filepath.Join(serving, "config/core/300-resources"), nil),
+		loadDocs(t, filepath.Join(eventing, "config/core/resources"), nil)...)
 	for _, d := range crds {
-		if d.obj.GetKind() != "CustomResourceDefinition" {
-			continue
-		}
-		if err := a.apply(ctx, d, false); err != nil {
-			t.Fatalf("installing CRD %s: %v", d, err)
+		if d.obj.GetKind() == "CustomResourceDefinition" {
+			a.create(ctx, t, d)
 		}
 	}
-	for _, gvk := range []string{"serving.knative.dev/v1/Service", "sources.knative.dev/v1/ApiServerSource"} {
-		a.waitForKind(ctx, t, gvk)
-	}
+	a.waitForKind(ctx, t, "serving.knative.dev/v1", "Service")
+	a.waitForKind(ctx, t, "sources.knative.dev/v1", "ApiServerSource")
 
 	// Namespaced objects are only admitted into an existing namespace (the
 	// NamespaceLifecycle admission plugin), so the namespace is created for
@@ -89,14 +71,9 @@ func TestDryRun(t *testing.T) {
 	if ns.obj.GetKind() != "Namespace" {
 		t.Fatalf("the first manifest is %s, want the Namespace", ns)
 	}
-	if err := a.apply(ctx, ns, false); err != nil {
-		t.Fatalf("creating %s: %v", ns, err)
-	}
-
-	n := 0
+	a.create(ctx, t, ns)
 	for _, dir := range dirs {
 		for _, d := range loadDocs(t, dir, placeholder) {
-			n++
 			t.Run(d.String(), func(t *testing.T) {
 				if err := a.apply(ctx, d, true); err != nil {
 					t.Errorf("server-side dry-run: %v", err)
@@ -104,10 +81,8 @@ func TestDryRun(t *testing.T) {
 			})
 		}
 	}
-	t.Logf("dry-run applied %d documents", n)
 
-	// The check itself must be able to fail: a misspelt field in the
-	// Knative Service and an invalid enum in the webhook configuration.
+	// The check itself must be able to fail.
 	t.Run("rejects a misspelt Knative Service field", func(t *testing.T) {
 		d := find(t, loadDocs(t, "config", placeholder), "Service", "proxy-quit")
 		if err := unstructured.SetNestedField(d.obj.Object, int64(5), "spec", "template", "spec", "containerConcurency"); err != nil {
@@ -130,14 +105,20 @@ func TestDryRun(t *testing.T) {
 	})
 }
 
-// applier server-side applies documents through the dynamic client.
-type applier struct {
-	dyn    dynamic.Interface
-	mapper *restmapper.DeferredDiscoveryRESTMapper
-}
-
-func newApplier(t *testing.T, c *cluster.Cluster) *applier {
+// start starts a control plane (opts, logging to a file kept on failure),
+// stopped when the test ends.
+func start(ctx context.Context, t *testing.T, opts cluster.Options) (*cluster.Cluster, *applier) {
 	t.Helper()
+	opts.Log = testLog(t)
+	c, err := cluster.Start(ctx, opts)
+	if err != nil {
+		t.Fatalf("starting the control plane: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := c.Stop(); err != nil {
+			t.Errorf("stopping the control plane: %v", err)
+		}
+	})
 	dyn, err := dynamic.NewForConfig(c.RESTConfig())
 	if err != nil {
 		t.Fatal(err)
@@ -146,7 +127,13 @@ func newApplier(t *testing.T, c *cluster.Cluster) *applier {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &applier{dyn: dyn, mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disc))}
+	return c, &applier{dyn: dyn, mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disc))}
+}
+
+// applier server-side applies documents through the dynamic client.
+type applier struct {
+	dyn    dynamic.Interface
+	mapper *restmapper.DeferredDiscoveryRESTMapper
 }
 
 // apply server-side applies d (force, strict field validation), as a
@@ -177,18 +164,22 @@ func (a *applier) apply(ctx context.Context, d doc, dryRun bool) error {
 	return err
 }
 
-// waitForKind polls discovery until the API server serves gvk
-// ("group/version/Kind"): a CRD serves only once it is Established.
-func (a *applier) waitForKind(ctx context.Context, t *testing.T, gvk string) {
+// create applies d for real, or fails the test.
+func (a *applier) create(ctx context.Context, t *testing.T, d doc) {
 	t.Helper()
-	i := strings.LastIndex(gvk, "/")
-	gv, err := schema.ParseGroupVersion(gvk[:i])
-	if err != nil {
-		t.Fatal(err)
+	if err := a.apply(ctx, d, false); err != nil {
+		t.Fatalf("applying %s: %v", d, err)
 	}
-	err = poll.Until(ctx, time.Minute, func(context.Context) (bool, error) {
+}
+
+// waitForKind polls discovery until the API server serves the kind: a CRD
+// serves only once it is Established.
+func (a *applier) waitForKind(ctx context.Context, t *testing.T, apiVersion, kind string) {
+	t.Helper()
+	gvk := schema.FromAPIVersionAndKind(apiVersion, kind)
+	err := poll.Until(ctx, time.Minute, func(context.Context) (bool, error) {
 		a.mapper.Reset()
-		_, err := a.mapper.RESTMapping(gv.WithKind(gvk[i+1:]).GroupKind(), gv.Version)
+		_, err := a.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 		return err == nil, nil
 	})
 	if err != nil {

@@ -5,6 +5,7 @@ package config
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -46,8 +47,8 @@ type execRequest struct {
 	opts    corev1.PodExecOptions
 }
 
-// quitIn is the function's own request: the quit command in istio-proxy,
-// stdout and stderr only.
+// quitIn is the function's own request: argv (by default the quit command)
+// in istio-proxy, stdout and stderr only.
 func quitIn(ns, pod string, argv ...string) execRequest {
 	if len(argv) == 0 {
 		argv = defaultArgv
@@ -55,6 +56,17 @@ func quitIn(ns, pod string, argv ...string) execRequest {
 	return execRequest{ns: ns, pod: pod, opts: corev1.PodExecOptions{
 		Container: keys.ProxyContainer, Command: argv, Stdout: true, Stderr: true,
 	}}
+}
+
+// inApp runs argv in the app container of ns/target.
+func inApp(ns string, argv ...string) execRequest {
+	return execRequest{ns: ns, pod: "target", opts: corev1.PodExecOptions{Container: "app", Command: argv, Stdout: true, Stderr: true}}
+}
+
+// with is r with its options changed by f.
+func (r execRequest) with(f func(*corev1.PodExecOptions)) execRequest {
+	f(&r.opts)
+	return r
 }
 
 // execOver runs r through the API server over one transport and returns
@@ -106,9 +118,10 @@ func statusOf(err error) *apierrors.StatusError {
 	return nil
 }
 
-// denial is the message the API server gives for a policy's validation.
-func denial(policy, binding, message string) string {
-	return fmt.Sprintf("ValidatingAdmissionPolicy '%s' with binding '%s' denied request: %s", policy, binding, message)
+// denial is the message the API server gives for a policy's validation
+// (each policy has one binding of its own name).
+func denial(policy, message string) string {
+	return fmt.Sprintf("ValidatingAdmissionPolicy '%s' with binding '%s' denied request: %s", policy, policy, message)
 }
 
 // TestExecPolicy applies config/ (RBAC and the exec policies) to a real
@@ -118,10 +131,9 @@ func denial(policy, binding, message string) string {
 func TestExecPolicy(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	c, _ := startWithConfig(ctx, t, cluster.Options{Kwok: true})
+	c := startWithConfig(ctx, t, cluster.Options{Kwok: true})
 	// No webhook runs here: its configuration would refuse the pods of
-	// opted-in namespaces it cannot reach (failurePolicy Fail). What this
-	// test is about is the exec policy.
+	// opted-in namespaces it cannot reach (failurePolicy Fail).
 	if err := c.Client().AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(ctx, "istio-aux-webhook", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -133,28 +145,42 @@ func TestExecPolicy(t *testing.T) {
 
 	// Namespaces: each way to opt in, one that did not, and two system
 	// namespaces that opted in (which must not help).
-	namespaces := map[string]map[string]string{
+	for ns, labels := range map[string]map[string]string{
 		"jobs":        {keys.LabelEnabled: "true"},
 		"legacy-jobs": {keys.LegacyLabel: keys.LegacyLabelValue},
 		"pod-jobs":    {keys.LabelEnabled: "pods"},
 		"other":       {},
 		"kube-system": {keys.LabelEnabled: "true"},
 		"istio-aux":   {keys.LabelEnabled: "true"},
-	}
-	for ns, labels := range namespaces {
-		labelNamespace(ctx, t, c, ns, labels)
+	} {
+		nss := c.Client().CoreV1().Namespaces()
+		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": labels}})
+		_, err := nss.Patch(ctx, ns, types.MergePatchType, patch, metav1.PatchOptions{})
+		if apierrors.IsNotFound(err) {
+			_, err = nss.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: labels}}, metav1.CreateOptions{})
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
 	}
 	pods := []string{
 		"jobs/target", "jobs/quit-websocket", "jobs/quit-spdy", "jobs/probe", "jobs/param-probe",
 		"legacy-jobs/quit", "pod-jobs/quit", "other/target", "kube-system/target", "istio-aux/target",
 	}
 	for _, p := range pods {
+		// Shaped like an injected Job pod whose app runs for an hour:
+		// istio-proxy stays running, so only a quit would stop it.
 		ns, name, _ := strings.Cut(p, "/")
-		createPod(ctx, t, c, ns, name)
+		pod := mesh.Pod(ns, name, "", corev1.RestartPolicyNever,
+			corev1.Container{Name: keys.ProxyContainer, Image: "proxyv2"}, corev1.Container{Name: "app", Image: "app"})
+		pod.Annotations = map[string]string{cluster.AnnotationRunFor: "3600s"}
+		mesh.CreatePod(t, c, pod)
 	}
 	for _, p := range pods {
 		ns, name, _ := strings.Cut(p, "/")
-		mesh.WaitPod(t, c, ns, name, time.Minute, proxyRunning)
+		mesh.WaitPod(t, c, ns, name, time.Minute, func(p *corev1.Pod) bool {
+			return cluster.ContainerStatus(p, keys.ProxyContainer).State.Running != nil
+		})
 	}
 	waitForPolicies(ctx, t, fn)
 
@@ -171,57 +197,49 @@ func TestExecPolicy(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, p := range []string{"legacy-jobs/quit", "pod-jobs/quit"} {
-			ns, name, _ := strings.Cut(p, "/")
-			if out, err := ex.Exec(ctx, ns, name, keys.ProxyContainer, defaultArgv); err != nil || strings.TrimSpace(out.Stdout) != "OK" {
-				t.Errorf("%s: quit = %+v, %v; want the stub's OK", p, out, err)
+		for _, ns := range []string{"legacy-jobs", "pod-jobs"} {
+			if out, err := ex.Exec(ctx, ns, "quit", keys.ProxyContainer, defaultArgv); err != nil || strings.TrimSpace(out.Stdout) != "OK" {
+				t.Errorf("%s/quit: quit = %+v, %v; want the stub's OK", ns, out, err)
 			}
 		}
 	})
 
 	const (
-		p1 = "istio-aux-proxyquit-exec"
-		p2 = "istio-aux-proxyquit-exec-command"
+		onlyProxy = "istio-aux-proxyquit may exec only in container istio-proxy, not "
+		onlyQuit  = "istio-aux-proxyquit may run only the quit-command of ConfigMap istio-aux/config-istio-aux: "
 	)
-	withOpts := func(r execRequest, f func(*corev1.PodExecOptions)) execRequest { f(&r.opts); return r }
+	target := quitIn("jobs", "target")
 	denied := []struct {
 		name   string
 		req    execRequest
-		policy string // and binding
+		policy string
 		msg    string
 	}{
-		{"another container", withOpts(quitIn("jobs", "target"), func(o *corev1.PodExecOptions) { o.Container = "app" }),
-			p1, `istio-aux-proxyquit may exec only in container istio-proxy, not "app"`},
-		{"no container", withOpts(quitIn("jobs", "target"), func(o *corev1.PodExecOptions) { o.Container = "" }),
-			p1, `istio-aux-proxyquit may exec only in container istio-proxy, not ""`},
+		{"another container", target.with(func(o *corev1.PodExecOptions) { o.Container = "app" }), execPolicy, onlyProxy + `"app"`},
+		{"no container", target.with(func(o *corev1.PodExecOptions) { o.Container = "" }), execPolicy, onlyProxy + `""`},
 		{"another command", quitIn("jobs", "target", "pilot-agent", "request", "GET", "config_dump"),
-			p2, "istio-aux-proxyquit may run only the quit-command of ConfigMap istio-aux/config-istio-aux: " + settings.DefaultQuitCommand},
-		{"a shell", quitIn("jobs", "target", "sh", "-c", "id"),
-			p2, "istio-aux-proxyquit may run only the quit-command of ConfigMap istio-aux/config-istio-aux: " + settings.DefaultQuitCommand},
+			execCommandPolicy, onlyQuit + settings.DefaultQuitCommand},
+		{"a shell", quitIn("jobs", "target", "sh", "-c", "id"), execCommandPolicy, onlyQuit + settings.DefaultQuitCommand},
 		{"the quit command plus an argument", quitIn("jobs", "target", append(defaultArgv, "--debug-port=15020")...),
-			p2, "istio-aux-proxyquit may run only the quit-command of ConfigMap istio-aux/config-istio-aux: " + settings.DefaultQuitCommand},
-		{"stdin", withOpts(quitIn("jobs", "target"), func(o *corev1.PodExecOptions) { o.Stdin = true }),
-			p1, "istio-aux-proxyquit may not exec with stdin"},
-		{"a TTY", withOpts(quitIn("jobs", "target"), func(o *corev1.PodExecOptions) { o.TTY, o.Stderr = true, false }),
-			p1, "istio-aux-proxyquit may not exec with a TTY"},
-		{"a namespace not opted in", quitIn("other", "target"),
-			p1, "istio-aux-proxyquit may not exec in namespace other: not opted in (label it istio-aux.dev/enabled=true, or =pods to let its pods opt in one by one)"},
+			execCommandPolicy, onlyQuit + settings.DefaultQuitCommand},
+		{"stdin", target.with(func(o *corev1.PodExecOptions) { o.Stdin = true }), execPolicy, "istio-aux-proxyquit may not exec with stdin"},
+		{"a TTY", target.with(func(o *corev1.PodExecOptions) { o.TTY, o.Stderr = true, false }),
+			execPolicy, "istio-aux-proxyquit may not exec with a TTY"},
+		{"a namespace not opted in", quitIn("other", "target"), execPolicy,
+			"istio-aux-proxyquit may not exec in namespace other: not opted in (label it istio-aux.dev/enabled=true, or =pods to let its pods opt in one by one)"},
 		{"kube-system, even labelled", quitIn("kube-system", "target"),
-			p1, "istio-aux-proxyquit may not exec in the system namespace kube-system"},
+			execPolicy, "istio-aux-proxyquit may not exec in the system namespace kube-system"},
 		{"istio-aux, even labelled", quitIn("istio-aux", "target"),
-			p1, "istio-aux-proxyquit may not exec in the system namespace istio-aux"},
+			execPolicy, "istio-aux-proxyquit may not exec in the system namespace istio-aux"},
 	}
 	t.Run("the function is denied", func(t *testing.T) {
 		for _, tc := range denied {
 			for _, tr := range transports {
 				_, err := execOver(ctx, fn, tr, tc.req)
-				want := fmt.Sprintf(`pods "%s" is forbidden: %s`, tc.req.pod, denial(tc.policy, tc.policy, tc.msg))
-				st := statusOf(err)
-				if st == nil || st.ErrStatus.Code != 403 || st.ErrStatus.Message != want {
+				want := fmt.Sprintf(`pods "%s" is forbidden: %s`, tc.req.pod, denial(tc.policy, tc.msg))
+				if st := statusOf(err); st == nil || st.ErrStatus.Code != 403 || st.ErrStatus.Message != want {
 					t.Errorf("%s over %s: err = %v, want 403 %q", tc.name, tr, err, want)
-					continue
 				}
-				t.Logf("%s over %s: 403 %s", tc.name, tr, st.ErrStatus.Message)
 			}
 		}
 	})
@@ -245,8 +263,7 @@ func TestExecPolicy(t *testing.T) {
 	t.Run("a cluster admin is not affected", func(t *testing.T) {
 		for _, ns := range []string{"kube-system", "other", "jobs"} {
 			for _, tr := range transports {
-				r := execRequest{ns: ns, pod: "target", opts: corev1.PodExecOptions{Container: "app", Command: []string{"echo", "admin", tr}, Stdout: true, Stderr: true}}
-				if out, err := execOver(ctx, admin, tr, r); err != nil || out != "admin "+tr+"\n" {
+				if out, err := execOver(ctx, admin, tr, inApp(ns, "echo", "admin", tr)); err != nil || out != "admin "+tr+"\n" {
 					t.Errorf("admin echo in %s/target app over %s = %q, %v", ns, tr, out, err)
 				}
 			}
@@ -256,7 +273,7 @@ func TestExecPolicy(t *testing.T) {
 	// The policy reads quit-command live, split on any white space like the
 	// function; the function would need a new revision to follow.
 	t.Run("quit-command is read from config-istio-aux", func(t *testing.T) {
-		setQuitCommand(ctx, t, c, "pilot-agent\trequest  POST /quitquitquit")
+		setConfig(ctx, t, c, map[string]string{"quit-command": "pilot-agent\trequest  POST /quitquitquit"})
 		custom := []string{"pilot-agent", "request", "POST", "/quitquitquit"}
 		err := poll.Until(ctx, 30*time.Second, func(ctx context.Context) (bool, error) {
 			_, err := execOver(ctx, fn, spdy, quitIn("jobs", "param-probe", custom...))
@@ -265,9 +282,9 @@ func TestExecPolicy(t *testing.T) {
 		if err != nil {
 			t.Fatalf("the configured argv %q was never allowed: %v", custom, err)
 		}
+		want := denial(execCommandPolicy, onlyQuit+"pilot-agent request POST /quitquitquit")
 		for _, tr := range transports {
-			_, err := execOver(ctx, fn, tr, quitIn("jobs", "target"))
-			want := denial(p2, p2, "istio-aux-proxyquit may run only the quit-command of ConfigMap istio-aux/config-istio-aux: pilot-agent request POST /quitquitquit")
+			_, err := execOver(ctx, fn, tr, target)
 			if st := statusOf(err); st == nil || !strings.Contains(st.ErrStatus.Message, want) {
 				t.Errorf("the default argv after the change, over %s: err = %v, want %q", tr, err, want)
 			}
@@ -281,22 +298,19 @@ func TestExecPolicy(t *testing.T) {
 		if err := c.Client().CoreV1().ConfigMaps("istio-aux").Delete(ctx, "config-istio-aux", metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		want := denial(p2, p2, "failed to configure binding: no params found for policy binding with `Deny` parameterNotFoundAction")
-		appEcho := func(ns string) execRequest {
-			return execRequest{ns: ns, pod: "target", opts: corev1.PodExecOptions{Container: "app", Command: []string{"echo", "ok"}, Stdout: true, Stderr: true}}
-		}
+		want := denial(execCommandPolicy, "failed to configure binding: no params found for policy binding with `Deny` parameterNotFoundAction")
 		err := poll.Until(ctx, 30*time.Second, func(ctx context.Context) (bool, error) {
-			_, err := execOver(ctx, admin, spdy, appEcho("jobs"))
+			_, err := execOver(ctx, admin, spdy, inApp("jobs", "echo", "ok"))
 			return err != nil && strings.Contains(err.Error(), want), nil
 		})
 		if err != nil {
 			t.Fatalf("admin exec in jobs never denied for the missing ConfigMap: %v", err)
 		}
-		if _, err := execOver(ctx, fn, webSocket, quitIn("jobs", "target")); err == nil || !strings.Contains(err.Error(), want) {
+		if _, err := execOver(ctx, fn, webSocket, target); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("the function's quit in jobs: err = %v, want %q", err, want)
 		}
 		for _, ns := range []string{"kube-system", "other"} {
-			if out, err := execOver(ctx, admin, spdy, appEcho(ns)); err != nil || out != "ok\n" {
+			if out, err := execOver(ctx, admin, spdy, inApp(ns, "echo", "ok")); err != nil || out != "ok\n" {
 				t.Errorf("admin exec in %s with config-istio-aux missing = %q, %v; want it unaffected", ns, out, err)
 			}
 		}
@@ -316,8 +330,7 @@ func waitForPolicies(ctx context.Context, t *testing.T, fn *rest.Config) {
 		want string
 	}{
 		// "other" is not opted in: the argv policy is not bound there.
-		{execRequest{ns: "other", pod: "target", opts: corev1.PodExecOptions{Container: "app", Command: []string{"true"}, Stdout: true, Stderr: true}},
-			"istio-aux-proxyquit may not exec in namespace other"},
+		{inApp("other", "true"), "istio-aux-proxyquit may not exec in namespace other"},
 		{quitIn("jobs", "probe", "true"), "istio-aux-proxyquit may run only the quit-command"},
 	} {
 		var last error
@@ -334,56 +347,4 @@ func waitForPolicies(ctx context.Context, t *testing.T, fn *rest.Config) {
 			t.Fatalf("policy not in force (want %q): %v; last exec error: %v", probe.want, err, last)
 		}
 	}
-}
-
-func labelNamespace(ctx context.Context, t *testing.T, c *cluster.Cluster, name string, labels map[string]string) {
-	t.Helper()
-	ns, err := c.Client().CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		_, err = c.Client().CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ns.Labels == nil {
-		ns.Labels = map[string]string{}
-	}
-	for k, v := range labels {
-		ns.Labels[k] = v
-	}
-	if _, err := c.Client().CoreV1().Namespaces().Update(ctx, ns, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// createPod creates a pod shaped like an injected Job pod whose app runs for
-// an hour: istio-proxy stays running, so only a quit would stop it.
-func createPod(ctx context.Context, t *testing.T, c *cluster.Cluster, ns, name string) {
-	t.Helper()
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Annotations: map[string]string{cluster.AnnotationRunFor: "3600s"}},
-		Spec: corev1.PodSpec{
-			RestartPolicy: corev1.RestartPolicyNever,
-			Containers:    []corev1.Container{{Name: keys.ProxyContainer, Image: "proxyv2"}, {Name: "app", Image: "app"}},
-		},
-	}
-	if _, err := c.Client().CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func setQuitCommand(ctx context.Context, t *testing.T, c *cluster.Cluster, argv string) {
-	t.Helper()
-	patch := fmt.Sprintf(`{"data":{"quit-command":%q}}`, argv)
-	if _, err := c.Client().CoreV1().ConfigMaps("istio-aux").Patch(ctx, "config-istio-aux", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func proxyRunning(p *corev1.Pod) bool {
-	return cluster.ContainerStatus(p, keys.ProxyContainer).State.Running != nil
 }

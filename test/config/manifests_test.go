@@ -5,23 +5,20 @@
 package config
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
-	"sort"
 	"strings"
 	"testing"
 
-	"github.com/istio-aux/istio-aux/test/modroot"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+
+	"github.com/istio-aux/istio-aux/test/cluster"
+	"github.com/istio-aux/istio-aux/test/modroot"
 )
 
 // dirs are the folders `ko apply -f` is documented for, in apply order.
@@ -54,21 +51,18 @@ func (d doc) String() string {
 var koRef = regexp.MustCompile(`ko://([A-Za-z0-9._/-]+)`)
 
 // loadDocs reads the .yaml files of dir (relative to the repository root,
-// or absolute) the way `ko apply -f dir` does: lexical order, not recursive. resolve, when set, rewrites every ko://
-// reference (as ko resolve would, with a placeholder image).
+// or absolute) the way `ko apply -f dir` does: lexical order, not
+// recursive. resolve, when set, rewrites every ko:// reference (as ko
+// resolve would, with a placeholder image).
 func loadDocs(t testing.TB, dir string, resolve func(path string) string) []doc {
 	t.Helper()
 	root := modroot.Dir()
 	if !filepath.IsAbs(dir) {
 		dir = filepath.Join(root, dir)
 	}
-	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	sort.Strings(files)
-	if len(files) == 0 {
-		t.Fatalf("no manifests in %s", dir)
+	files, err := filepath.Glob(filepath.Join(dir, "*.yaml")) // sorted
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no manifests in %s (%v)", dir, err)
 	}
 	var docs []doc
 	for _, f := range files {
@@ -82,18 +76,12 @@ func loadDocs(t testing.TB, dir string, resolve func(path string) string) []doc 
 			})
 		}
 		rel, _ := filepath.Rel(root, f)
-		dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(b), 4096)
-		for {
-			var m map[string]any
-			if err := dec.Decode(&m); errors.Is(err, io.EOF) {
-				break
-			} else if err != nil {
-				t.Fatalf("%s: %v", rel, err)
-			}
-			if len(m) == 0 {
-				continue
-			}
-			docs = append(docs, doc{file: rel, obj: &unstructured.Unstructured{Object: m}})
+		objs, err := cluster.DecodeManifests(b)
+		if err != nil {
+			t.Fatalf("%s: %v", rel, err)
+		}
+		for _, obj := range objs {
+			docs = append(docs, doc{file: rel, obj: obj})
 		}
 	}
 	return docs
@@ -120,35 +108,96 @@ func allDocs(t testing.TB) []doc {
 	return docs
 }
 
+// find returns the document of that kind and name, or fails the test.
+func find(t *testing.T, docs []doc, kind, name string) doc {
+	t.Helper()
+	for _, d := range docs {
+		if d.obj.GetKind() == kind && d.obj.GetName() == name {
+			return d
+		}
+	}
+	t.Fatalf("no %s %s", kind, name)
+	return doc{}
+}
+
+// workload is the pod template of a workload document: its ServiceAccount
+// and containers; ok is false for a document without one.
+func workload(d doc) (sa string, containers []map[string]any, ok bool) {
+	spec, ok, _ := unstructured.NestedMap(d.obj.Object, "spec", "template", "spec")
+	sa, _, _ = unstructured.NestedString(spec, "serviceAccountName")
+	list, _, _ := unstructured.NestedSlice(spec, "containers")
+	for _, c := range list {
+		containers = append(containers, c.(map[string]any))
+	}
+	return sa, containers, ok
+}
+
+// grant is one verb on one resource that a rule of a Role or ClusterRole
+// gives.
+type grant struct {
+	d              doc
+	resource, verb string
+	names          []string // resourceNames; none for all
+}
+
+func grants(docs []doc) []grant {
+	var out []grant
+	for _, d := range docs {
+		if k := d.obj.GetKind(); k != "Role" && k != "ClusterRole" {
+			continue
+		}
+		rules, _, _ := unstructured.NestedSlice(d.obj.Object, "rules")
+		for _, r := range rules {
+			res, _, _ := unstructured.NestedStringSlice(r.(map[string]any), "resources")
+			names, _, _ := unstructured.NestedStringSlice(r.(map[string]any), "resourceNames")
+			verbs, _, _ := unstructured.NestedStringSlice(r.(map[string]any), "verbs")
+			for _, rs := range res {
+				for _, v := range verbs {
+					out = append(out, grant{d, rs, v, names})
+				}
+			}
+		}
+	}
+	return out
+}
+
+func readOnly(verb string) bool { return verb == "get" || verb == "list" || verb == "watch" }
+
+// checkLinks checks the files of config/<dir>: its own exactly where own
+// says so, every other one a link to target+its name.
+func checkLinks(t *testing.T, dir, target string, own map[string]bool) (linked map[string]bool) {
+	t.Helper()
+	entries, err := os.ReadDir(filepath.Join(modroot.Dir(), "config", dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	linked = map[string]bool{}
+	for _, e := range entries {
+		got, err := os.Readlink(filepath.Join(modroot.Dir(), "config", dir, e.Name()))
+		if own[e.Name()] != (err != nil) || (err == nil && got != target+e.Name()) {
+			t.Errorf("config/%s/%s: link %q (%v); want its own file exactly for %v, else a link to %s", dir, e.Name(), got, err, own, target)
+		}
+		linked[e.Name()] = err == nil
+	}
+	return linked
+}
+
 // TestNatsSingleIsNatsAlone: config/nats-single is config/nats with one
 // server: its own files are the server's configuration (tested against
 // config/nats's by bridge/transport) and the StatefulSet, which is
 // config/nats's but for its replicas; the rest is linked.
 func TestNatsSingleIsNatsAlone(t *testing.T) {
-	root := modroot.Dir()
-	entries, err := os.ReadDir(filepath.Join(root, "config", "nats-single"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	own := map[string]bool{"300-config.yaml": true, "500-nats.yaml": true}
-	for _, e := range entries {
-		target, err := os.Readlink(filepath.Join(root, "config", "nats-single", e.Name()))
-		if own[e.Name()] != (err != nil) || (err == nil && target != "../nats/"+e.Name()) {
-			t.Errorf("config/nats-single/%s: link %q (%v); want its own file exactly for %v, else a link to ../nats/", e.Name(), target, err, own)
-		}
-	}
-	single := loadDocs(t, "config/nats-single", nil)
-	cluster := loadDocs(t, "config/nats", nil)
-	find := func(docs []doc, file string) []*unstructured.Unstructured {
+	checkLinks(t, "nats-single", "../nats/", map[string]bool{"300-config.yaml": true, "500-nats.yaml": true})
+	nats := func(dir string) []*unstructured.Unstructured {
 		var out []*unstructured.Unstructured
-		for _, d := range docs {
-			if filepath.Base(d.file) == file {
+		for _, d := range loadDocs(t, dir, nil) {
+			if filepath.Base(d.file) == "500-nats.yaml" {
 				out = append(out, d.obj)
 			}
 		}
 		return out
 	}
-	a, b := find(cluster, "500-nats.yaml"), find(single, "500-nats.yaml")
+	a, b := nats("config/nats"), nats("config/nats-single")
 	if len(a) != len(b) {
 		t.Fatalf("500-nats.yaml: %d documents in config/nats, %d in config/nats-single", len(a), len(b))
 	}
@@ -170,29 +219,9 @@ func TestNatsSingleIsNatsAlone(t *testing.T) {
 // bridge, NATS and Knative shape, plus the all-in-one. What it shares with
 // config/ is linked, not copied, so the two installs cannot drift.
 func TestStandaloneSharesConfig(t *testing.T) {
-	root := modroot.Dir()
-	own := map[string]bool{"206-rbac-allinone.yaml": true, "500-allinone.yaml": true}
+	linked := checkLinks(t, "standalone", "../", map[string]bool{"206-rbac-allinone.yaml": true, "500-allinone.yaml": true})
 	notShared := map[string]bool{"500-bridge.yaml": true, "600-proxyquit-ksvc.yaml": true, "610-proxyquit-networkpolicy.yaml": true}
-	standalone := filepath.Join(root, "config", "standalone")
-	entries, err := os.ReadDir(standalone)
-	if err != nil {
-		t.Fatal(err)
-	}
-	linked := map[string]bool{}
-	for _, e := range entries {
-		if own[e.Name()] {
-			if e.Type()&os.ModeSymlink != 0 {
-				t.Errorf("config/standalone/%s is a link; it is the all-in-one's own", e.Name())
-			}
-			continue
-		}
-		target, err := os.Readlink(filepath.Join(standalone, e.Name()))
-		if err != nil || target != "../"+e.Name() {
-			t.Errorf("config/standalone/%s: not a link to ../%s (%v)", e.Name(), e.Name(), err)
-		}
-		linked[e.Name()] = true
-	}
-	files, err := filepath.Glob(filepath.Join(root, "config", "*.yaml"))
+	files, err := filepath.Glob(filepath.Join(modroot.Dir(), "config", "*.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,24 +230,6 @@ func TestStandaloneSharesConfig(t *testing.T) {
 			t.Errorf("config/%s is not in config/standalone: the standalone install would lack it", name)
 		}
 	}
-}
-
-// find returns the document of that kind and name, or fails the test.
-func find(t *testing.T, docs []doc, kind, name string) doc {
-	t.Helper()
-	for _, d := range docs {
-		if d.obj.GetKind() == kind && d.obj.GetName() == name {
-			return d
-		}
-	}
-	t.Fatalf("no %s %s", kind, name)
-	return doc{}
-}
-
-// podSpec returns the pod spec of a workload document, if it has one.
-func podSpec(d doc) (map[string]any, bool) {
-	spec, ok, _ := unstructured.NestedMap(d.obj.Object, "spec", "template", "spec")
-	return spec, ok
 }
 
 // numbered is how every manifest file is named: a three-digit apply-order
@@ -255,20 +266,18 @@ func TestEveryDocumentIsNamedAndNamespaced(t *testing.T) {
 func TestWorkloadsAreRestrictedAndBounded(t *testing.T) {
 	workloads := 0
 	for _, d := range allDocs(t) {
-		spec, ok := podSpec(d)
+		sa, containers, ok := workload(d)
 		if !ok {
 			continue
 		}
 		workloads++
-		if sa, _, _ := unstructured.NestedString(spec, "serviceAccountName"); !strings.HasPrefix(sa, "istio-aux-") {
+		if !strings.HasPrefix(sa, "istio-aux-") {
 			t.Errorf("%s: serviceAccountName %q: each component runs as its own istio-aux-* account", d, sa)
 		}
-		containers, _, _ := unstructured.NestedSlice(spec, "containers")
 		if len(containers) == 0 {
 			t.Errorf("%s: no containers", d)
 		}
 		for _, c := range containers {
-			c := c.(map[string]any)
 			name := d.String() + "/" + c["name"].(string)
 			img, _ := c["image"].(string)
 			if !strings.HasPrefix(img, "ko://") || !koPaths[strings.TrimPrefix(img, "ko://")] {
@@ -288,16 +297,12 @@ func TestWorkloadsAreRestrictedAndBounded(t *testing.T) {
 			if drop, _, _ := unstructured.NestedStringSlice(c, "securityContext", "capabilities", "drop"); len(drop) != 1 || drop[0] != "ALL" {
 				t.Errorf("%s: capabilities.drop = %v, want [ALL]", name, drop)
 			}
-			for _, kind := range []string{"requests", "limits"} {
-				for _, res := range []string{"cpu", "memory"} {
-					if _, found, _ := unstructured.NestedString(c, "resources", kind, res); !found {
-						t.Errorf("%s: resources.%s.%s missing", name, kind, res)
-					}
-				}
-			}
-			for _, probe := range []string{"readinessProbe", "livenessProbe"} {
-				if _, found, _ := unstructured.NestedMap(c, probe); !found {
-					t.Errorf("%s: %s missing", name, probe)
+			for _, field := range []string{"resources.requests.cpu", "resources.requests.memory", "resources.limits.cpu",
+				"resources.limits.memory", "readinessProbe", "livenessProbe"} {
+				switch v, _, _ := unstructured.NestedFieldNoCopy(c, strings.Split(field, ".")...); v.(type) {
+				case string, map[string]any: // a quantity, a probe
+				default:
+					t.Errorf("%s: %s missing", name, field)
 				}
 			}
 		}
@@ -329,59 +334,32 @@ func TestRBACHasNoWildcardsOrWrites(t *testing.T) {
 		// The token of config/nats, into its one Secret (resourceNames).
 		"istio-aux-nats/secrets/update": true,
 	}
-	for _, d := range allDocs(t) {
-		if k := d.obj.GetKind(); k != "Role" && k != "ClusterRole" {
-			continue
+	for _, g := range grants(allDocs(t)) {
+		if g.verb == "*" || g.resource == "*" {
+			t.Errorf("%s: wildcard: %s on %s", g.d, g.verb, g.resource)
 		}
-		rules, _, _ := unstructured.NestedSlice(d.obj.Object, "rules")
-		for _, r := range rules {
-			r := r.(map[string]any)
-			res, _, _ := unstructured.NestedStringSlice(r, "resources")
-			verbs, _, _ := unstructured.NestedStringSlice(r, "verbs")
-			for _, v := range verbs {
-				for _, rs := range res {
-					if v == "*" || rs == "*" {
-						t.Errorf("%s: wildcard in %v %v", d, res, verbs)
-					}
-					switch v {
-					case "get", "list", "watch":
-						continue
-					}
-					if !allowedWrites[d.obj.GetName()+"/"+rs+"/"+v] {
-						t.Errorf("%s: unexpected write %s on %s", d, v, rs)
-					}
-				}
-			}
+		if !readOnly(g.verb) && !allowedWrites[g.d.obj.GetName()+"/"+g.resource+"/"+g.verb] {
+			t.Errorf("%s: unexpected write %s on %s", g.d, g.verb, g.resource)
 		}
 	}
 }
 
 func TestConfigMapDocumentsEveryKey(t *testing.T) {
 	contract := []string{"mode", "sidecars", "quit-command", "quit-native", "nats-url", "resync-period"}
-	var found bool
-	for _, d := range allDocs(t) {
-		if d.obj.GetKind() != "ConfigMap" || d.obj.GetName() != "config-istio-aux" {
-			continue
-		}
-		found = true
-		data, _, _ := unstructured.NestedStringMap(d.obj.Object, "data")
-		for _, k := range contract {
-			if !regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(k) + `: `).MatchString(data["_example"]) {
-				t.Errorf("_example does not document %q", k)
-			}
-		}
-		for k, v := range data {
-			if k != "_example" && !slices.Contains(contract, k) {
-				t.Errorf("key %q is not part of the contract %v", k, contract)
-			}
-			// An empty quit command stops the function at start.
-			if k == "quit-command" && strings.TrimSpace(v) == "" {
-				t.Error("quit-command is set but empty")
-			}
+	data, _, _ := unstructured.NestedStringMap(find(t, allDocs(t), "ConfigMap", "config-istio-aux").obj.Object, "data")
+	for _, k := range contract {
+		if !regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(k) + `: `).MatchString(data["_example"]) {
+			t.Errorf("_example does not document %q", k)
 		}
 	}
-	if !found {
-		t.Fatal("ConfigMap config-istio-aux not found")
+	for k, v := range data {
+		if k != "_example" && !slices.Contains(contract, k) {
+			t.Errorf("key %q is not part of the contract %v", k, contract)
+		}
+		// An empty quit command stops the function at start.
+		if k == "quit-command" && strings.TrimSpace(v) == "" {
+			t.Error("quit-command is set but empty")
+		}
 	}
 }
 
@@ -398,30 +376,19 @@ func TestDecidersFollowTheSettings(t *testing.T) {
 		"ko://github.com/istio-aux/istio-aux/functions/proxyquit/cmd/proxyquit": "",
 		"ko://github.com/istio-aux/istio-aux/cmd/allinone":                      "",
 	}
-	readers := map[string]bool{} // ServiceAccounts bound to read config-istio-aux
-	roles := map[string]bool{}   // Roles granting it
+	granted := map[string]bool{} // "Role/verb" on config-istio-aux
+	readers := map[string]bool{} // ServiceAccounts bound to list and watch it
 	for _, dir := range []string{"config", "config/standalone"} {
 		docs := loadDocs(t, dir, nil)
-		for _, d := range docs {
-			if d.obj.GetKind() != "Role" || d.obj.GetNamespace() != "istio-aux" {
-				continue
-			}
-			rules, _, _ := unstructured.NestedSlice(d.obj.Object, "rules")
-			for _, r := range rules {
-				r, _ := r.(map[string]any)
-				res, _, _ := unstructured.NestedStringSlice(r, "resources")
-				names, _, _ := unstructured.NestedStringSlice(r, "resourceNames")
-				verbs, _, _ := unstructured.NestedStringSlice(r, "verbs")
-				if slices.Contains(res, "configmaps") && slices.Contains(names, "config-istio-aux") && slices.Contains(verbs, "watch") && slices.Contains(verbs, "list") {
-					roles[d.obj.GetName()] = true
-				}
+		for _, g := range grants(docs) {
+			if g.d.obj.GetKind() == "Role" && g.d.obj.GetNamespace() == "istio-aux" &&
+				g.resource == "configmaps" && slices.Contains(g.names, "config-istio-aux") {
+				granted[g.d.obj.GetName()+"/"+g.verb] = true
 			}
 		}
 		for _, d := range docs {
-			if d.obj.GetKind() != "RoleBinding" {
-				continue
-			}
-			if role, _, _ := unstructured.NestedString(d.obj.Object, "roleRef", "name"); !roles[role] {
+			role, _, _ := unstructured.NestedString(d.obj.Object, "roleRef", "name")
+			if d.obj.GetKind() != "RoleBinding" || !granted[role+"/watch"] || !granted[role+"/list"] {
 				continue
 			}
 			subjects, _, _ := unstructured.NestedSlice(d.obj.Object, "subjects")
@@ -431,14 +398,8 @@ func TestDecidersFollowTheSettings(t *testing.T) {
 			}
 		}
 		for _, d := range docs {
-			spec, ok, _ := unstructured.NestedMap(d.obj.Object, "spec", "template", "spec")
-			if !ok {
-				continue
-			}
-			sa, _, _ := unstructured.NestedString(spec, "serviceAccountName")
-			containers, _, _ := unstructured.NestedSlice(spec, "containers")
+			sa, containers, _ := workload(d)
 			for _, c := range containers {
-				c, _ := c.(map[string]any)
 				image, _ := c["image"].(string)
 				if _, ok := deciders[image]; !ok {
 					continue
@@ -447,8 +408,7 @@ func TestDecidersFollowTheSettings(t *testing.T) {
 				env, _, _ := unstructured.NestedSlice(c, "env")
 				hasNS := false
 				for _, e := range env {
-					name, _, _ := unstructured.NestedString(e.(map[string]any), "name")
-					switch name {
+					switch name := e.(map[string]any)["name"]; name {
 					case "SYSTEM_NAMESPACE":
 						hasNS = true
 					case "ISTIO_AUX_SIDECARS", "ISTIO_AUX_QUIT_NATIVE", "ISTIO_AUX_QUIT_COMMAND", "ISTIO_AUX_RESYNC":
@@ -478,10 +438,9 @@ func TestDecidersFollowTheSettings(t *testing.T) {
 func TestHooksRunTheImagesBinary(t *testing.T) {
 	for _, dir := range append(slices.Clone(dirs), "config/nats-single") {
 		for _, d := range loadDocs(t, dir, nil) {
-			containers, _, _ := unstructured.NestedSlice(d.obj.Object, "spec", "template", "spec", "containers")
+			_, containers, _ := workload(d)
 			for _, c := range containers {
-				c := c.(map[string]any)
-				image, _, _ := unstructured.NestedString(c, "image")
+				image, _ := c["image"].(string)
 				for _, hook := range []string{"preStop", "postStart"} {
 					cmd, _, _ := unstructured.NestedStringSlice(c, "lifecycle", hook, "exec", "command")
 					if len(cmd) == 0 || !strings.HasPrefix(cmd[0], "/ko-app/") {

@@ -10,7 +10,6 @@ import (
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/istio-aux/istio-aux/internal/settings"
 	"github.com/istio-aux/istio-aux/pkg/keys"
@@ -34,19 +33,11 @@ func execPolicies(t *testing.T) (map[string]*admissionregistrationv1.ValidatingA
 	var bindings []*admissionregistrationv1.ValidatingAdmissionPolicyBinding
 	files := map[string]string{}
 	for _, d := range loadDocs(t, "config", nil) {
-		var into runtime.Object
 		switch d.obj.GetKind() {
 		case "ValidatingAdmissionPolicy":
-			p := &admissionregistrationv1.ValidatingAdmissionPolicy{}
-			policies[d.obj.GetName()], into = p, p
+			policies[d.obj.GetName()] = decode[admissionregistrationv1.ValidatingAdmissionPolicy](t, d)
 		case "ValidatingAdmissionPolicyBinding":
-			b := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{}
-			bindings, into = append(bindings, b), b
-		default:
-			continue
-		}
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(d.obj.Object, into, true); err != nil {
-			t.Fatalf("%s: %v", d, err)
+			bindings = append(bindings, decode[admissionregistrationv1.ValidatingAdmissionPolicyBinding](t, d))
 		}
 		files[d.obj.GetKind()+"/"+d.obj.GetName()] = d.file
 	}

@@ -5,11 +5,10 @@ package config
 import (
 	"bytes"
 	"context"
-	"maps"
-	"net/http"
-	"os"
+	"encoding/json"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,7 +17,9 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -26,9 +27,23 @@ import (
 
 	"github.com/istio-aux/istio-aux/internal/settings"
 	"github.com/istio-aux/istio-aux/test/cluster"
+	"github.com/istio-aux/istio-aux/test/mesh"
 	"github.com/istio-aux/istio-aux/test/modroot"
 	"github.com/istio-aux/istio-aux/test/poll"
 )
+
+// access reads a call written "verb resource[/subresource][.group]
+// [namespace/name]" ("get secrets istio-aux/", "list pods").
+func access(call string) *authorizationv1.ResourceAttributes {
+	f := strings.Fields(call)
+	a := &authorizationv1.ResourceAttributes{Verb: f[0]}
+	a.Resource, a.Group, _ = strings.Cut(f[1], ".")
+	a.Resource, a.Subresource, _ = strings.Cut(a.Resource, "/")
+	if len(f) > 2 {
+		a.Namespace, a.Name, _ = strings.Cut(f[2], "/")
+	}
+	return a
+}
 
 // TestRBAC installs config/'s accounts and roles for real and asks the API
 // server, with SubjectAccessReviews, whether each component may make exactly
@@ -36,94 +51,61 @@ import (
 func TestRBAC(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	c, _ := startWithConfig(ctx, t, cluster.Options{})
+	c := startWithConfig(ctx, t, cluster.Options{})
 
-	type call struct {
-		verb, resource, sub, ns, name string
-		group                         string
-	}
-	sa := func(name string) string { return "system:serviceaccount:istio-aux:" + name }
-	cases := []struct {
-		user    string
-		allowed []call
-		denied  []call
-	}{{
-		user: sa("istio-aux-bridge"),
-		allowed: []call{
-			{verb: "list", resource: "pods"}, {verb: "watch", resource: "pods"},
-			{verb: "list", resource: "namespaces"}, {verb: "watch", resource: "namespaces"},
-		},
-		denied: []call{
-			{verb: "get", resource: "pods", ns: "default"}, {verb: "create", resource: "pods", sub: "exec", ns: "default"},
-			{verb: "get", resource: "secrets", ns: "istio-aux"}, {verb: "delete", resource: "pods", ns: "default"},
-		},
-	}, {
-		user: sa("istio-aux-proxyquit"),
-		allowed: []call{
-			{verb: "get", resource: "pods", ns: "team-a"},
-			{verb: "get", resource: "pods", sub: "exec", ns: "team-a"},
-			{verb: "create", resource: "pods", sub: "exec", ns: "team-a"},
-			{verb: "get", resource: "namespaces", name: "team-a"},
-			{verb: "create", resource: "events", ns: "team-a"}, {verb: "patch", resource: "events", ns: "team-a"},
-		},
-		denied: []call{
-			{verb: "list", resource: "pods"}, {verb: "delete", resource: "pods", ns: "team-a"},
-			{verb: "create", resource: "pods", sub: "attach", ns: "team-a"},
-			{verb: "get", resource: "secrets", ns: "team-a"}, {verb: "list", resource: "namespaces"},
-		},
-	}, {
-		user: sa("istio-aux-webhook"),
-		allowed: []call{
-			{verb: "list", resource: "mutatingwebhookconfigurations", group: "admissionregistration.k8s.io"},
-			{verb: "update", resource: "mutatingwebhookconfigurations", group: "admissionregistration.k8s.io", name: "istio-aux-webhook"},
-			{verb: "get", resource: "secrets", ns: "istio-aux", name: "istio-aux-webhook-certs"},
-			{verb: "update", resource: "secrets", ns: "istio-aux", name: "istio-aux-webhook-certs"},
-			{verb: "watch", resource: "configmaps", ns: "istio-aux"},
-			{verb: "create", resource: "leases", group: "coordination.k8s.io", ns: "istio-aux"},
-			{verb: "watch", resource: "namespaces"},
-		},
-		denied: []call{
-			{verb: "update", resource: "mutatingwebhookconfigurations", group: "admissionregistration.k8s.io", name: "istio-sidecar-injector"},
-			{verb: "get", resource: "secrets", ns: "default", name: "istio-aux-webhook-certs"},
-			{verb: "create", resource: "secrets", ns: "istio-aux"},
-			{verb: "update", resource: "configmaps", ns: "istio-aux"},
-			{verb: "create", resource: "leases", group: "coordination.k8s.io", ns: "kube-system"},
-			{verb: "list", resource: "pods"},
-		},
-	}}
 	// config-istio-aux's quit-command and the exec policies (204, 205)
 	// decide what the function may run in every opted-in proxy: no
 	// component of ours may change either.
-	const admissionGroup = "admissionregistration.k8s.io"
-	for i := range cases {
-		cases[i].denied = append(cases[i].denied,
-			call{verb: "update", resource: "configmaps", ns: "istio-aux", name: "config-istio-aux"},
-			call{verb: "patch", resource: "configmaps", ns: "istio-aux", name: "config-istio-aux"},
-			call{verb: "delete", resource: "configmaps", ns: "istio-aux", name: "config-istio-aux"},
-			call{verb: "create", resource: "configmaps", ns: "istio-aux"},
-			call{verb: "update", resource: "validatingadmissionpolicies", group: admissionGroup, name: "istio-aux-proxyquit-exec"},
-			call{verb: "delete", resource: "validatingadmissionpolicybindings", group: admissionGroup, name: "istio-aux-proxyquit-exec-command"},
-			call{verb: "create", resource: "validatingadmissionpolicybindings", group: admissionGroup},
-		)
+	deniedToAll := []string{
+		"update configmaps istio-aux/config-istio-aux", "patch configmaps istio-aux/config-istio-aux",
+		"delete configmaps istio-aux/config-istio-aux", "create configmaps istio-aux/",
+		"update validatingadmissionpolicies.admissionregistration.k8s.io /istio-aux-proxyquit-exec",
+		"delete validatingadmissionpolicybindings.admissionregistration.k8s.io /istio-aux-proxyquit-exec-command",
+		"create validatingadmissionpolicybindings.admissionregistration.k8s.io",
 	}
-	for _, tc := range cases {
-		for _, want := range []bool{true, false} {
-			calls := tc.allowed
-			if !want {
-				calls = tc.denied
+	for _, tc := range []struct {
+		sa              string
+		allowed, denied []string
+	}{{
+		sa:      "istio-aux-bridge",
+		allowed: []string{"list pods", "watch pods", "list namespaces", "watch namespaces"},
+		denied:  []string{"get pods default/", "create pods/exec default/", "get secrets istio-aux/", "delete pods default/"},
+	}, {
+		sa: "istio-aux-proxyquit",
+		allowed: []string{"get pods team-a/", "get pods/exec team-a/", "create pods/exec team-a/", "get namespaces /team-a",
+			"create events team-a/", "patch events team-a/"},
+		denied: []string{"list pods", "delete pods team-a/", "create pods/attach team-a/", "get secrets team-a/", "list namespaces"},
+	}, {
+		sa: "istio-aux-webhook",
+		allowed: []string{
+			"list mutatingwebhookconfigurations.admissionregistration.k8s.io",
+			"update mutatingwebhookconfigurations.admissionregistration.k8s.io /istio-aux-webhook",
+			"get secrets istio-aux/istio-aux-webhook-certs", "update secrets istio-aux/istio-aux-webhook-certs",
+			"watch configmaps istio-aux/", "create leases.coordination.k8s.io istio-aux/", "watch namespaces",
+		},
+		denied: []string{
+			"update mutatingwebhookconfigurations.admissionregistration.k8s.io /istio-sidecar-injector",
+			"get secrets default/istio-aux-webhook-certs", "create secrets istio-aux/", "update configmaps istio-aux/",
+			"create leases.coordination.k8s.io kube-system/", "list pods",
+		},
+	}} {
+		user := "system:serviceaccount:istio-aux:" + tc.sa
+		review := func(call string, want bool) {
+			r, err := c.Client().AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+				User: user, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:istio-aux", "system:authenticated"}, ResourceAttributes: access(call),
+			}}, metav1.CreateOptions{})
+			if err != nil {
+				t.Fatal(err)
 			}
-			for _, cl := range calls {
-				attrs := &authorizationv1.ResourceAttributes{Verb: cl.verb, Group: cl.group, Resource: cl.resource, Subresource: cl.sub, Namespace: cl.ns, Name: cl.name}
-				r, err := c.Client().AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
-					User: tc.user, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:istio-aux", "system:authenticated"}, ResourceAttributes: attrs,
-				}}, metav1.CreateOptions{})
-				if err != nil {
-					t.Fatal(err)
-				}
-				if r.Status.Allowed != want {
-					t.Errorf("%s %+v: allowed=%v, want %v", tc.user, *attrs, r.Status.Allowed, want)
-				}
+			if r.Status.Allowed != want {
+				t.Errorf("%s %q: allowed=%v, want %v", user, call, r.Status.Allowed, want)
 			}
+		}
+		for _, call := range tc.allowed {
+			review(call, true)
+		}
+		for _, call := range append(tc.denied, deniedToAll...) {
+			review(call, false)
 		}
 	}
 }
@@ -136,8 +118,7 @@ func TestRBAC(t *testing.T) {
 func TestWebhookRunsWithItsRole(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	c, _ := startWithConfig(ctx, t, cluster.Options{})
-
+	c := startWithConfig(ctx, t, cluster.Options{})
 	ports, err := cluster.FreePorts(3)
 	if err != nil {
 		t.Fatal(err)
@@ -176,8 +157,8 @@ func TestWebhookRunsWithItsRole(t *testing.T) {
 	if err != nil || len(leases.Items) == 0 {
 		t.Errorf("no leader-election Lease in istio-aux (err %v)", err)
 	}
-	if strings.Contains(strings.ToLower(log.String()), "forbidden") {
-		t.Errorf("the webhook was refused something by RBAC:\n%s", grepLines(log.String(), "forbidden"))
+	if lines := grepLines(log.String(), "forbidden"); lines != "" {
+		t.Errorf("the webhook was refused something by RBAC:\n%s", lines)
 	}
 }
 
@@ -188,32 +169,26 @@ func TestWebhookRunsWithItsRole(t *testing.T) {
 func TestBridgeRunsWithItsRole(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	c, _ := startWithConfig(ctx, t, cluster.Options{})
-	ports, err := cluster.FreePorts(1)
+	c := startWithConfig(ctx, t, cluster.Options{})
+	port, err := cluster.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := "127.0.0.1:" + strconv.Itoa(ports[0])
+	addr := "127.0.0.1:" + strconv.Itoa(port)
 	log, start := runAs(ctx, t, c, "istio-aux-bridge", "./bridge/cmd/bridge",
 		"ISTIO_AUX_ROLE=bridge", "NATS_URL=", "ISTIO_AUX_DATA_DIR="+t.TempDir(), "METRICS_ADDR="+addr,
 		// It reads and watches config-logging and config-istio-aux there
 		// (204-rbac-logging.yaml).
 		"SYSTEM_NAMESPACE=istio-aux")
 	err = poll.Until(ctx, 60*time.Second, func(ctx context.Context) (bool, error) {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/readyz", nil)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return false, nil
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK, nil
+		return cluster.GetOK(ctx, "http://"+addr+"/readyz") == nil, nil
 	})
 	if err != nil {
 		t.Fatalf("the bridge never became ready: %v", err)
 	}
 	t.Logf("bridge ready %v after start", time.Since(start).Round(time.Millisecond))
-	if strings.Contains(strings.ToLower(log.String()), "forbidden") {
-		t.Errorf("the bridge was refused something by RBAC:\n%s", grepLines(log.String(), "forbidden"))
+	if lines := grepLines(log.String(), "forbidden"); lines != "" {
+		t.Errorf("the bridge was refused something by RBAC:\n%s", lines)
 	}
 	if strings.Contains(log.String(), "config-logging is unreadable") {
 		t.Errorf("the bridge could not read config-logging:\n%s", grepLines(log.String(), "config-logging"))
@@ -222,40 +197,30 @@ func TestBridgeRunsWithItsRole(t *testing.T) {
 	// It follows config-istio-aux with that role alone: a value it cannot
 	// use is said on the ConfigMap, and a new nats-url makes it start again
 	// (NATS_URL is set, as config/ sets it from that key).
-	setKeys := func(data map[string]string) {
-		t.Helper()
-		cms := c.Client().CoreV1().ConfigMaps("istio-aux")
-		cm, err := cms.Get(ctx, settings.ConfigMapName, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		maps.Copy(cm.Data, data)
-		if _, err := cms.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	setKeys(map[string]string{settings.KeyQuitNative: "yes please"})
-	err = poll.Until(ctx, 30*time.Second, func(ctx context.Context) (bool, error) {
-		evs, err := c.Client().CoreV1().Events("istio-aux").List(ctx, metav1.ListOptions{FieldSelector: "reason=" + settings.ReasonRejected})
-		if err != nil {
-			return false, err
-		}
-		for _, e := range evs.Items {
-			if e.InvolvedObject.Name == settings.ConfigMapName && e.Source.Component == "istio-aux-bridge" && strings.Contains(e.Message, settings.KeyQuitNative) {
-				return true, nil
-			}
-		}
-		return false, nil
+	setConfig(ctx, t, c, map[string]string{settings.KeyQuitNative: "yes please"})
+	err = poll.Until(ctx, 30*time.Second, func(context.Context) (bool, error) {
+		return slices.ContainsFunc(mesh.Events(t, c, "istio-aux", settings.ConfigMapName), func(e corev1.Event) bool {
+			return e.Reason == settings.ReasonRejected && e.Source.Component == "istio-aux-bridge" && strings.Contains(e.Message, settings.KeyQuitNative)
+		}), nil
 	})
 	if err != nil {
 		t.Errorf("no %s Event from the bridge on %s: %v\n%s", settings.ReasonRejected, settings.ConfigMapName, err, grepLines(log.String(), "setting"))
 	}
-	setKeys(map[string]string{settings.KeyNATSURL: "nats://elsewhere.example:4222"})
+	setConfig(ctx, t, c, map[string]string{settings.KeyNATSURL: "nats://elsewhere.example:4222"})
 	err = poll.Until(ctx, 30*time.Second, func(context.Context) (bool, error) {
 		return strings.Contains(log.String(), "Stopping to start again"), nil
 	})
 	if err != nil {
 		t.Errorf("the bridge did not stop for a new nats-url: %v\n%s", err, grepLines(log.String(), "nats"))
+	}
+}
+
+// setConfig merges data into config-istio-aux.
+func setConfig(ctx context.Context, t *testing.T, c *cluster.Cluster, data map[string]string) {
+	t.Helper()
+	patch, _ := json.Marshal(map[string]any{"data": data})
+	if _, err := c.Client().CoreV1().ConfigMaps("istio-aux").Patch(ctx, settings.ConfigMapName, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -272,19 +237,16 @@ func runAs(ctx context.Context, t *testing.T, c *cluster.Cluster, serviceAccount
 		t.Fatalf("go build %s: %v\n%s", pkg, err, out)
 	}
 	t.Logf("built %s in %v", pkg, time.Since(start).Round(time.Millisecond))
-	kubeconfig := serviceAccountKubeconfig(ctx, t, c, serviceAccount)
 	log := &syncBuffer{}
-	cmd := exec.Command(bin)
-	cmd.Env = append(append(os.Environ(), "KUBECONFIG="+kubeconfig), env...)
-	cmd.Stdout, cmd.Stderr = log, log
-	if err := cmd.Start(); err != nil {
+	p, err := cluster.StartProcess(filepath.Base(pkg), log,
+		append([]string{"KUBECONFIG=" + serviceAccountKubeconfig(ctx, t, c, serviceAccount)}, env...), bin)
+	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		// Killed, not interrupted: graceful shutdown (knative's webhook
-		// drains for 45s) is not what these tests exercise.
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
+		// Killed, not stopped: graceful shutdown (knative's webhook drains
+		// for 45s) is not what these tests exercise.
+		_ = p.Kill()
 		if t.Failed() {
 			t.Logf("%s log:\n%s", pkg, log.String())
 		}
@@ -311,35 +273,21 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// startWithConfig starts a control plane (opts, logging to a file kept on
-// failure) and installs, for real, config/'s documents that need no Knative
-// CRD (with ko:// placeholders).
-func startWithConfig(ctx context.Context, t *testing.T, opts cluster.Options) (*cluster.Cluster, *applier) {
+// startWithConfig starts a control plane (opts) and installs, for real,
+// config/'s documents that need no Knative CRD (with ko:// placeholders).
+func startWithConfig(ctx context.Context, t *testing.T, opts cluster.Options) *cluster.Cluster {
 	t.Helper()
-	opts.Log = testLog(t)
-	c, err := cluster.Start(ctx, opts)
-	if err != nil {
-		t.Fatalf("starting the control plane: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := c.Stop(); err != nil {
-			t.Errorf("stopping the control plane: %v", err)
-		}
-	})
-	a := newApplier(t, c)
+	c, a := start(ctx, t, opts)
 	for _, d := range loadDocs(t, "config", placeholder) {
-		if strings.Contains(d.obj.GetAPIVersion(), "knative.dev") {
-			continue
-		}
-		if err := a.apply(ctx, d, false); err != nil {
-			t.Fatalf("applying %s: %v", d, err)
+		if !strings.Contains(d.obj.GetAPIVersion(), "knative.dev") {
+			a.create(ctx, t, d)
 		}
 	}
-	return c, a
+	return c
 }
 
 // serviceAccountKubeconfig writes a kubeconfig that authenticates as the
-// ServiceAccount with a short-lived TokenRequest token.
+// ServiceAccount with a short-lived TokenRequest token, and checks it works.
 func serviceAccountKubeconfig(ctx context.Context, t *testing.T, c *cluster.Cluster, name string) string {
 	t.Helper()
 	tr, err := c.Client().CoreV1().ServiceAccounts("istio-aux").CreateToken(ctx, name, &authenticationv1.TokenRequest{
@@ -348,27 +296,21 @@ func serviceAccountKubeconfig(ctx context.Context, t *testing.T, c *cluster.Clus
 	if err != nil {
 		t.Fatalf("token for %s: %v", name, err)
 	}
-	rc := c.RESTConfig()
-	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["c"] = &clientcmdapi.Cluster{Server: rc.Host, CertificateAuthority: rc.CAFile, CertificateAuthorityData: rc.CAData, InsecureSkipTLSVerify: rc.Insecure}
-	cfg.AuthInfos["u"] = &clientcmdapi.AuthInfo{Token: tr.Status.Token}
-	cfg.Contexts["c"] = &clientcmdapi.Context{Cluster: "c", AuthInfo: "u"}
-	cfg.CurrentContext = "c"
-	path := filepath.Join(t.TempDir(), name+".kubeconfig")
-	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
-		t.Fatal(err)
-	}
-	// The token must work before the binary relies on it.
-	rcs, err := clientcmd.BuildConfigFromFlags("", path)
+	path, err := c.WriteKubeconfig("sa-"+name, c.RESTConfig().Host, name, &clientcmdapi.AuthInfo{Token: tr.Status.Token})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := kubernetes.NewForConfigOrDie(rcs).Discovery().ServerVersion(); err != nil {
+	rc, err := clientcmd.BuildConfigFromFlags("", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kubernetes.NewForConfigOrDie(rc).Discovery().ServerVersion(); err != nil {
 		t.Fatalf("%s's kubeconfig does not work: %v", name, err)
 	}
 	return path
 }
 
+// grepLines is the lines of s that, lower-cased, contain substr.
 func grepLines(s, substr string) string {
 	var out []string
 	for _, l := range strings.Split(s, "\n") {

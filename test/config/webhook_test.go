@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"maps"
 	"testing"
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
@@ -14,27 +15,26 @@ import (
 	"github.com/istio-aux/istio-aux/webhook"
 )
 
+// decode converts d strictly into a T.
+func decode[T any](t *testing.T, d doc) *T {
+	t.Helper()
+	out := new(T)
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(d.obj.Object, out, true); err != nil {
+		t.Fatalf("%s: %v", d, err)
+	}
+	return out
+}
+
+// webhookConfiguration is config/'s, by the name the webhook's reconciler
+// looks it up by.
 func webhookConfiguration(t *testing.T) *admissionv1.MutatingWebhookConfiguration {
 	t.Helper()
-	for _, d := range loadDocs(t, "config", nil) {
-		if d.obj.GetKind() != "MutatingWebhookConfiguration" {
-			continue
-		}
-		var mwc admissionv1.MutatingWebhookConfiguration
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(d.obj.Object, &mwc, true); err != nil {
-			t.Fatalf("%s: %v", d, err)
-		}
-		return &mwc
-	}
-	t.Fatal("no MutatingWebhookConfiguration in config/")
-	return nil
+	d := find(t, loadDocs(t, "config", nil), "MutatingWebhookConfiguration", "istio-aux-webhook")
+	return decode[admissionv1.MutatingWebhookConfiguration](t, d)
 }
 
 func TestWebhookConfigurationRunsBeforeIstio(t *testing.T) {
 	mwc := webhookConfiguration(t)
-	if mwc.Name != "istio-aux-webhook" {
-		t.Errorf("name %q, want istio-aux-webhook (the webhook's reconciler looks it up by name)", mwc.Name)
-	}
 	// The API server calls mutating configurations sorted by name.
 	for _, istio := range []string{"istio-revision-tag-default", "istio-sidecar-injector", "istio-sidecar-injector-canary"} {
 		if mwc.Name >= istio {
@@ -105,7 +105,9 @@ func TestWebhookSelectorsAgreeWithOptIn(t *testing.T) {
 				for _, pod := range values(keys.LabelEnabled, "true", "false") {
 					for _, ann := range values(keys.AnnotationEnabled, "true", "false") {
 						cases++
-						nsLabels := merge(nsNew, nsOld, map[string]string{"kubernetes.io/metadata.name": name})
+						nsLabels := map[string]string{"kubernetes.io/metadata.name": name}
+						maps.Copy(nsLabels, nsNew)
+						maps.Copy(nsLabels, nsOld)
 						var matched []string
 						for w, s := range sels {
 							if s.ns.Matches(labels.Set(nsLabels)) && s.obj.Matches(labels.Set(pod)) {
@@ -132,16 +134,6 @@ func TestWebhookSelectorsAgreeWithOptIn(t *testing.T) {
 	if cases != 3*3*3*3*3 {
 		t.Fatalf("ran %d cases", cases)
 	}
-}
-
-func merge(ms ...map[string]string) map[string]string {
-	out := map[string]string{}
-	for _, m := range ms {
-		for k, v := range m {
-			out[k] = v
-		}
-	}
-	return out
 }
 
 // The e2e harness installs webhook.Webhooks (with a URL); clusters get

@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"slices"
 	"testing"
 	"time"
@@ -35,7 +34,7 @@ func Test7OptedInAfterItsPodsFinished(t *testing.T) {
 	if q := quitsIn(t, ns); len(q) != 0 {
 		t.Fatalf("quit before the namespace was opted in: %v", q)
 	}
-	relabel(t, ns, mesh.OptedIn)
+	mesh.Relabel(t, env, ns, map[string]any{keys.LabelEnabled: "true"})
 	mesh.WaitJob(t, env, ns, "late", batchv1.JobComplete, 30*time.Second)
 	mesh.WaitEvent(t, env, ns, mesh.OnlyPod(t, env, ns, "late").Name, "ProxyQuit")
 }
@@ -51,7 +50,7 @@ func Test8OptedOutStopsItsQuits(t *testing.T) {
 		pods := mesh.Pods(t, env, ns, "dropped")
 		return len(pods) == 1 && cluster.ContainerStatus(&pods[0], scenario.App).State.Running != nil, nil
 	})
-	relabel(t, ns, nil)
+	mesh.Relabel(t, env, ns, map[string]any{keys.LabelEnabled: nil})
 	waitStuck(t, ns, "dropped")
 	poll.Consistently(t, 5*time.Second, "pod left alone", func(ctx context.Context) (bool, error) {
 		pods := mesh.Pods(t, env, ns, "dropped")
@@ -76,22 +75,6 @@ func waitStuck(t *testing.T, ns, job string) {
 		pods := mesh.Pods(t, env, ns, job)
 		return len(pods) == 1 && mesh.Stuck(&pods[0], scenario.App), nil
 	})
-}
-
-// relabel sets (labels) or removes (nil) istio-aux's namespace label.
-func relabel(t *testing.T, ns string, labels map[string]string) {
-	t.Helper()
-	var value any // null removes the label
-	if v, ok := labels[keys.LabelEnabled]; ok {
-		value = v
-	}
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]any{keys.LabelEnabled: value}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := env.Client().CoreV1().Namespaces().Patch(context.Background(), ns, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // Test9MissedByTheWebhook: a Job's pod in an opted-in namespace that lacks

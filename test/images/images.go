@@ -11,13 +11,13 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path"
 	"path/filepath"
 	"runtime"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 )
@@ -91,42 +91,18 @@ func (img Image) Push(ctx context.Context, craneBin, addr string) error {
 	return nil
 }
 
-// WriteLayout writes the image as an OCI image layout into dir.
+// WriteLayout writes the image as an OCI image layout into dir: the layout
+// marker, the index (naming the image Ref), and the layer, config and
+// manifest blobs.
 func (img Image) WriteLayout(dir string) error {
-	entries, err := img.entries()
-	if err != nil {
-		return err
-	}
-	for _, e := range entries {
-		file := filepath.Join(dir, filepath.FromSlash(e.name))
-		if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
-			return err
-		}
-		if err := os.WriteFile(file, e.data, 0o644); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// entry is one file of an OCI image layout.
-type entry struct {
-	name string
-	data []byte
-}
-
-// entries are the files of the image's OCI image layout: the layout
-// marker, the index (naming the image Ref), the layer, the config and the
-// manifest.
-func (img Image) entries() ([]entry, error) {
 	layer, err := img.layer()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	layerDesc := blob(mediaLayer, layer)
 	cfg, err := json.Marshal(img.config(layerDesc.Digest))
 	if err != nil {
-		return nil, err
+		return err
 	}
 	cfgDesc := blob(mediaConfig, cfg)
 	manifest, err := json.Marshal(map[string]any{
@@ -136,59 +112,59 @@ func (img Image) entries() ([]entry, error) {
 		"layers":        []descriptor{layerDesc},
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	manDesc := blob(mediaManifest, manifest)
 	manDesc.Annotations = map[string]string{
 		"io.containerd.image.name":          img.Ref,
 		"org.opencontainers.image.ref.name": tagOf(img.Ref),
 	}
-	index, err := json.Marshal(map[string]any{
-		"schemaVersion": 2,
-		"manifests":     []descriptor{manDesc},
-	})
+	index, err := json.Marshal(map[string]any{"schemaVersion": 2, "manifests": []descriptor{manDesc}})
 	if err != nil {
-		return nil, err
+		return err
 	}
-	return []entry{
-		{"oci-layout", []byte(`{"imageLayoutVersion":"1.0.0"}`)},
-		{"index.json", index},
-		{blobPath(layerDesc), layer},
-		{blobPath(cfgDesc), cfg},
-		{blobPath(manDesc), manifest},
-	}, nil
+	for name, data := range map[string][]byte{
+		"oci-layout":        []byte(`{"imageLayoutVersion":"1.0.0"}`),
+		"index.json":        index,
+		blobPath(layerDesc): layer,
+		blobPath(cfgDesc):   cfg,
+		blobPath(manDesc):   manifest,
+	} {
+		file := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(file, data, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // config is the OCI image configuration; the layer is its only diff.
 func (img Image) config(diffID string) map[string]any {
-	c := map[string]any{}
-	set := func(k string, v any, empty bool) {
-		if !empty {
-			c[k] = v
-		}
-	}
-	set("Entrypoint", img.Entrypoint, len(img.Entrypoint) == 0)
-	set("Cmd", img.Cmd, len(img.Cmd) == 0)
-	set("Env", img.Env, len(img.Env) == 0)
-	set("User", img.User, img.User == "")
-	set("WorkingDir", img.WorkingDir, img.WorkingDir == "")
 	return map[string]any{
 		"architecture": runtime.GOARCH,
 		"os":           "linux",
-		"config":       c,
-		"rootfs":       map[string]any{"type": "layers", "diff_ids": []string{diffID}},
+		"config": struct { // in the order of the JSON object's sorted keys
+			Cmd        []string `json:",omitempty"`
+			Entrypoint []string `json:",omitempty"`
+			Env        []string `json:",omitempty"`
+			User       string   `json:",omitempty"`
+			WorkingDir string   `json:",omitempty"`
+		}{img.Cmd, img.Entrypoint, img.Env, img.User, img.WorkingDir},
+		"rootfs": map[string]any{"type": "layers", "diff_ids": []string{diffID}},
 	}
 }
 
 // layer is the uncompressed tar of the files, with an entry for every
-// parent directory, in a fixed order and with fixed times, so the same files
-// always give the same digest.
+// parent directory, in a fixed order and with fixed times (the Unix epoch),
+// so the same files always give the same digest.
 func (img Image) layer() ([]byte, error) {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	dirs := map[string]bool{}
-	files := append([]File(nil), img.Files...)
-	sort.Slice(files, func(i, j int) bool { return files[i].Path < files[j].Path })
+	files := slices.SortedFunc(slices.Values(img.Files), func(a, b File) int { return strings.Compare(a.Path, b.Path) })
 	for _, f := range files {
 		p := strings.TrimPrefix(path.Clean("/"+f.Path), "/")
 		if p == "" {
@@ -198,13 +174,8 @@ func (img Image) layer() ([]byte, error) {
 			dirs[d] = true
 		}
 	}
-	sortedDirs := make([]string, 0, len(dirs))
-	for d := range dirs {
-		sortedDirs = append(sortedDirs, d)
-	}
-	sort.Strings(sortedDirs) // parents sort before their children
-	for _, d := range sortedDirs {
-		hdr := &tar.Header{Typeflag: tar.TypeDir, Name: d + "/", Mode: 0o755, ModTime: epoch, Format: tar.FormatPAX}
+	for _, d := range slices.Sorted(maps.Keys(dirs)) { // parents sort before their children
+		hdr := &tar.Header{Typeflag: tar.TypeDir, Name: d + "/", Mode: 0o755, ModTime: time.Unix(0, 0), Format: tar.FormatPAX}
 		if err := tw.WriteHeader(hdr); err != nil {
 			return nil, err
 		}
@@ -221,7 +192,12 @@ func (img Image) layer() ([]byte, error) {
 		if mode == 0 {
 			mode = 0o644
 		}
-		if err := writeEntry(tw, strings.TrimPrefix(path.Clean("/"+f.Path), "/"), int64(mode.Perm()), data); err != nil {
+		hdr := &tar.Header{Typeflag: tar.TypeReg, Name: strings.TrimPrefix(path.Clean("/"+f.Path), "/"), Mode: int64(mode.Perm()),
+			Size: int64(len(data)), ModTime: time.Unix(0, 0), Format: tar.FormatPAX}
+		if err := tw.WriteHeader(hdr); err != nil {
+			return nil, err
+		}
+		if _, err := tw.Write(data); err != nil {
 			return nil, err
 		}
 	}
@@ -229,18 +205,6 @@ func (img Image) layer() ([]byte, error) {
 		return nil, err
 	}
 	return buf.Bytes(), nil
-}
-
-// epoch is the modification time of every entry (reproducible digests).
-var epoch = time.Unix(0, 0)
-
-func writeEntry(tw *tar.Writer, name string, mode int64, data []byte) error {
-	hdr := &tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: mode, Size: int64(len(data)), ModTime: epoch, Format: tar.FormatPAX}
-	if err := tw.WriteHeader(hdr); err != nil {
-		return err
-	}
-	_, err := io.Copy(tw, bytes.NewReader(data))
-	return err
 }
 
 func blob(mediaType string, data []byte) descriptor {

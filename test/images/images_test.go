@@ -104,16 +104,10 @@ func TestTagOf(t *testing.T) {
 func readDir(t *testing.T, dir string) map[string][]byte {
 	t.Helper()
 	out := map[string][]byte{}
-	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
+	err := fs.WalkDir(os.DirFS(dir), ".", func(path string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			out[path], err = os.ReadFile(filepath.Join(dir, path))
 		}
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(dir, path)
-		out[filepath.ToSlash(rel)] = b
 		return err
 	})
 	if err != nil {

@@ -4,6 +4,8 @@ package istio
 
 import (
 	"context"
+	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -40,21 +42,29 @@ func startAgent(t *testing.T, files map[string][]byte, env ...string) *agentUnde
 	if err := EnsureEnvoy(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	root, err := AgentFiles(files)
+	// The sandbox's root as the proxy image gives pilot-agent its files.
+	tmpl, err := os.ReadFile(BootstrapTemplate())
 	if err != nil {
 		t.Fatal(err)
 	}
+	root := map[string][]byte{BootstrapTemplatePath: tmpl}
+	maps.Copy(root, files)
 	log, closeLog := cluster.ProcessLog("istio-aux-"+t.Name()+".log", "E2E_VERBOSE")
 	t.Cleanup(closeLog)
 	sb, err := NewSandbox(root, log)
 	if err != nil {
 		t.Fatal(err)
 	}
-	podEnv, err := AgentEnv("job-worker-0", "default", map[string]any{
-		"binaryPath": EnvoyBin(), "terminationDrainDuration": drainFor.String(),
-	})
-	if err != nil {
-		t.Fatal(err)
+	// The environment an injected istio-proxy container gives pilot-agent,
+	// as far as it matters outside a cluster. CLOUD_PLATFORM=none spares
+	// the agent probing cloud metadata servers.
+	podEnv := []string{
+		"POD_NAME=job-worker-0", "POD_NAMESPACE=default", "SERVICE_ACCOUNT=" + ServiceAccount,
+		"INSTANCE_IP=127.0.0.1", "HOST_IP=127.0.0.1",
+		"PILOT_CERT_PROVIDER=istiod", "CA_ADDR=istiod." + Namespace + ".svc:15012",
+		"TRUST_DOMAIN=cluster.local", "ISTIO_META_CLUSTER_ID=Kubernetes",
+		"CLOUD_PLATFORM=none",
+		fmt.Sprintf(`PROXY_CONFIG={"binaryPath":%q,"terminationDrainDuration":%q}`, EnvoyBin(), drainFor),
 	}
 	a := &agentUnderTest{t: t, sb: sb}
 	a.agent, err = sb.Start("pilot-agent", append(podEnv, env...), filepath.Join(BinDir(), "pilot-agent"),

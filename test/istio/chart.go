@@ -1,6 +1,7 @@
 package istio
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -96,9 +97,9 @@ func (c *Chart) InjectorConfigMap(v map[string]any) (map[string]string, error) {
 	config := map[string]any{
 		"defaultTemplates":     defaultTemplates,
 		"policy":               mapAt(v, "global", "proxy")["autoInject"],
-		"alwaysInjectSelector": orEmptyList(webhook["alwaysInjectSelector"]),
-		"neverInjectSelector":  orEmptyList(webhook["neverInjectSelector"]),
-		"injectedAnnotations":  orEmptyMap(webhook["injectedAnnotations"]),
+		"alwaysInjectSelector": cmp.Or[any](webhook["alwaysInjectSelector"], []any{}),
+		"neverInjectSelector":  cmp.Or[any](webhook["neverInjectSelector"], []any{}),
+		"injectedAnnotations":  cmp.Or[any](webhook["injectedAnnotations"], map[string]any{}),
 		// The chart's guard: an istiod too old for these templates fails
 		// on this legacy key instead of injecting something wrong.
 		"template":  "{{ Template_Version_And_Istio_Version_Mismatched_Check_Installation }}",
@@ -174,19 +175,16 @@ func defaultProviders(v map[string]any) map[string]any {
 	if _, set := mapAt(v, "meshConfig")["defaultProviders"]; set {
 		return nil
 	}
-	telemetry := mapAt(v, "telemetry")
-	v2 := mapAt(telemetry, "v2")
-	if telemetry["enabled"] != true || v2["enabled"] != true {
+	v2 := mapAt(v, "telemetry", "v2")
+	if mapAt(v, "telemetry")["enabled"] != true || v2["enabled"] != true {
 		return nil
 	}
-	prom := mapAt(v2, "prometheus")["enabled"] == true
-	sd := mapAt(v2, "stackdriver")["enabled"] == true
 	out := map[string]any{}
 	var metrics []any
-	if prom {
+	if mapAt(v2, "prometheus")["enabled"] == true {
 		metrics = append(metrics, "prometheus")
 	}
-	if sd {
+	if mapAt(v2, "stackdriver")["enabled"] == true {
 		metrics = append(metrics, "stackdriver")
 		out["accessLogging"] = []any{"stackdriver"}
 	}
@@ -220,20 +218,6 @@ func pick(m map[string]any, keys ...string) map[string]any {
 		}
 	}
 	return out
-}
-
-func orEmptyList(v any) any {
-	if v == nil {
-		return []any{}
-	}
-	return v
-}
-
-func orEmptyMap(v any) any {
-	if v == nil {
-		return map[string]any{}
-	}
-	return v
 }
 
 // mergeInto merges src into dst: maps key by key, anything else replaces.

@@ -8,8 +8,6 @@ import (
 	"testing"
 
 	"sigs.k8s.io/yaml"
-
-	"github.com/istio-aux/istio-aux/test/cluster"
 )
 
 func testChart(t *testing.T) *Chart {
@@ -195,18 +193,6 @@ func TestRealChart(t *testing.T) {
 	}
 	if got := mapAt(v, "sidecarInjectorWebhook")["reinvocationPolicy"]; got != "Never" {
 		t.Errorf("reinvocationPolicy = %v", got)
-	}
-}
-
-// TestVersionMatchesTools keeps Version equal to what hack/tools/istio
-// pins (and hack/build-istio.sh therefore builds).
-func TestVersionMatchesTools(t *testing.T) {
-	v, err := cluster.ToolsVersion("istio", "istio.io/istio")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if v != Version {
-		t.Errorf("hack/tools/istio requires %s, test/istio.Version is %s", v, Version)
 	}
 }
 

@@ -10,10 +10,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -110,8 +111,7 @@ func Start(ctx context.Context, c *cluster.Cluster, opts Options) (_ *Istiod, er
 	if err != nil {
 		return nil, err
 	}
-	files := map[string][]byte{"tls.crt": cert, "tls.key": key, "ca.crt": c.CA().CertPEM}
-	for name, data := range files {
+	for name, data := range map[string][]byte{"tls.crt": cert, "tls.key": key, "ca.crt": c.CA().CertPEM} {
 		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
 			return nil, err
 		}
@@ -134,7 +134,9 @@ func Start(ctx context.Context, c *cluster.Cluster, opts Options) (_ *Istiod, er
 	if err != nil {
 		return nil, err
 	}
-	tlsClient := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: certPool(c.CA().CertPEM), MinVersion: tls.VersionTLS12}}}
+	roots := x509.NewCertPool()
+	roots.AddCert(c.CA().Cert)
+	tlsClient := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}}}
 	defer tlsClient.CloseIdleConnections()
 	if err := i.proc.WaitUp(ctx, 60*time.Second, func(ctx context.Context) error {
 		if err := cluster.GetOK(ctx, fmt.Sprintf("http://%s/ready", addr(httpPort))); err != nil {
@@ -146,16 +148,15 @@ func Start(ctx context.Context, c *cluster.Cluster, opts Options) (_ *Istiod, er
 	}
 
 	mwcs := c.Client().AdmissionregistrationV1().MutatingWebhookConfigurations()
-	if _, err := mwcs.Create(ctx, mwc, metav1.CreateOptions{}); apierrors.IsAlreadyExists(err) {
+	_, err = mwcs.Create(ctx, mwc, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
 		var old *admissionregistrationv1.MutatingWebhookConfiguration
 		if old, err = mwcs.Get(ctx, mwc.Name, metav1.GetOptions{}); err == nil {
 			mwc.ResourceVersion = old.ResourceVersion
 			_, err = mwcs.Update(ctx, mwc, metav1.UpdateOptions{})
 		}
-		if err != nil {
-			return nil, fmt.Errorf("registering istiod: %w", err)
-		}
-	} else if err != nil {
+	}
+	if err != nil {
 		return nil, fmt.Errorf("registering istiod: %w", err)
 	}
 	return i, nil
@@ -216,12 +217,7 @@ func istiodEnv(v map[string]any, kubeconfig string) []string {
 		"INJECTION_WEBHOOK_CONFIG_NAME=", "VALIDATION_WEBHOOK_CONFIG_NAME=",
 	}
 	extra := mapAt(v, "env")
-	keys := make([]string, 0, len(extra))
-	for k := range extra {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(extra)) {
 		env = append(env, fmt.Sprintf("%s=%v", k, extra[k]))
 	}
 	return env
@@ -298,10 +294,4 @@ func injects(ctx context.Context, client *http.Client, url string) error {
 		return fmt.Errorf("inject: no patch yet (%s)", resp.Status)
 	}
 	return nil
-}
-
-func certPool(pemData []byte) *x509.CertPool {
-	p := x509.NewCertPool()
-	p.AppendCertsFromPEM(pemData)
-	return p
 }

@@ -9,8 +9,8 @@ import (
 )
 
 // Version is the istio.io/istio version hack/tools/istio/go.mod requires
-// and hack/build-istio.sh caches under; TestVersionMatchesTools keeps the
-// two equal.
+// and hack/build-istio.sh caches under; test/realnode's
+// TestToolVersionsMatch keeps the two equal.
 const Version = "v0.0.0-20260423205519-b01690e6db7d"
 
 // ServiceAccount is what test pods that istiod injects set as

@@ -39,54 +39,46 @@ const (
 // startDeployedPeers starts the nats-server (JetStream on) and the
 // proxy-quit function of the deployed shape, unless they already run.
 func (a *IstioAux) startDeployedPeers() error {
+	ports, err := cluster.FreePorts(2)
+	if err != nil {
+		return err
+	}
 	if a.nats == nil {
-		bin, err := Build("github.com/nats-io/nats-server/v2", "nats-server")
-		if err != nil {
-			return err
-		}
-		port, err := cluster.FreePort()
-		if err != nil {
-			return err
-		}
-		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-		a.nats, err = cluster.StartProcess("nats", a.log, nil, bin,
-			"-a", "127.0.0.1", "-p", strconv.Itoa(port), "-js", "-sd", filepath.Join(a.env.Dir(), "nats-data"))
-		if err != nil {
-			return err
-		}
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0]))
 		a.natsURL = "nats://" + addr
-		if err := a.nats.WaitUp(context.Background(), 30*time.Second, func(ctx context.Context) error {
+		a.nats, err = a.startPeer("nats", "github.com/nats-io/nats-server/v2", "nats-server", nil, func(ctx context.Context) error {
 			c, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
 			if err == nil {
 				c.Close()
 			}
 			return err
-		}); err != nil {
+		}, "-a", "127.0.0.1", "-p", strconv.Itoa(ports[0]), "-js", "-sd", filepath.Join(a.env.Dir(), "nats-data"))
+		if err != nil {
 			return err
 		}
 	}
 	if a.function == nil {
-		bin, err := Build("./functions/proxyquit/cmd/proxyquit", "proxyquit")
-		if err != nil {
-			return err
-		}
-		port, err := cluster.FreePort()
-		if err != nil {
-			return err
-		}
-		a.functionURL = "http://127.0.0.1:" + strconv.Itoa(port)
-		a.function, err = cluster.StartProcess("function", a.log,
-			[]string{"KUBECONFIG=" + a.env.Kubeconfig(), "PORT=" + strconv.Itoa(port)}, bin)
-		if err != nil {
-			return err
-		}
-		if err := a.function.WaitUp(context.Background(), 30*time.Second, func(ctx context.Context) error {
-			return cluster.GetOK(ctx, a.functionURL+"/healthz")
-		}); err != nil {
-			return err
-		}
+		a.functionURL = "http://127.0.0.1:" + strconv.Itoa(ports[1])
+		a.function, err = a.startPeer("function", "./functions/proxyquit/cmd/proxyquit", "proxyquit",
+			[]string{"KUBECONFIG=" + a.env.Kubeconfig(), "PORT=" + strconv.Itoa(ports[1])},
+			func(ctx context.Context) error { return cluster.GetOK(ctx, a.functionURL+"/healthz") })
 	}
-	return nil
+	return err
+}
+
+// startPeer builds pkg as bin, runs it as process name and waits until
+// ready holds; the process is returned even when it never gets ready, for
+// Stop.
+func (a *IstioAux) startPeer(name, pkg, bin string, env []string, ready func(context.Context) error, args ...string) (*cluster.Process, error) {
+	path, err := Build(pkg, bin)
+	if err != nil {
+		return nil, err
+	}
+	p, err := cluster.StartProcess(name, a.log, env, path, args...)
+	if err != nil {
+		return nil, err
+	}
+	return p, p.WaitUp(context.Background(), 30*time.Second, ready)
 }
 
 // CallerToken is what the bridge's projected token volume holds in a real

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -50,7 +51,7 @@ type Installed struct {
 	base images.Image
 	// docs are what was applied, for Move.
 	docs []*unstructured.Unstructured
-	// version is the release's (VERSION of hack/release.sh).
+	// version is what the release is made as (VERSION of hack/release.sh).
 	version string
 }
 
@@ -63,7 +64,7 @@ func Install(ctx context.Context, c *cluster.Cluster, dir string, log io.Writer)
 	if err := realnode.PushImage(ctx, images.NonRootBase); err != nil {
 		return nil, err
 	}
-	return (&Installed{c: c, log: log, base: images.NonRootBase}).apply(ctx, dir)
+	return (&Installed{c: c, log: log, base: images.NonRootBase, version: "v0.0.0-e2e"}).apply(ctx, dir)
 }
 
 // Upgrade applies dir again as a new release of istio-aux, as `ko apply`
@@ -144,20 +145,12 @@ func (in *Installed) apply(ctx context.Context, dir string) (*Installed, error) 
 // documents as they will be applied.
 func (in *Installed) resolve(ctx context.Context, dir string) ([]*unstructured.Unstructured, error) {
 	start := time.Now()
-	manifests, err := release(ctx, in.base, in.releaseVersion(), dir)
+	manifests, err := release(ctx, in.base, in.version, dir)
 	if err != nil {
 		return nil, err
 	}
 	fmt.Fprintf(in.log, "harness| make release (%s) and crane push in %s\n", dir, time.Since(start).Round(time.Millisecond))
 	return knativeOverlay(in.c, manifests)
-}
-
-// releaseVersion is the version the install's release is made as.
-func (in *Installed) releaseVersion() string {
-	if in.version == "" {
-		return "v0.0.0-e2e"
-	}
-	return in.version
 }
 
 // release runs hack/release.sh for the shape dir without pushing, pushes
@@ -288,10 +281,9 @@ func asDeployment(ksvc *unstructured.Unstructured) ([]any, error) {
 	if len(tmpl.Spec.Containers) != 1 {
 		return nil, fmt.Errorf("knative service %s: %d containers, want 1", name, len(tmpl.Spec.Containers))
 	}
-	labels := map[string]string{"serving.knative.dev/service": name}
-	for k, v := range tmpl.Metadata.Labels {
-		labels[k] = v
-	}
+	selector := map[string]string{"serving.knative.dev/service": name}
+	labels := maps.Clone(selector)
+	maps.Copy(labels, tmpl.Metadata.Labels)
 	// Knative's defaults: the one container's first port (8080 without
 	// one) is PORT, and probes without a port probe it.
 	ctr := &tmpl.Spec.Containers[0]
@@ -303,7 +295,7 @@ func asDeployment(ksvc *unstructured.Unstructured) ([]any, error) {
 	tmpl.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{
 		MaxSkew: 1, TopologyKey: corev1.LabelHostname, WhenUnsatisfiable: corev1.DoNotSchedule,
 		NodeTaintsPolicy: ptr.To(corev1.NodeInclusionPolicyHonor),
-		LabelSelector:    &metav1.LabelSelector{MatchLabels: map[string]string{"serving.knative.dev/service": name}},
+		LabelSelector:    &metav1.LabelSelector{MatchLabels: selector},
 	}}
 	for _, p := range []*corev1.Probe{ctr.ReadinessProbe, ctr.LivenessProbe} {
 		if p != nil && p.HTTPGet != nil && p.HTTPGet.Port.IntValue() == 0 {
@@ -315,7 +307,7 @@ func asDeployment(ksvc *unstructured.Unstructured) ([]any, error) {
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: ksvc.GetLabels()},
 		Spec: appsv1.DeploymentSpec{
 			Replicas: ptr.To(int32(2)),
-			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"serving.knative.dev/service": name}},
+			Selector: &metav1.LabelSelector{MatchLabels: selector},
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: tmpl.Metadata.Annotations},
 				Spec:       tmpl.Spec,
@@ -326,7 +318,7 @@ func asDeployment(ksvc *unstructured.Unstructured) ([]any, error) {
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: ksvc.GetLabels()},
 		Spec: corev1.ServiceSpec{
-			Selector: map[string]string{"serving.knative.dev/service": name},
+			Selector: selector,
 			Ports:    []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(port)}},
 		},
 	}
@@ -373,10 +365,7 @@ func (in *Installed) WaitAvailable(ctx context.Context, timeout time.Duration) e
 // available reports a Deployment whose current generation is rolled out
 // and Available.
 func available(d *appsv1.Deployment) bool {
-	want := int32(1)
-	if d.Spec.Replicas != nil {
-		want = *d.Spec.Replicas
-	}
+	want := ptr.Deref(d.Spec.Replicas, 1)
 	if d.Status.ObservedGeneration < d.Generation || d.Status.UpdatedReplicas != want || d.Status.AvailableReplicas != want {
 		return false
 	}

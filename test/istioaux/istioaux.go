@@ -30,14 +30,12 @@ import (
 // SystemNamespace is where istio-aux's ConfigMap and Secret live.
 const SystemNamespace = "istio-aux"
 
-const systemNamespace = SystemNamespace
-
 // IstioAux is istio-aux running as real processes.
 type IstioAux struct {
 	env     *cluster.Cluster
 	log     io.Writer
 	webhook *cluster.Process
-	// webhookArgs start the webhook again as it was (StartWebhook).
+	// webhookBin and webhookEnv start the webhook again as it was (StartWebhook).
 	webhookBin string
 	webhookEnv []string
 	bridge     *cluster.Process
@@ -85,13 +83,10 @@ func MustBuild(t testing.TB, pkg, name string) string {
 // shape), then the webhook.
 func (a *IstioAux) Stop() error {
 	var errs []error
-	for _, p := range []*cluster.Process{a.bridge, a.function, a.nats} {
+	for _, p := range []*cluster.Process{a.bridge, a.function, a.nats, a.webhook} {
 		if p != nil {
 			errs = append(errs, p.Stop())
 		}
-	}
-	if a.webhook != nil {
-		errs = append(errs, a.webhook.Stop())
 	}
 	return errors.Join(errs...)
 }
@@ -99,6 +94,21 @@ func (a *IstioAux) Stop() error {
 // BridgeMetricsURL is the running bridge's /metrics (with the all-in-one
 // shape, the dispatcher's and the function's metrics too).
 func (a *IstioAux) BridgeMetricsURL() string { return a.metricsURL }
+
+// Pids are the process ids of the webhook and the bridge (0 when not
+// running), for test/bench's memory readings.
+func (a *IstioAux) Pids() (webhook, bridge int) { return pidOf(a.webhook), pidOf(a.bridge) }
+
+// PeerPids are the process ids of the deployed shape's nats-server and
+// proxy-quit function (0 when not running).
+func (a *IstioAux) PeerPids() (nats, function int) { return pidOf(a.nats), pidOf(a.function) }
+
+func pidOf(p *cluster.Process) int {
+	if p == nil {
+		return 0
+	}
+	return p.Pid()
+}
 
 // StopBridge stops the bridge only (tests of catching up after downtime).
 func (a *IstioAux) StopBridge() error { return a.bridge.Stop() }
@@ -109,13 +119,12 @@ func (a *IstioAux) StopBridge() error { return a.bridge.Stop() }
 func Start(ctx context.Context, c *cluster.Cluster, log io.Writer) (*IstioAux, error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	env := c
 	a := &IstioAux{env: c, log: log, dataDir: filepath.Join(c.Dir(), "bridge-data")}
-	cs := env.Client()
-	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: systemNamespace}}, metav1.CreateOptions{}); err != nil {
+	cs := c.Client()
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: SystemNamespace}}, metav1.CreateOptions{}); err != nil {
 		return nil, err
 	}
-	if _, err := cs.CoreV1().ConfigMaps(systemNamespace).Create(ctx, &corev1.ConfigMap{
+	if _, err := cs.CoreV1().ConfigMaps(SystemNamespace).Create(ctx, &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: "config-istio-aux"},
 		Data:       map[string]string{"mode": "hold"},
 	}, metav1.CreateOptions{}); err != nil {
@@ -131,8 +140,8 @@ func Start(ctx context.Context, c *cluster.Cluster, log io.Writer) (*IstioAux, e
 		if err := yaml.UnmarshalStrict(raw, &cm); err != nil {
 			return nil, fmt.Errorf("config/%s: %w", file, err)
 		}
-		cm.Namespace = systemNamespace
-		if _, err := cs.CoreV1().ConfigMaps(systemNamespace).Create(ctx, &cm, metav1.CreateOptions{}); err != nil {
+		cm.Namespace = SystemNamespace
+		if _, err := cs.CoreV1().ConfigMaps(SystemNamespace).Create(ctx, &cm, metav1.CreateOptions{}); err != nil {
 			return nil, err
 		}
 	}
@@ -140,24 +149,25 @@ func Start(ctx context.Context, c *cluster.Cluster, log io.Writer) (*IstioAux, e
 	// the webhook by URL on 127.0.0.1: pre-create a certificate valid for
 	// both, which knative's certificate reconciler keeps.
 	svc := "istio-aux-webhook"
-	cert, key, err := env.CA().Serving(svc, svc+"."+systemNamespace, svc+"."+systemNamespace+".svc", svc+"."+systemNamespace+".svc.cluster.local")
+	cert, key, err := c.CA().Serving(svc, svc+"."+SystemNamespace, svc+"."+SystemNamespace+".svc", svc+"."+SystemNamespace+".svc.cluster.local")
 	if err != nil {
 		return nil, err
 	}
-	if _, err := cs.CoreV1().Secrets(systemNamespace).Create(ctx, &corev1.Secret{
+	if _, err := cs.CoreV1().Secrets(SystemNamespace).Create(ctx, &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: webhook.SecretName},
-		Data:       map[string][]byte{"server-key.pem": key, "server-cert.pem": cert, "ca-cert.pem": env.CA().CertPEM},
+		Data:       map[string][]byte{"server-key.pem": key, "server-cert.pem": cert, "ca-cert.pem": c.CA().CertPEM},
 	}, metav1.CreateOptions{}); err != nil {
 		return nil, err
 	}
-	port, err := cluster.FreePort()
+	ports, err := cluster.FreePorts(3)
 	if err != nil {
 		return nil, err
 	}
+	port, profiling, metrics := ports[0], ports[1], ports[2]
 	url := "https://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) + webhook.Path
 	if _, err := cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, &admissionregistrationv1.MutatingWebhookConfiguration{
 		ObjectMeta: metav1.ObjectMeta{Name: webhook.ConfigurationName},
-		Webhooks:   webhook.Webhooks(systemNamespace, admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: env.CA().CertPEM}),
+		Webhooks:   webhook.Webhooks(SystemNamespace, admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: c.CA().CertPEM}),
 	}, metav1.CreateOptions{}); err != nil {
 		return nil, err
 	}
@@ -165,17 +175,9 @@ func Start(ctx context.Context, c *cluster.Cluster, log io.Writer) (*IstioAux, e
 	if err != nil {
 		return nil, err
 	}
-	profiling, err := cluster.FreePort()
-	if err != nil {
-		return nil, err
-	}
-	metrics, err := cluster.FreePort()
-	if err != nil {
-		return nil, err
-	}
 	a.webhookBin, a.webhookEnv = wbin, []string{
-		"KUBECONFIG=" + env.Kubeconfig(),
-		"SYSTEM_NAMESPACE=" + systemNamespace,
+		"KUBECONFIG=" + c.Kubeconfig(),
+		"SYSTEM_NAMESPACE=" + SystemNamespace,
 		"WEBHOOK_NAME=istio-aux-webhook",
 		"WEBHOOK_PORT=" + strconv.Itoa(port),
 		"WEBHOOK_SECRET_NAME=" + webhook.SecretName,
@@ -215,7 +217,6 @@ func (a *IstioAux) StartBridge() error { return a.StartBridgeAs(AllInOne) }
 // is ready. The deployed shape's nats-server and function are started on
 // first use and kept across bridge restarts.
 func (a *IstioAux) StartBridgeAs(shape Shape) error {
-	env := a.env
 	// The deployed shape runs the bridge binary config/ deploys; the
 	// all-in-one shape the command with the function linked in.
 	pkg, name := "./cmd/allinone", "allinone"
@@ -231,11 +232,11 @@ func (a *IstioAux) StartBridgeAs(shape Shape) error {
 		return err
 	}
 	vars := []string{
-		"KUBECONFIG=" + env.Kubeconfig(),
+		"KUBECONFIG=" + a.env.Kubeconfig(),
 		"ISTIO_AUX_DATA_DIR=" + a.dataDir,
 		"METRICS_ADDR=127.0.0.1:" + strconv.Itoa(metrics),
-		"POD_NAMESPACE=" + systemNamespace,
-		"SYSTEM_NAMESPACE=" + systemNamespace,
+		"POD_NAMESPACE=" + SystemNamespace,
+		"SYSTEM_NAMESPACE=" + SystemNamespace,
 	}
 	vars = append(vars, a.BridgeEnv...)
 	a.metricsURL = "http://127.0.0.1:" + strconv.Itoa(metrics) + "/metrics"
@@ -243,7 +244,7 @@ func (a *IstioAux) StartBridgeAs(shape Shape) error {
 		if err := a.startDeployedPeers(); err != nil {
 			return err
 		}
-		token, err := CallerToken(context.Background(), env.Client(), env.Dir())
+		token, err := CallerToken(context.Background(), a.env.Client(), a.env.Dir())
 		if err != nil {
 			return err
 		}

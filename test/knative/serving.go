@@ -27,51 +27,30 @@ const Namespace = "knative-serving"
 
 // ServingVersion is the knative.dev/serving version hack/tools/knative
 // requires: the release whose knative.dev/pkg istio-aux's go.mod pins.
-// TestServingVersionMatchesTools keeps them equal.
+// TestVersionsMatchTools keeps them equal.
 const ServingVersion = "v0.50.0"
 
 // toolsDir is the tools module ko runs in, so that it builds Knative's
 // ko:// import paths at the version that module requires.
 func toolsDir() string { return filepath.Join(cluster.RepoRoot(), "hack", "tools", "knative") }
 
-// modules are the directories, in the Go module cache, of the modules
-// whose config/ the install reads.
-type modules struct {
-	serving, networking, caching string
-}
-
 // moduleDirs asks the tools module where knative.dev/serving and the
-// networking and caching modules it pins are: their versions always follow
-// serving's go.mod.
-func moduleDirs(ctx context.Context) (modules, error) {
+// networking and caching modules it pins are, in that order: their versions
+// always follow serving's go.mod.
+func moduleDirs(ctx context.Context) ([]string, error) {
 	cmd := exec.CommandContext(ctx, "go", "list", "-m", "-f", "{{.Dir}}",
 		"knative.dev/serving", "knative.dev/networking", "knative.dev/caching")
 	cmd.Dir = toolsDir()
 	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOPROXY=off")
 	out, err := cmd.Output()
 	if err != nil {
-		return modules{}, fmt.Errorf("go list -m knative.dev/... in hack/tools/knative (run hack/build-knative.sh): %w", err)
+		return nil, fmt.Errorf("go list -m knative.dev/... in hack/tools/knative (run hack/build-knative.sh): %w", err)
 	}
 	dirs := strings.Fields(string(out))
 	if len(dirs) != 3 {
-		return modules{}, fmt.Errorf("go list -m knative.dev/...: %q, want three directories (is the module cache filled?)", out)
+		return nil, fmt.Errorf("go list -m knative.dev/...: %q, want three directories (is the module cache filled?)", out)
 	}
-	return modules{serving: dirs[0], networking: dirs[1], caching: dirs[2]}, nil
-}
-
-// crds are the CustomResourceDefinitions Serving's controllers watch:
-// serving's own, and five that its git tree links from knative.dev/networking
-// and knative.dev/caching, which the Go module zip drops (symlinks).
-func (m modules) crds() ([]string, error) {
-	own, err := filepath.Glob(filepath.Join(m.serving, "config", "core", "300-resources", "*.yaml"))
-	if err != nil || len(own) == 0 {
-		return nil, fmt.Errorf("no CRDs in %s/config/core/300-resources (%v)", m.serving, err)
-	}
-	linked := []string{filepath.Join(m.caching, "config", "image.yaml")}
-	for _, f := range []string{"ingress", "certificate", "serverlessservice", "domain-claim"} {
-		linked = append(linked, filepath.Join(m.networking, "config", f+".yaml"))
-	}
-	return append(own, linked...), nil
+	return dirs, nil
 }
 
 // Install installs Knative Serving and Traefik on c and waits until both
@@ -79,13 +58,21 @@ func (m modules) crds() ([]string, error) {
 // every Knative object passes through) and Traefik Available.
 func Install(ctx context.Context, c *cluster.Cluster, log io.Writer) error {
 	start := time.Now()
-	m, err := moduleDirs(ctx)
+	dirs, err := moduleDirs(ctx)
 	if err != nil {
 		return err
 	}
-	crds, err := m.crds()
-	if err != nil {
-		return err
+	serving, networking, caching := dirs[0], dirs[1], dirs[2]
+	// The CRDs Serving's controllers watch: serving's own, and five that its
+	// git tree links from knative.dev/networking and knative.dev/caching,
+	// which the Go module zip drops (symlinks).
+	crds, err := filepath.Glob(filepath.Join(serving, "config", "core", "300-resources", "*.yaml"))
+	if err != nil || len(crds) == 0 {
+		return fmt.Errorf("no CRDs in %s/config/core/300-resources (%v)", serving, err)
+	}
+	crds = append(crds, filepath.Join(caching, "config", "image.yaml"))
+	for _, f := range []string{"ingress", "certificate", "serverlessservice", "domain-claim"} {
+		crds = append(crds, filepath.Join(networking, "config", f+".yaml"))
 	}
 	var crdYAML []byte
 	for _, f := range crds {
@@ -104,12 +91,16 @@ func Install(ctx context.Context, c *cluster.Cluster, log io.Writer) error {
 	if err := realnode.PushImage(ctx, images.NonRootBase); err != nil {
 		return err
 	}
-	resolved, err := koResolve(ctx, filepath.Join(m.serving, "config", "core"))
+	// ko builds the ko:// images of config/core (recursively: it has
+	// sub-directories) into the node's registry, from the tools module, and
+	// resolves their references to digests (so that Knative's controller
+	// never resolves a tag against the plain-HTTP registry).
+	resolved, err := realnode.KoResolve(ctx, toolsDir(), "knative", "--sbom=none", "-R", "-f", filepath.Join(serving, "config", "core"))
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(log, "harness| knative serving: ko resolve in %s\n", time.Since(start).Round(time.Millisecond))
-	network, err := os.ReadFile(filepath.Join(m.networking, "config", "config-network.yaml"))
+	network, err := os.ReadFile(filepath.Join(networking, "config", "config-network.yaml"))
 	if err != nil {
 		return err
 	}
@@ -137,15 +128,6 @@ func Install(ctx context.Context, c *cluster.Cluster, log io.Writer) error {
 	}
 	fmt.Fprintf(log, "harness| knative serving %s and traefik installed in %s\n", ServingVersion, time.Since(start).Round(time.Millisecond))
 	return nil
-}
-
-// koResolve builds the ko:// images of dir (recursively: config/core has
-// sub-directories) into the node's registry, from the tools module, and
-// returns the manifests with their references resolved to digests (so
-// that Knative's controller never resolves a tag against the plain-HTTP
-// registry).
-func koResolve(ctx context.Context, dir string) ([]byte, error) {
-	return realnode.KoResolve(ctx, toolsDir(), "knative", "--sbom=none", "-R", "-f", dir)
 }
 
 // find returns the document of kind and name, or nil.

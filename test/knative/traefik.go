@@ -2,6 +2,7 @@ package knative
 
 import (
 	"context"
+	_ "embed"
 	"path/filepath"
 	"strings"
 
@@ -12,7 +13,7 @@ import (
 
 // TraefikVersion is the github.com/traefik/traefik/v3 version that
 // hack/tools/traefik requires and hack/build-knative.sh caches under;
-// TestTraefikVersionMatchesTools keeps them equal.
+// TestVersionsMatchTools keeps them equal.
 const TraefikVersion = "v3.6.12"
 
 // TraefikBin is the cached static Traefik build (hack/build-knative.sh).
@@ -30,97 +31,9 @@ const traefikNamespace = "traefik"
 // (domainInternal: traefik-internal.traefik.svc.cluster.local). The
 // provider writes a KIngress's status only after its throttle, so that
 // Ready means routed.
-const traefikManifests = `apiVersion: v1
-kind: Namespace
-metadata:
-  name: traefik
----
-apiVersion: v1
-kind: ServiceAccount
-metadata:
-  name: traefik
-  namespace: traefik
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRole
-metadata:
-  name: traefik-knative
-rules:
-  - apiGroups: [""]
-    resources: [services, secrets]
-    verbs: [get, list, watch]
-  - apiGroups: [networking.internal.knative.dev]
-    resources: [ingresses]
-    verbs: [get, list, watch]
-  - apiGroups: [networking.internal.knative.dev]
-    resources: [ingresses/status]
-    verbs: [update]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata:
-  name: traefik-knative
-roleRef:
-  apiGroup: rbac.authorization.k8s.io
-  kind: ClusterRole
-  name: traefik-knative
-subjects:
-  - kind: ServiceAccount
-    name: traefik
-    namespace: traefik
----
-apiVersion: apps/v1
-kind: Deployment
-metadata:
-  name: traefik
-  namespace: traefik
-spec:
-  replicas: 1
-  selector:
-    matchLabels: {app: traefik}
-  template:
-    metadata:
-      labels: {app: traefik}
-    spec:
-      serviceAccountName: traefik
-      containers:
-        - name: traefik
-          image: {{image}}
-          args:
-            - --global.checknewversion=false
-            - --global.sendanonymoususage=false
-            - --entrypoints.traefik.address=:8080
-            - --entrypoints.private.address=:8081
-            - --ping=true
-            - --experimental.knative=true
-            - --providers.knative=true
-            - --providers.knative.privateEntrypoints=private
-            - --providers.knative.privateService.name=traefik-internal
-            - --providers.knative.privateService.namespace=traefik
-            - --providers.knative.throttleDuration=2s
-          ports:
-            - {name: private, containerPort: 8081}
-          readinessProbe:
-            httpGet: {path: /ping, port: 8080}
-            periodSeconds: 2
-          resources:
-            requests: {cpu: 25m, memory: 64Mi}
-          securityContext:
-            runAsUser: 65532
-            runAsNonRoot: true
-            allowPrivilegeEscalation: false
-            capabilities: {drop: [ALL]}
----
-apiVersion: v1
-kind: Service
-metadata:
-  name: traefik-internal
-  namespace: traefik
-spec:
-  selector: {app: traefik}
-  ports:
-    - {name: http, port: 80, targetPort: 8081}
-`
+//
+//go:embed traefik.yaml
+var traefikManifests string
 
 // installTraefik pushes Traefik's image and applies traefikManifests.
 func installTraefik(ctx context.Context, c *cluster.Cluster) error {

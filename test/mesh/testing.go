@@ -2,6 +2,7 @@ package mesh
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
@@ -47,6 +49,41 @@ func Namespace(t testing.TB, c *cluster.Cluster, suffix string, injected bool, l
 		t.Fatal(err)
 	}
 	return name
+}
+
+// Relabel merges labels into the namespace's (a nil value removes the key)
+// until the test ends, then puts back what it had.
+func Relabel(t testing.TB, c *cluster.Cluster, ns string, labels map[string]any) {
+	t.Helper()
+	ctx := context.Background()
+	nss := c.Client().CoreV1().Namespaces()
+	old, err := nss.Get(ctx, ns, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := map[string]any{}
+	for k := range labels {
+		if v, ok := old.Labels[k]; ok {
+			before[k] = v
+		} else {
+			before[k] = nil
+		}
+	}
+	patch := func(l map[string]any) error {
+		raw, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": l}})
+		if err == nil {
+			_, err = nss.Patch(context.Background(), ns, types.MergePatchType, raw, metav1.PatchOptions{})
+		}
+		return err
+	}
+	if err := patch(labels); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := patch(before); err != nil {
+			t.Errorf("restoring the labels of namespace %s: %v", ns, err)
+		}
+	})
 }
 
 // CreateJob creates the Job in ns.

@@ -18,7 +18,6 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	"github.com/istio-aux/istio-aux/internal/plugin"
@@ -126,10 +125,7 @@ func TestNodeExplainWithoutHold(t *testing.T) {
 	mesh.CreateJob(t, c, ns, meshJob("early", 1, corev1.RestartPolicyNever, worker(map[string]string{"APP_RUN_FOR": "5m", "APP_NEEDS_NETWORK": "false"})))
 	t.Cleanup(func() { deleteJobs(t, c, ns, "early") })
 	p := appRunning(t, c, ns, "early")
-	if _, err := c.Client().CoreV1().Namespaces().Patch(context.Background(), ns, types.MergePatchType,
-		[]byte(`{"metadata":{"labels":{"`+keys.LabelEnabled+`":"true"}}}`), metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	mesh.Relabel(t, c, ns, map[string]any{keys.LabelEnabled: "true"})
 	got := explainOne(t, c, bin, plugin.ExitProblem, "-n", ns, p.Name)
 	if got.Hold.Present || got.Hold.Cause != explain.CauseCreatedBeforeOptIn || len(got.Problems) == 0 ||
 		!strings.Contains(got.Problems[0], "admitted without the hold") {
@@ -146,7 +142,7 @@ func TestNodeExplainQuitDenied(t *testing.T) {
 	c, _ := meshCluster(t)
 	bin := buildPlugin(t)
 	const ns = "istio-system"
-	relabel(t, c, ns, map[string]string{keys.LabelInjection: "enabled", keys.LabelEnabled: "true"})
+	mesh.Relabel(t, c, ns, map[string]any{keys.LabelInjection: "enabled", keys.LabelEnabled: "true"})
 	j := meshJob("denied", 1, corev1.RestartPolicyNever, worker(nil))
 	j.Spec.BackoffLimit = ptr.To(int32(0))
 	mesh.CreateJob(t, c, ns, j)
@@ -320,41 +316,4 @@ func deleteJobs(t *testing.T, c *cluster.Cluster, ns string, names ...string) {
 			t.Errorf("deleting job %s/%s: %v", ns, name, err)
 		}
 	}
-}
-
-// relabel sets labels on a namespace until the test ends, then puts back
-// the values it had (or removes the keys it did not have).
-func relabel(t *testing.T, c *cluster.Cluster, name string, labels map[string]string) {
-	t.Helper()
-	ctx := context.Background()
-	nss := c.Client().CoreV1().Namespaces()
-	ns, err := nss.Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	before := map[string]any{}
-	after := map[string]any{}
-	for k, v := range labels {
-		before[k] = nil
-		if old, ok := ns.Labels[k]; ok {
-			before[k] = old
-		}
-		after[k] = v
-	}
-	patch := func(l map[string]any) error {
-		raw, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": l}})
-		if err != nil {
-			return err
-		}
-		_, err = nss.Patch(context.Background(), name, types.MergePatchType, raw, metav1.PatchOptions{})
-		return err
-	}
-	if err := patch(after); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := patch(before); err != nil {
-			t.Errorf("restoring the labels of namespace %s: %v", name, err)
-		}
-	})
 }

@@ -134,32 +134,28 @@ func restartIstiod(t *testing.T, _ *cluster.Cluster, native string) {
 // decides them: a retry keeps its proxy and the Job completes; a failure the
 // kubelet will not retry is quit and the Job fails instead of hanging.
 
-// TestNodeRestartRulesContainerOnFailure: pod Never, app restartPolicy
-// OnFailure, the first attempt exits 1: the kubelet retries the app.
-func TestNodeRestartRulesContainerOnFailure(t *testing.T) {
+// TestNodeRestartRulesRetry: pod Never, the app's first attempt fails in a
+// way its container-level rules retry (restartPolicy OnFailure and exit 1;
+// restartPolicy Never with a rule "restart on exit code 42" and exit 42):
+// the kubelet retries the app, which keeps its proxy.
+func TestNodeRestartRulesRetry(t *testing.T) {
 	c, _ := meshCluster(t)
 	t.Parallel()
-	ns := mesh.Namespace(t, c, "", true, mesh.OptedIn)
-	app := worker(map[string]string{"APP_EXIT_CODES": "1,0"})
-	app.RestartPolicy = ptr.To(corev1.ContainerRestartPolicyOnFailure)
-	mesh.CreateJob(t, c, ns, meshJob("container-onfailure", 1, corev1.RestartPolicyNever, app))
-	mesh.WaitJob(t, c, ns, "container-onfailure", batchv1.JobComplete, 3*time.Minute)
-	scenario.CheckRetried(t, target(t), ns, "container-onfailure")
-}
-
-// TestNodeRestartRulesExitCode: pod Never, a rule "restart on exit code
-// 42", the first attempt exits 42: the kubelet retries the app.
-func TestNodeRestartRulesExitCode(t *testing.T) {
-	c, _ := meshCluster(t)
-	t.Parallel()
-	ns := mesh.Namespace(t, c, "", true, mesh.OptedIn)
-	app := worker(map[string]string{"APP_EXIT_CODES": "42,0"})
-	app.RestartPolicy = ptr.To(corev1.ContainerRestartPolicyNever)
-	app.RestartPolicyRules = []corev1.ContainerRestartRule{{Action: corev1.ContainerRestartRuleActionRestart,
+	onFailure := worker(map[string]string{"APP_EXIT_CODES": "1,0"})
+	onFailure.RestartPolicy = ptr.To(corev1.ContainerRestartPolicyOnFailure)
+	exitCode := worker(map[string]string{"APP_EXIT_CODES": "42,0"})
+	exitCode.RestartPolicy = ptr.To(corev1.ContainerRestartPolicyNever)
+	exitCode.RestartPolicyRules = []corev1.ContainerRestartRule{{Action: corev1.ContainerRestartRuleActionRestart,
 		ExitCodes: &corev1.ContainerRestartRuleOnExitCodes{Operator: corev1.ContainerRestartRuleOnExitCodesOpIn, Values: []int32{42}}}}
-	mesh.CreateJob(t, c, ns, meshJob("rule-42", 1, corev1.RestartPolicyNever, app))
-	mesh.WaitJob(t, c, ns, "rule-42", batchv1.JobComplete, 3*time.Minute)
-	scenario.CheckRetried(t, target(t), ns, "rule-42")
+	for job, app := range map[string]corev1.Container{"container-onfailure": onFailure, "rule-42": exitCode} {
+		t.Run(job, func(t *testing.T) {
+			t.Parallel()
+			ns := mesh.Namespace(t, c, "", true, mesh.OptedIn)
+			mesh.CreateJob(t, c, ns, meshJob(job, 1, corev1.RestartPolicyNever, app))
+			mesh.WaitJob(t, c, ns, job, batchv1.JobComplete, 3*time.Minute)
+			scenario.CheckRetried(t, target(t), ns, job)
+		})
+	}
 }
 
 // TestNodeRestartRulesContainerNever: pod OnFailure, app restartPolicy

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"embed"
-	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -18,9 +17,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"sigs.k8s.io/yaml"
 
 	"github.com/istio-aux/istio-aux/test/cluster"
 	"github.com/istio-aux/istio-aux/test/images"
@@ -152,19 +148,12 @@ func fillSecret(manifests []byte, o Operator) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	var out bytes.Buffer
+	docs, err := cluster.DecodeManifests(manifests)
+	if err != nil {
+		return nil, err
+	}
 	found := false
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(manifests), 4096)
-	for {
-		obj := &unstructured.Unstructured{}
-		if err := dec.Decode(&obj.Object); errors.Is(err, io.EOF) {
-			break
-		} else if err != nil {
-			return nil, err
-		}
-		if len(obj.Object) == 0 {
-			continue
-		}
+	for _, obj := range docs {
 		if obj.GetKind() == "Secret" && obj.GetName() == o.Webhook.Secret {
 			found = true
 			enc := map[string]any{}
@@ -173,17 +162,11 @@ func fillSecret(manifests []byte, o Operator) ([]byte, error) {
 			}
 			obj.Object["data"] = enc
 		}
-		b, err := yaml.Marshal(obj.Object)
-		if err != nil {
-			return nil, err
-		}
-		out.WriteString("---\n")
-		out.Write(b)
 	}
 	if !found {
 		return nil, fmt.Errorf("the rendered manifests have no Secret %s", o.Webhook.Secret)
 	}
-	return out.Bytes(), nil
+	return cluster.EncodeManifests(docs)
 }
 
 // waitAvailable waits until the operator's Deployment is Available: its

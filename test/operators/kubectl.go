@@ -34,27 +34,21 @@ func Kubectl(ctx context.Context, c *cluster.Cluster, stdin []byte, args ...stri
 // while an operator's webhook is not reachable yet (its Deployment is
 // Available a moment before kube-proxy routes its Service).
 func ApplyWhenServed(ctx context.Context, c *cluster.Cluster, manifests []byte) error {
-	return whenServed(ctx, func(ctx context.Context) error {
-		_, err := Kubectl(ctx, c, manifests, "apply", "--server-side", "--field-manager=istio-aux-harness", "-f", "-")
-		return err
-	})
+	return whenServed(ctx, c, manifests, "apply", "--server-side", "--field-manager=istio-aux-harness", "-f", "-")
 }
 
 // CreateWhenServed is `kubectl create -n ns -f -`, as a user submits a
 // job, retried the same way.
 func CreateWhenServed(ctx context.Context, c *cluster.Cluster, ns string, manifests []byte) error {
-	return whenServed(ctx, func(ctx context.Context) error {
-		_, err := Kubectl(ctx, c, manifests, "create", "-n", ns, "-f", "-")
-		return err
-	})
+	return whenServed(ctx, c, manifests, "create", "-n", ns, "-f", "-")
 }
 
-// whenServed retries do while it fails calling a webhook; any other error
-// is final.
-func whenServed(ctx context.Context, do func(context.Context) error) error {
+// whenServed retries kubectl while it fails calling a webhook; any other
+// error is final.
+func whenServed(ctx context.Context, c *cluster.Cluster, stdin []byte, args ...string) error {
 	var last error
 	err := poll.Until(ctx, time.Minute, func(ctx context.Context) (bool, error) {
-		last = do(ctx)
+		_, last = Kubectl(ctx, c, stdin, args...)
 		if last != nil && strings.Contains(last.Error(), "failed calling webhook") {
 			return false, nil
 		}
@@ -96,13 +90,9 @@ func Conditions(obj *unstructured.Unstructured) map[string]string {
 // WaitCondition waits until the object has the condition typ True and
 // returns the object; the error names its conditions as they were last.
 func WaitCondition(ctx context.Context, c *cluster.Cluster, gvr schema.GroupVersionResource, ns, name, typ string, timeout time.Duration) (*unstructured.Unstructured, error) {
-	dyn, err := dynamic.NewForConfig(c.RESTConfig())
-	if err != nil {
-		return nil, err
-	}
 	var last *unstructured.Unstructured
-	err = poll.Until(ctx, timeout, func(ctx context.Context) (bool, error) {
-		obj, err := dyn.Resource(gvr).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+	err := poll.Until(ctx, timeout, func(ctx context.Context) (bool, error) {
+		obj, err := Get(ctx, c, gvr, ns, name)
 		if err != nil {
 			return false, err
 		}

@@ -146,6 +146,3 @@ func (n *Node) startContainerd(ctx context.Context) error {
 		return nil
 	})
 }
-
-// ContainerdSocket is the node's containerd socket (for ctr -a).
-func (n *Node) ContainerdSocket() string { return n.socket }

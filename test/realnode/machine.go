@@ -42,7 +42,7 @@ type Node struct {
 
 	mu     sync.Mutex
 	holder *cluster.Process
-	procs  []proc
+	procs  []*cluster.Process
 	socket string // containerd's
 	off    bool
 }
@@ -148,8 +148,8 @@ func (n *Node) plugIn() error {
 		}
 	}
 	for _, args := range steps {
-		if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
-			return fmt.Errorf("%s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+		if err := runCmd(args...); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -158,14 +158,11 @@ func (n *Node) plugIn() error {
 // unplug removes the node's link (both ends of it: a veth pair goes as a
 // whole) and lets its network namespace go.
 func (n *Node) unplug() error {
-	var errs []error
-	if out, err := exec.Command("ip", "link", "del", n.port()).CombinedOutput(); err != nil && !strings.Contains(string(out), "Cannot find device") {
-		errs = append(errs, fmt.Errorf("ip link del %s: %w: %s", n.port(), err, out))
+	err := runCmd("ip", "link", "del", n.port())
+	if err != nil && strings.Contains(err.Error(), "Cannot find device") {
+		err = nil
 	}
-	if err := syscall.Unmount(n.netns(), syscall.MNT_DETACH); err != nil && !errors.Is(err, syscall.EINVAL) && !errors.Is(err, syscall.ENOENT) {
-		errs = append(errs, fmt.Errorf("unmounting %s: %w", n.netns(), err))
-	}
-	return errors.Join(errs...)
+	return errors.Join(err, detach(n.netns()))
 }
 
 // envHolder marks a node's holder (hold); its value is the file the holder
@@ -206,12 +203,8 @@ func (n *Node) startHolder(ctx context.Context) error {
 func hold(ready string) int {
 	_ = os.Unsetenv(envHolder)
 	err := func() error {
-		self, err := inode("/proc/self/ns/mnt")
-		if err != nil {
+		if err := ownMountNamespace(); err != nil {
 			return err
-		}
-		if parent, err := inode("/proc/" + strconv.Itoa(os.Getppid()) + "/ns/mnt"); err != nil || parent == self {
-			return fmt.Errorf("not in a mount namespace of its own (%v)", err)
 		}
 		if err := unmountWhere(func(fstype, _ string) bool { return fstype == "nsfs" }); err != nil {
 			return err
@@ -246,7 +239,7 @@ func (n *Node) start(name, path string, args ...string) (*cluster.Process, error
 	if err != nil {
 		return nil, err
 	}
-	n.procs = append(n.procs, proc{name, p})
+	n.procs = append(n.procs, p)
 	if err := joinCgroupPid(p.Pid(), n.system()); err != nil {
 		_ = p.Kill()
 		return nil, err
@@ -297,12 +290,7 @@ func (n *Node) Partition() error { return n.link("down") }
 // Heal ends a Partition.
 func (n *Node) Heal() error { return n.link("up") }
 
-func (n *Node) link(state string) error {
-	if out, err := exec.Command("ip", "link", "set", n.port(), state).CombinedOutput(); err != nil {
-		return fmt.Errorf("ip link set %s %s: %w: %s", n.port(), state, err, out)
-	}
-	return nil
-}
+func (n *Node) link(state string) error { return runCmd("ip", "link", "set", n.port(), state) }
 
 // stop stops the node for good: kube-proxy and the kubelet are told to
 // stop (the pods stay, as when a kubelet stops), then everything still in
@@ -313,7 +301,7 @@ func (n *Node) stop() error {
 	defer n.mu.Unlock()
 	var errs []error
 	for i := len(n.procs) - 1; i >= 0; i-- {
-		if name := n.procs[i].name; name == "kube-proxy" || name == "kubelet" {
+		if name := n.procs[i].Name(); name == n.procName("kube-proxy") || name == n.procName("kubelet") {
 			errs = append(errs, n.procs[i].Stop())
 		}
 	}

@@ -210,12 +210,8 @@ func enterChild(name string) error {
 	if got, err := inode("/proc/self/ns/net"); err != nil || got != want {
 		return fmt.Errorf("not inside network namespace %s (%v)", name, err)
 	}
-	self, err := inode("/proc/self/ns/mnt")
-	if err != nil {
+	if err := ownMountNamespace(); err != nil {
 		return err
-	}
-	if parent, err := inode("/proc/" + strconv.Itoa(os.Getppid()) + "/ns/mnt"); err != nil || parent == self {
-		return fmt.Errorf("not in a private mount namespace (%v)", err)
 	}
 	// kubectl caches discovery in ~/.kube/cache, keyed by the API server's
 	// 127.0.0.1 port, which only exists in here.
@@ -297,6 +293,19 @@ func shadow(dir, keep string, hidden ...string) error {
 		if err := syscall.Mount(src, dst, "", syscall.MS_BIND|syscall.MS_REC, ""); err != nil {
 			return fmt.Errorf("bind-mounting %s back: %w", dst, err)
 		}
+	}
+	return nil
+}
+
+// ownMountNamespace fails unless this process is in another mount
+// namespace than its parent.
+func ownMountNamespace() error {
+	self, err := inode("/proc/self/ns/mnt")
+	if err != nil {
+		return err
+	}
+	if parent, err := inode("/proc/" + strconv.Itoa(os.Getppid()) + "/ns/mnt"); err != nil || parent == self {
+		return fmt.Errorf("not in a mount namespace of its own (%v)", err)
 	}
 	return nil
 }

@@ -16,8 +16,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -37,16 +39,10 @@ const MaxNodes = 16
 // node (logged "kubelet|" on a single node, "node-1/kubelet|" on several).
 // All of their files are under the cluster dir. One serves one cluster.
 type Nodes struct {
-	c     *cluster.Cluster // set by Start once the nodes may run here
-	dir   string           // the cluster's work dir
-	procs []proc           // the cluster-wide ones
+	c     *cluster.Cluster   // set by Start once the nodes may run here
+	dir   string             // the cluster's work dir
+	procs []*cluster.Process // the cluster-wide ones
 	nodes []*Node
-}
-
-// proc is one of the processes the nodes run, named as in the log.
-type proc struct {
-	name string
-	*cluster.Process
 }
 
 // New returns n real nodes (1 to MaxNodes) for cluster.Options.Node,
@@ -149,7 +145,7 @@ func (ns *Nodes) start(name, path string, args ...string) (*cluster.Process, err
 	if err != nil {
 		return nil, err
 	}
-	ns.procs = append(ns.procs, proc{name, p})
+	ns.procs = append(ns.procs, p)
 	return p, nil
 }
 
@@ -194,29 +190,32 @@ func unmountWhere(keep func(fstype, mountPoint string) bool) error {
 	sort.Slice(mounts, func(i, j int) bool { return len(mounts[i]) > len(mounts[j]) })
 	var errs []error
 	for _, mp := range mounts {
-		if err := syscall.Unmount(mp, syscall.MNT_DETACH); err != nil && !errors.Is(err, syscall.EINVAL) && !errors.Is(err, syscall.ENOENT) {
-			errs = append(errs, fmt.Errorf("unmounting %s: %w", mp, err))
-		}
+		errs = append(errs, detach(mp))
 	}
 	return errors.Join(errs...)
 }
 
-// unescapeMount undoes mountinfo's octal escapes (\040 for a space).
+// detach unmounts path lazily; nothing mounted there is no error.
+func detach(path string) error {
+	if err := syscall.Unmount(path, syscall.MNT_DETACH); err != nil && !errors.Is(err, syscall.EINVAL) && !errors.Is(err, syscall.ENOENT) {
+		return fmt.Errorf("unmounting %s: %w", path, err)
+	}
+	return nil
+}
+
+// runCmd runs a command, with its output in the error.
+func runCmd(args ...string) error {
+	if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
+		return fmt.Errorf("%s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// unescapeMount undoes mountinfo's octal escapes (\040 for a space), which
+// are Go's too.
 func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
+	if u, err := strconv.Unquote(`"` + s + `"`); err == nil {
+		return u
 	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			var v int
-			if _, err := fmt.Sscanf(s[i+1:i+4], "%o", &v); err == nil {
-				b.WriteByte(byte(v))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
+	return s
 }

@@ -10,7 +10,22 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/istio-aux/istio-aux/test/cluster"
+	"github.com/istio-aux/istio-aux/test/istio"
 )
+
+// TestToolVersionsMatch keeps the versions the harness runs equal to what
+// hack/tools pins (and hack/build-*.sh therefore build).
+func TestToolVersionsMatch(t *testing.T) {
+	for _, tc := range []struct{ tool, module, want string }{
+		{"coredns", "github.com/coredns/coredns", CoreDNSVersion},
+		{"istio", "istio.io/istio", istio.Version},
+	} {
+		v, err := cluster.ToolsVersion(tc.tool, tc.module)
+		if err != nil || v != tc.want {
+			t.Errorf("hack/tools/%s requires %s (%v), the harness runs %s", tc.tool, v, err, tc.want)
+		}
+	}
+}
 
 func TestDeepestCgroup(t *testing.T) {
 	cases := map[string]struct{ in, want string }{

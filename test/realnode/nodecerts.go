@@ -3,7 +3,6 @@ package realnode
 import (
 	"crypto/x509"
 	"net"
-	"os"
 	"path/filepath"
 
 	"github.com/istio-aux/istio-aux/test/cluster"
@@ -39,27 +38,12 @@ func (ns *Nodes) APIServerArgs(c *cluster.Cluster) ([]string, error) {
 const apiServerKubeletUser = "kube-apiserver-kubelet-client"
 
 // kubeletCerts issues the kubelet's serving and client certificates into
-// the node's dir.
+// the node's dir (kubelet-serving.crt, kubelet-client.key...).
 func (n *Node) kubeletCerts() error {
 	c := n.nodes.c
 	ips := []net.IP{net.ParseIP(n.IP()), net.IPv4(127, 0, 0, 1)}
-	issued := map[string]func() error{
-		"kubelet-serving": func() error {
-			return c.IssueCert(n.name+"-kubelet-serving", n.name, nil, ips, []string{n.name}, x509.ExtKeyUsageServerAuth)
-		},
-		"kubelet-client": func() error {
-			return c.IssueCert(n.name+"-kubelet-client", "system:node:"+n.name, []string{"system:nodes"}, nil, nil, x509.ExtKeyUsageClientAuth)
-		},
+	if err := c.IssueCert(n.name+"/kubelet-serving", n.name, nil, ips, []string{n.name}, x509.ExtKeyUsageServerAuth); err != nil {
+		return err
 	}
-	for name, issue := range issued {
-		if err := issue(); err != nil {
-			return err
-		}
-		for _, ext := range []string{".crt", ".key"} {
-			if err := os.Rename(filepath.Join(c.Dir(), n.name+"-"+name+ext), n.path(name+ext)); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
+	return c.IssueCert(n.name+"/kubelet-client", "system:node:"+n.name, []string{"system:nodes"}, nil, nil, x509.ExtKeyUsageClientAuth)
 }

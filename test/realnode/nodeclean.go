@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -93,20 +95,12 @@ func (r *run) sweep(log io.Writer) error {
 		errs = append(errs, err)
 	}
 	for _, root := range r.cgroupRoots() {
-		// A killed process leaves its cgroup a moment after SIGKILL lands.
-		err := poll.Until(context.Background(), 5*time.Second, func(context.Context) (bool, error) {
-			return removeCgroup(root) == nil, nil
-		})
-		if err != nil {
-			errs = append(errs, removeCgroup(root))
-		}
+		errs = append(errs, removeCgroupSoon(root))
 	}
 	removeEmptyCgroups(r.CreatedCgroupDirs)
 	// Unmounting the handle frees the namespace, with the bridge, veths,
 	// iptables rules and sysctls in it, once no process is left inside.
-	if err := syscall.Unmount(r.netnsPath(), syscall.MNT_DETACH); err != nil && !errors.Is(err, syscall.EINVAL) && !errors.Is(err, syscall.ENOENT) {
-		errs = append(errs, fmt.Errorf("unmounting %s: %w", r.netnsPath(), err))
-	}
+	errs = append(errs, detach(r.netnsPath()))
 	if os.Getenv("ISTIO_AUX_KEEP_CLUSTER_DIR") != "" {
 		fmt.Fprintf(log, "real node: kept %s\n", r.stateDir())
 	} else if err := os.RemoveAll(r.stateDir()); err != nil {
@@ -180,15 +174,7 @@ func killAll(list func() map[int]bool, timeout time.Duration) error {
 		return len(left) == 0, nil
 	})
 	if err != nil {
-		return fmt.Errorf("processes still alive after SIGKILL: %v", keys(left))
+		return fmt.Errorf("processes still alive after SIGKILL: %v", slices.Collect(maps.Keys(left)))
 	}
 	return nil
-}
-
-func keys(m map[int]bool) []int {
-	out := make([]int, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	return out
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -98,9 +97,8 @@ func newRun(pid int) (r *run, err error) {
 		{"link", "del", "ia-probe0"},
 	}
 	for _, args := range steps {
-		cmd := exec.Command("nsenter", append([]string{"--net=" + r.netnsPath(), "ip"}, args...)...)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return r, fmt.Errorf("ip %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+		if err := runCmd(append([]string{"nsenter", "--net=" + r.netnsPath(), "ip"}, args...)...); err != nil {
+			return r, err
 		}
 	}
 	return r, nil

@@ -37,7 +37,7 @@ const DNSServiceIP = "10.96.0.10"
 
 // CoreDNSVersion is the github.com/coredns/coredns version that
 // hack/tools/coredns requires and hack/build-coredns.sh caches under;
-// TestCoreDNSVersionMatchesTools keeps them equal.
+// TestToolVersionsMatch keeps them equal.
 const CoreDNSVersion = "v1.15.0"
 
 // ToolsBinDir holds ko and crane (hack/build-tools.sh).

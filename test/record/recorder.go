@@ -34,15 +34,10 @@ func NewRecorder(dir string) (*Recorder, error) {
 
 // Publish records e and reports the outcome to done at once.
 func (r *Recorder) Publish(_ context.Context, e *event.Event, _ string, done func(error)) error {
-	done(r.Record(e))
-	return nil
-}
-
-// Record writes one event.
-func (r *Recorder) Record(e *event.Event) error {
 	raw, err := json.MarshalIndent(e, "", "  ")
 	if err != nil {
-		return fmt.Errorf("encoding %s: %w", e.ID(), err)
+		done(fmt.Errorf("encoding %s: %w", e.ID(), err))
+		return nil
 	}
 	ns, _ := e.Extensions()[podevent.ExtNamespace].(string)
 	name, _ := e.Extensions()[podevent.ExtName].(string)
@@ -51,7 +46,9 @@ func (r *Recorder) Record(e *event.Event) error {
 	file := filepath.Join(r.dir, fmt.Sprintf("%06d-%s-%s.json", r.seq, ns, name))
 	r.mu.Unlock()
 	if err := os.WriteFile(file, append(raw, '\n'), 0o644); err != nil {
-		return fmt.Errorf("writing %s: %w", file, err)
+		done(fmt.Errorf("writing %s: %w", file, err))
+		return nil
 	}
+	done(nil)
 	return nil
 }

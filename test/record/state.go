@@ -48,14 +48,17 @@ func State(pod *slim.Pod, eventType string) string {
 	case len(pod.Status.ContainerStatuses) == 0:
 		return StatePending
 	}
+	proxyDone := true
 	for _, s := range pod.Status.InitContainerStatuses {
-		if !isSidecar(pod, s.Name) && s.State.Terminated == nil {
+		switch sidecar := isSidecar(pod, s.Name); {
+		case !sidecar && s.State.Terminated == nil:
 			return StateInit
+		case sidecar && s.Name == keys.ProxyContainer:
+			proxyDone = s.State.Terminated != nil
 		}
 	}
 	var apps, exited, running, ready int
 	var firstExited string
-	proxyDone := true
 	failed := false
 	for _, s := range pod.Status.ContainerStatuses {
 		if s.Ready {
@@ -79,11 +82,6 @@ func State(pod *slim.Pod, eventType string) string {
 			if c, ok := container(pod, s.Name); ok && t.ExitCode != 0 {
 				failed = failed || decision.WillRestart(c, pod.Spec.RestartPolicy, t.ExitCode) != decision.NoRestart
 			}
-		}
-	}
-	for _, s := range pod.Status.InitContainerStatuses {
-		if isSidecar(pod, s.Name) && s.Name == keys.ProxyContainer {
-			proxyDone = s.State.Terminated != nil
 		}
 	}
 	switch {

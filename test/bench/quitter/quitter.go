@@ -1,7 +1,6 @@
-// Package quitter is the benchmarks' floor quitter: the least any
-// watch-and-exec approach does to end a pod's proxy, shared by the
-// in-process comparisons (test/bench) and the process whose CPU the
-// completion benchmark measures (cmd/floorquit).
+// Package quitter is the benchmarks' floor quitter, the least any
+// watch-and-exec approach does to end a pod's proxy, for test/bench and
+// cmd/floorquit.
 package quitter
 
 import (

@@ -65,8 +65,7 @@ func main() {
 			fmt.Fprintln(os.Stderr, "app serve:", serve(os.Args[2]))
 			os.Exit(1)
 		case "probe":
-			client := &http.Client{Timeout: 5 * time.Second}
-			if err := probe(context.Background(), client, os.Args[2:], 30*time.Second); err != nil {
+			if err := probe(context.Background(), httpClient(), os.Args[2:], 30*time.Second); err != nil {
 				fmt.Println("app probe:", err)
 				os.Exit(1)
 			}
@@ -78,8 +77,10 @@ func main() {
 		fmt.Fprintln(os.Stderr, "app:", err)
 		os.Exit(2)
 	}
-	os.Exit(run(cfg, &http.Client{Timeout: 5 * time.Second}, time.Sleep))
+	os.Exit(run(cfg, httpClient(), time.Sleep))
 }
+
+func httpClient() *http.Client { return &http.Client{Timeout: 5 * time.Second} }
 
 // run is one attempt; it returns the exit code.
 func run(cfg config, client *http.Client, sleep func(time.Duration)) int {

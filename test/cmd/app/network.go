@@ -29,16 +29,7 @@ func probe(ctx context.Context, client *http.Client, targets []string, within ti
 	var failed []string
 	for _, target := range targets {
 		tctx, cancel := context.WithTimeout(ctx, within)
-		var err error
-		for {
-			if err = reach(tctx, client, target); err == nil || tctx.Err() != nil {
-				break
-			}
-			select {
-			case <-tctx.Done():
-			case <-time.After(200 * time.Millisecond): // the retry interval
-			}
-		}
+		err := retry(tctx, 200*time.Millisecond, func() error { return reach(tctx, client, target) })
 		cancel()
 		if err != nil {
 			fmt.Printf("probe %s: %v\n", target, err)

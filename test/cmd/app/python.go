@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"path/filepath"
@@ -42,12 +43,8 @@ func python(args []string, getenv func(string) string) int {
 		return waitFor(host, tries, time.Second)
 	}
 	g, err := groupFor(args, getenv)
-	if err != nil {
-		fmt.Println("python:", err)
-		return 2
-	}
-	cfg, err := configFrom(getenv)
-	if err != nil {
+	cfg, cfgErr := configFrom(getenv)
+	if err = errors.Join(err, cfgErr); err != nil {
 		fmt.Println("python:", err)
 		return 2
 	}

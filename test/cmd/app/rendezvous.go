@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"strings"
 	"sync"
 	"time"
@@ -119,16 +118,26 @@ func accept(ln net.Listener, self string, heard *roster) {
 
 // hello reaches addr and says hello until it is answered or ctx ends.
 func hello(ctx context.Context, addr, self string) error {
-	var last error
+	if err := retry(ctx, 500*time.Millisecond, func() error { return helloOnce(ctx, addr, self) }); err != nil {
+		return fmt.Errorf("reaching %s: %w (last: %v)", addr, ctx.Err(), err)
+	}
+	fmt.Printf("app: reached %s\n", addr)
+	return nil
+}
+
+// retry calls try every interval until it succeeds or ctx ends, and
+// returns its last error. (Not test/poll: the app stays free of
+// Kubernetes' modules, which would slow its image's build.)
+func retry(ctx context.Context, interval time.Duration, try func() error) error {
 	for {
-		if last = helloOnce(ctx, addr, self); last == nil {
-			fmt.Printf("app: reached %s\n", addr)
-			return nil
+		err := try()
+		if err == nil || ctx.Err() != nil {
+			return err
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("reaching %s: %w (last: %v)", addr, ctx.Err(), last)
-		case <-time.After(500 * time.Millisecond): // the retry interval
+			return err
+		case <-time.After(interval):
 		}
 	}
 }
@@ -152,5 +161,3 @@ func helloOnce(ctx context.Context, addr, self string) error {
 	}
 	return nil
 }
-
-func httpClient() *http.Client { return &http.Client{Timeout: 5 * time.Second} }

@@ -3,12 +3,11 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"log"
+	"maps"
 	"net/http"
 	"regexp"
-	"sort"
-	"strings"
+	"slices"
 	"sync"
 	"time"
 )
@@ -38,23 +37,23 @@ func newProxy(readyDelay time.Duration, args []string) *proxy {
 
 func (p *proxy) ready() bool { return p.now().Sub(p.start) >= p.readyDelay }
 
-// state is Envoy's server.state: 0 LIVE, 2 PRE_INITIALIZING. Draining
-// listeners does not change it (only a failed health check does, in Envoy).
-func (p *proxy) state() (int, string) {
+// stateName is Envoy's server.state by name. Draining listeners does not
+// change it (only a failed health check does, in Envoy).
+func (p *proxy) stateName() string {
 	if p.ready() {
-		return 0, "LIVE"
+		return "LIVE"
 	}
-	return 2, "PRE_INITIALIZING"
+	return "PRE_INITIALIZING"
 }
 
 // stats are the counters pilot-agent reads: its readiness probe needs
-// server.state LIVE and listener_manager.workers_started 1, and at least
-// one accepted CDS and LDS update.
+// server.state LIVE (0; 2 is PRE_INITIALIZING) and
+// listener_manager.workers_started 1, and at least one accepted CDS and LDS
+// update.
 func (p *proxy) stats() map[string]int {
-	state, _ := p.state()
-	updated := 0
+	state, updated := 2, 0
 	if p.ready() {
-		updated = 1
+		state, updated = 0, 1
 	}
 	return map[string]int{
 		"server.state":                         state,
@@ -66,37 +65,52 @@ func (p *proxy) stats() map[string]int {
 	}
 }
 
+func (p *proxy) setDraining() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.draining = true
+}
+
+func (p *proxy) isDraining() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.draining
+}
+
 // adminHandler serves the admin API endpoints pilot-agent and the proxy's
 // users call. Unknown paths get 404 like Envoy's admin.
 func (p *proxy) adminHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/ready", func(w http.ResponseWriter, _ *http.Request) {
-		_, name := p.state()
 		if !p.ready() {
 			w.WriteHeader(http.StatusServiceUnavailable)
 		}
-		fmt.Fprintln(w, name)
+		fmt.Fprintln(w, p.stateName())
 	})
 	mux.HandleFunc("/server_info", func(w http.ResponseWriter, _ *http.Request) {
-		_, name := p.state()
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(map[string]any{
 			"version":              "istio-aux-envoy-standin/0.0.0/Clean/RELEASE/BoringSSL",
-			"state":                name,
+			"state":                p.stateName(),
 			"uptime_current_epoch": fmt.Sprintf("%ds", int(p.now().Sub(p.start).Seconds())),
 			"command_line_options": map[string]any{"args": p.args},
 		})
 	})
 	mux.HandleFunc("/stats", p.serveStats)
 	mux.HandleFunc("/stats/prometheus", func(w http.ResponseWriter, _ *http.Request) {
-		state, _ := p.state()
-		fmt.Fprintf(w, "# TYPE envoy_server_state gauge\nenvoy_server_state{} %d\n", state)
+		fmt.Fprintf(w, "# TYPE envoy_server_state gauge\nenvoy_server_state{} %d\n", p.stats()["server.state"])
 	})
-	mux.HandleFunc("/healthz/ready", p.serveHealth)
+	// Envoy's health check filter, when nothing else routes /healthz/ready:
+	// 200 once ready, 503 before and while draining.
+	mux.HandleFunc("/healthz/ready", func(w http.ResponseWriter, _ *http.Request) {
+		if !p.ready() || p.isDraining() {
+			http.Error(w, "not ready", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "OK")
+	})
 	mux.HandleFunc("/drain_listeners", post(func(w http.ResponseWriter, r *http.Request) {
-		p.mu.Lock()
-		p.draining = true
-		p.mu.Unlock()
+		p.setDraining()
 		log.Printf("drain_listeners %s: draining (listeners stay open; exit comes from quitquitquit, SIGTERM or the agent)", r.URL.RawQuery)
 		if p.drainDelay > 0 {
 			log.Printf("drain_listeners: answering in %s (%s)", p.drainDelay, EnvDrainDelay)
@@ -111,7 +125,8 @@ func (p *proxy) adminHandler() http.Handler {
 	mux.HandleFunc("/quitquitquit", post(func(w http.ResponseWriter, _ *http.Request) {
 		log.Printf("quitquitquit: exiting 0")
 		fmt.Fprintln(w, "OK")
-		p.exit()
+		// main exits 0 after the current response is sent.
+		p.quitOnce.Do(func() { close(p.quit) })
 	}))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "invalid path: "+r.URL.Path, http.StatusNotFound)
@@ -119,48 +134,22 @@ func (p *proxy) adminHandler() http.Handler {
 	return mux
 }
 
-// serveHealth answers like Envoy's health check filter when nothing else
-// routes /healthz/ready: 200 once ready, 503 before and while draining.
-func (p *proxy) serveHealth(w http.ResponseWriter, _ *http.Request) {
-	p.mu.Lock()
-	draining := p.draining
-	p.mu.Unlock()
-	if !p.ready() || draining {
-		http.Error(w, "not ready", http.StatusServiceUnavailable)
-		return
-	}
-	fmt.Fprintln(w, "OK")
-}
-
 // serveStats prints "name: value" lines, filtered by the filter query
 // parameter (a regular expression, as in Envoy); usedonly is accepted and
 // ignored.
 func (p *proxy) serveStats(w http.ResponseWriter, r *http.Request) {
-	var filter *regexp.Regexp
-	if f := r.URL.Query().Get("filter"); f != "" {
-		var err error
-		if filter, err = regexp.Compile(f); err != nil {
-			http.Error(w, "invalid regex: "+err.Error(), http.StatusBadRequest)
-			return
-		}
+	filter, err := regexp.Compile(r.URL.Query().Get("filter"))
+	if err != nil {
+		http.Error(w, "invalid regex: "+err.Error(), http.StatusBadRequest)
+		return
 	}
 	stats := p.stats()
-	names := make([]string, 0, len(stats))
-	for name := range stats {
-		if filter == nil || filter.MatchString(name) {
-			names = append(names, name)
+	for _, name := range slices.Sorted(maps.Keys(stats)) {
+		if filter.MatchString(name) {
+			fmt.Fprintf(w, "%s: %d\n", name, stats[name])
 		}
 	}
-	sort.Strings(names)
-	var b strings.Builder
-	for _, name := range names {
-		fmt.Fprintf(&b, "%s: %d\n", name, stats[name])
-	}
-	_, _ = io.WriteString(w, b.String())
 }
-
-// exit asks main to stop with code 0 after the current response is sent.
-func (p *proxy) exit() { p.quitOnce.Do(func() { close(p.quit) }) }
 
 // post rejects other methods, as Envoy's admin does for mutating endpoints.
 func post(h http.HandlerFunc) http.HandlerFunc {

@@ -62,16 +62,12 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	delay := time.Second
-	if v := os.Getenv(EnvReadyDelay); v != "" {
-		if delay, err = time.ParseDuration(v); err != nil {
-			return fmt.Errorf("%s: %w", EnvReadyDelay, err)
-		}
-	}
-	p := newProxy(delay, args)
-	if v := os.Getenv(EnvDrainDelay); v != "" {
-		if p.drainDelay, err = time.ParseDuration(v); err != nil {
-			return fmt.Errorf("%s: %w", EnvDrainDelay, err)
+	p := newProxy(time.Second, args)
+	for name, d := range map[string]*time.Duration{EnvReadyDelay: &p.readyDelay, EnvDrainDelay: &p.drainDelay} {
+		if v := os.Getenv(name); v != "" {
+			if *d, err = time.ParseDuration(v); err != nil {
+				return fmt.Errorf("%s: %w", name, err)
+			}
 		}
 	}
 	servers := []*http.Server{{Addr: b.Admin.Address.hostPort(), Handler: p.adminHandler()}}
@@ -100,9 +96,7 @@ func run(args []string) error {
 		return err
 	case <-p.quit:
 	case s := <-sig:
-		p.mu.Lock()
-		p.draining = true
-		p.mu.Unlock()
+		p.setDraining()
 		log.Printf("%s: draining, then exiting 0", s)
 	}
 	// Finish the responses in flight (the quitquitquit answer among them).

@@ -7,7 +7,6 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"reflect"
-	"strings"
 	"testing"
 	"time"
 
@@ -75,9 +74,8 @@ func TestAdmin(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer resp.Body.Close()
-		var b strings.Builder
-		_, _ = io.Copy(&b, resp.Body)
-		return resp.StatusCode, b.String()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
 	}
 	// pilot-agent's readiness queries, before and after the first config.
 	const ready = "/stats?usedonly&filter=%5E%28server%5C.state%7Clistener_manager%5C.workers_started%29"
@@ -150,9 +148,7 @@ func TestSlowDrain(t *testing.T) {
 		took, _ := drain()
 		done <- took
 	}()
-	if err := waitDraining(p, 5*time.Second); err != nil {
-		t.Fatal(err)
-	}
+	poll.Eventually(t, 5*time.Second, "draining", func(context.Context) (bool, error) { return p.isDraining(), nil })
 	resp, err := http.Post(srv.URL+"/quitquitquit", "", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -166,13 +162,4 @@ func TestSlowDrain(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("quitquitquit did not end the drain's wait")
 	}
-}
-
-// waitDraining polls until p has started draining, or fails after d.
-func waitDraining(p *proxy, d time.Duration) error {
-	return poll.Until(context.Background(), d, func(context.Context) (bool, error) {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		return p.draining, nil
-	})
 }

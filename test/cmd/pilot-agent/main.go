@@ -12,6 +12,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -65,12 +66,7 @@ func quit(args []string) error {
 	if err != nil {
 		return err
 	}
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
-		"annotations": map[string]string{cluster.AnnotationProxyQuit: q.Time.Format(time.RFC3339Nano)},
-	}})
-	if err != nil {
-		return err
-	}
+	patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q}}}`, cluster.AnnotationProxyQuit, q.Time.Format(time.RFC3339Nano))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if _, err := client.CoreV1().Pods(q.Namespace).Patch(ctx, q.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "pilot-agent-stub"}); err != nil {
@@ -95,9 +91,6 @@ func record(q cluster.Quit) error {
 	if err != nil {
 		return fmt.Errorf("quit record: %w", err)
 	}
-	if _, err := f.Write(append(line, '\n')); err != nil {
-		f.Close()
-		return fmt.Errorf("quit record: %w", err)
-	}
-	return f.Close()
+	_, err = f.Write(append(line, '\n'))
+	return errors.Join(err, f.Close())
 }

@@ -86,7 +86,11 @@ func source(sc scenario, f format) string {
 		b.WriteString("format: what a Knative ApiServerSource (Resource mode, pods) delivers: every add/update/delete\n" +
 			"  seen by a dynamic pod informer as dev.knative.apiserver.resource.*, full pod JSON, in order\n")
 	}
-	fmt.Fprintf(&b, "pods: %s\n", strings.Join(podNames(sc), ", "))
+	var pods []string
+	for _, p := range sc.pods {
+		pods = append(pods, p.Name)
+	}
+	fmt.Fprintf(&b, "pods: %s\n", strings.Join(pods, ", "))
 	if sc.node {
 		b.WriteString("run: kube-apiserver, etcd and the kubelet " + cluster.K8sVersion + " built from source, a real node (containerd,\n" +
 			"  runc) in a network namespace, istiod as the sidecar injector (test/istio, istio.io/istio " + istio.Version + "),\n" +
@@ -103,12 +107,4 @@ func source(sc scenario, f format) string {
 	b.WriteString("file names: NNN-<pod>-<state>, state as test/record.State names it\n")
 	b.WriteString("varies between recordings: uids, resourceVersions, timestamps, ids, pod IPs\n")
 	return b.String()
-}
-
-func podNames(sc scenario) []string {
-	var out []string
-	for _, p := range sc.pods {
-		out = append(out, p.Name)
-	}
-	return out
 }

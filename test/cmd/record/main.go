@@ -48,11 +48,5 @@ func selected(scs []scenario, only string) []scenario {
 	if only == "" {
 		return scs
 	}
-	var out []scenario
-	for _, sc := range scs {
-		if slices.Contains(strings.Split(only, ","), sc.namespace) {
-			out = append(out, sc)
-		}
-	}
-	return out
+	return slices.DeleteFunc(scs, func(sc scenario) bool { return !slices.Contains(strings.Split(only, ","), sc.namespace) })
 }

@@ -8,10 +8,10 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -42,12 +42,7 @@ func run(ctx context.Context, out string, scs []scenario) error {
 	// imitate: the kubelet's container-level restarts).
 	recorded := map[string][]cloudevents.Event{}
 	for _, node := range []bool{false, true} {
-		var group []scenario
-		for _, sc := range scs {
-			if sc.node == node {
-				group = append(group, sc)
-			}
-		}
+		group := slices.DeleteFunc(slices.Clone(scs), func(sc scenario) bool { return sc.node != node })
 		if len(group) == 0 {
 			continue
 		}
@@ -141,12 +136,7 @@ func runScenarios(ctx context.Context, log io.Writer, bridgeDir string, scs []sc
 // deleted), which is also after the bridge published its last event for
 // it (the quit is triggered by that event).
 func runScenario(ctx context.Context, cs kubernetes.Interface, src *apiServerSource, sc scenario) error {
-	labels := map[string]string{"istio-injection": "enabled"}
-	for k, v := range sc.nsLabels {
-		labels[k] = v
-	}
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: sc.namespace, Labels: labels}}
-	if _, err := cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
+	if err := mesh.CreateNamespace(ctx, cs, sc.namespace, sc.nsLabels); err != nil {
 		return fmt.Errorf("scenario %s: %w", sc.namespace, err)
 	}
 	for _, p := range sc.pods {

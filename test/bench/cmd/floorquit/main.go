@@ -1,11 +1,8 @@
-// Command floorquit is the completion benchmark's floor quitter as a
-// process of its own, so that its CPU can be read beside istio-aux's: a
-// bare pod watch on $NAMESPACE that execs the proxy's quit the moment it
-// sees the app terminated (test/bench/quitter.Floor), reading pods as
-// protobuf and execing through the same client-go executor as istio-aux's
-// function. It writes "ready" to
-// $READY_FILE once watching and runs until SIGTERM, then prints how many
-// execs it retried.
+// Command floorquit is the completion benchmark's floor quitter
+// (test/bench/quitter.Floor) as a process of its own, so that its CPU can
+// be read beside istio-aux's, on the pods of $NAMESPACE. It writes "ready"
+// to $READY_FILE once watching and runs until SIGTERM, then prints how
+// many execs it retried.
 package main
 
 import (

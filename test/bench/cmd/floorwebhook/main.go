@@ -1,12 +1,8 @@
-// Command floorwebhook is the admission floor for test/bench: the least a
-// mutating webhook can do. It reads an AdmissionReview only as far as the
-// request's UID and answers every request with the same one-operation JSON
-// patch istio-aux's webhook sends a bench pod (an added
-// proxy.istio.io/config annotation), with no framework, logging, metrics or
-// tracing. The API server's share of a mutating call (encoding the review,
-// applying the patch, decoding the result) is the same for both; the
-// difference between them is what istio-aux's webhook and knative.dev/pkg
-// add.
+// Command floorwebhook is the admission floor for test/bench
+// (docs/bench.md): the least a mutating webhook can do. It reads an
+// AdmissionReview only as far as the request's UID and answers every
+// request with the same one-operation JSON patch istio-aux's webhook sends
+// a bench pod, with no framework, logging, metrics or tracing.
 //
 // Env: CERT_FILE and KEY_FILE (PEM), ADDR (host:port). It serves HTTP/1.1
 // over TLS, as knative.dev/pkg's webhook does by default, until SIGTERM.
@@ -28,9 +24,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// Path is where the floor serves its mutation.
-const Path = "/mutate"
-
 // patch is what istio-aux's webhook answers for a bench pod (which has
 // annotations but no proxy.istio.io/config).
 var patch = []byte(`[{"op":"add","path":"/metadata/annotations/proxy.istio.io~1config","value":"holdApplicationUntilProxyStarts: true"}]`)
@@ -49,7 +42,7 @@ func run(ctx context.Context, addr, certFile, keyFile string) error {
 		return errors.New("ADDR, CERT_FILE and KEY_FILE are required")
 	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST "+Path, mutate)
+	mux.HandleFunc("POST /mutate", mutate)
 	srv := &http.Server{
 		Addr:              addr,
 		Handler:           mux,
