@@ -103,7 +103,9 @@ func outside(t *testing.T, a *istioaux.IstioAux, cs kubernetes.Interface, p para
 		on = on.plus(bridgeWindow(t, a, cs, pid, inside, out, p.outsideChurn, p.cpuSlice))
 	}
 	alone := bridgeWindow(t, a, cs, pid, nil, out, p.outsideChurn, 10*time.Second)
-	for _, ns := range namespaces {
+	// The inside pods go too: the webhook labelled them, and the next part
+	// (namespaces) needs no labelled pod but its own.
+	for _, ns := range append(namespaces, in) {
 		if err := cs.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0))}, metav1.ListOptions{}); err != nil {
 			t.Fatal(err)
 		}
