@@ -156,7 +156,7 @@ func benchPodGoneUnderLoad(t *testing.T, c *cluster.Cluster) {
 		})
 		deleted <- fmt.Sprintf("%s (%v)", victim, err)
 	}()
-	pods := burst(t, c, ns, n, end)
+	pods := burst(t, c, ns, n, end, 0)
 	victim := <-deleted
 	lost, twice := 0, 0
 	for _, p := range pods {
@@ -184,7 +184,7 @@ func benchBurst(t *testing.T, c *cluster.Cluster, n int) {
 	watch := knative.WatchScale(context.Background(), c, istioaux.SystemNamespace, "proxy-quit")
 	var kn, ai burstResult
 	t.Run("knative", func(t *testing.T) {
-		kn = burstLatencies(t, c, burst(t, c, mesh.Namespace(t, c, "", true, mesh.OptedIn), n, time.Now().Add(lead)))
+		kn = burstLatencies(t, c, burst(t, c, mesh.Namespace(t, c, "", true, mesh.OptedIn), n, time.Now().Add(lead), 0))
 	})
 	waitNoReadyFunction(t, c)
 	s := watch.Stop()
@@ -199,7 +199,7 @@ func benchBurst(t *testing.T, c *cluster.Cluster, n int) {
 
 	installedAs(t, istioaux.Standalone)
 	t.Run("allinone", func(t *testing.T) {
-		ai = burstLatencies(t, c, burst(t, c, mesh.Namespace(t, c, "", true, mesh.OptedIn), n, time.Now().Add(lead)))
+		ai = burstLatencies(t, c, burst(t, c, mesh.Namespace(t, c, "", true, mesh.OptedIn), n, time.Now().Add(lead), 0))
 	})
 	if t.Failed() {
 		return

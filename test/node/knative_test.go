@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/istio-aux/istio-aux/pkg/keys"
 	"github.com/istio-aux/istio-aux/test/cluster"
 	"github.com/istio-aux/istio-aux/test/istioaux"
 	"github.com/istio-aux/istio-aux/test/knative"
@@ -60,8 +61,13 @@ func TestNodeKnativeBurst(t *testing.T) {
 		t.Fatalf("the function never went to zero pods before the burst: %v (%s)", err, c.PodsSummary(ctx, ns, knative.PodSelector(name)))
 	}
 
+	// Each quit holds its request 2 s (the stand-in Envoy answers late):
+	// the 24 quits then ask for more concurrency than one pod's target
+	// (10) whatever the spread of the apps' ends and the first pod's start,
+	// which on this node decide whether quits as fast as Envoy's ever
+	// queue enough to scale out (once in seven runs they did not).
 	watch := knative.WatchScale(ctx, c, ns, name)
-	jobs := burst(t, c, mesh.Namespace(t, c, "", true, mesh.OptedIn), 24, time.Now().Add(75*time.Second))
+	jobs := burst(t, c, mesh.Namespace(t, c, "", true, mesh.OptedIn), 24, time.Now().Add(75*time.Second), 2*time.Second)
 	done := time.Now()
 	checkPolicy(t, c)
 	for _, p := range jobs {
@@ -176,13 +182,17 @@ func checkPolicy(t *testing.T, c *cluster.Cluster) {
 // or a TFJob's workers end together, waits until they complete, and
 // returns their pods. Each proxy asks for 10m of CPU
 // (sidecar.istio.io/proxyCPU, as users size it): Istio's default 100m
-// would not fit n pods on the 2-core node.
-func burst(t *testing.T, c *cluster.Cluster, ns string, n int, until time.Time) []corev1.Pod {
+// would not fit n pods on the 2-core node. With quitDelay, each proxy's
+// stand-in Envoy answers the quit that much later.
+func burst(t *testing.T, c *cluster.Cluster, ns string, n int, until time.Time, quitDelay time.Duration) []corev1.Pod {
 	t.Helper()
 	for i := range n {
 		j := meshJob(fmt.Sprintf("burst-%d", i), 1, corev1.RestartPolicyNever, worker(map[string]string{
 			"APP_RUN_UNTIL": until.UTC().Format(time.RFC3339Nano)}))
 		j.Spec.Template.Annotations["sidecar.istio.io/proxyCPU"] = "10m"
+		if quitDelay > 0 {
+			j.Spec.Template.Annotations[keys.AnnotationProxyConfig] = "proxyMetadata:\n  ISTIO_AUX_ENVOY_QUIT_DELAY: " + quitDelay.String() + "\n"
+		}
 		j.Spec.Template.Spec.ServiceAccountName = ""
 		mesh.CreateJob(t, c, ns, j)
 	}

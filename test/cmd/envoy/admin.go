@@ -22,8 +22,10 @@ type proxy struct {
 	// drainDelay holds /drain_listeners' answer back (a slow drain); a
 	// quitquitquit meanwhile ends the wait.
 	drainDelay time.Duration
-	args       []string
-	now        func() time.Time
+	// quitDelay holds /quitquitquit's answer, and the exit, back.
+	quitDelay time.Duration
+	args      []string
+	now       func() time.Time
 
 	mu       sync.Mutex
 	draining bool
@@ -122,7 +124,14 @@ func (p *proxy) adminHandler() http.Handler {
 		}
 		fmt.Fprintln(w, "OK")
 	}))
-	mux.HandleFunc("/quitquitquit", post(func(w http.ResponseWriter, _ *http.Request) {
+	mux.HandleFunc("/quitquitquit", post(func(w http.ResponseWriter, r *http.Request) {
+		if p.quitDelay > 0 {
+			log.Printf("quitquitquit: answering in %s (%s)", p.quitDelay, EnvQuitDelay)
+			select {
+			case <-time.After(p.quitDelay):
+			case <-r.Context().Done():
+			}
+		}
 		log.Printf("quitquitquit: exiting 0")
 		fmt.Fprintln(w, "OK")
 		// main exits 0 after the current response is sent.

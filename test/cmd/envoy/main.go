@@ -15,7 +15,9 @@
 // for a pod through ProxyConfig proxyMetadata). On SIGTERM it drains its
 // listeners and exits 0. $ISTIO_AUX_ENVOY_DRAIN_DELAY (default 0) holds
 // the answer to /drain_listeners back, as a slow drain would: it keeps a
-// native sidecar's preStop hook (pilot-agent's drain) running that long.
+// native sidecar's preStop hook (pilot-agent's drain) running that long;
+// $ISTIO_AUX_ENVOY_QUIT_DELAY (default 0) holds the answer to quitquitquit
+// back, so that each quit holds a request of the function's that long.
 package main
 
 import (
@@ -40,6 +42,9 @@ const EnvReadyDelay = "ISTIO_AUX_ENVOY_READY_DELAY"
 // EnvDrainDelay sets how long /drain_listeners takes to answer.
 const EnvDrainDelay = "ISTIO_AUX_ENVOY_DRAIN_DELAY"
 
+// EnvQuitDelay sets how long /quitquitquit takes to answer (and exit).
+const EnvQuitDelay = "ISTIO_AUX_ENVOY_QUIT_DELAY"
+
 func main() {
 	log.SetPrefix("envoy-standin: ")
 	log.SetFlags(log.Ltime | log.Lmicroseconds)
@@ -63,7 +68,7 @@ func run(args []string) error {
 		return err
 	}
 	p := newProxy(time.Second, args)
-	for name, d := range map[string]*time.Duration{EnvReadyDelay: &p.readyDelay, EnvDrainDelay: &p.drainDelay} {
+	for name, d := range map[string]*time.Duration{EnvReadyDelay: &p.readyDelay, EnvDrainDelay: &p.drainDelay, EnvQuitDelay: &p.quitDelay} {
 		if v := os.Getenv(name); v != "" {
 			if *d, err = time.ParseDuration(v); err != nil {
 				return fmt.Errorf("%s: %w", name, err)

@@ -163,3 +163,35 @@ func TestSlowDrain(t *testing.T) {
 		t.Fatal("quitquitquit did not end the drain's wait")
 	}
 }
+
+// TestQuitDelay: with a quit delay, quitquitquit answers, and asks to exit,
+// only once the delay is over.
+func TestQuitDelay(t *testing.T) {
+	p := newProxy(0, nil)
+	p.quitDelay = 300 * time.Millisecond
+	srv := httptest.NewServer(p.adminHandler())
+	defer srv.Close()
+	answered := make(chan error, 1)
+	go func() {
+		resp, err := http.Post(srv.URL+"/quitquitquit", "", nil)
+		if err == nil {
+			resp.Body.Close()
+		}
+		answered <- err
+	}()
+	select {
+	case <-p.quit:
+		t.Fatal("asked to exit before the delay was over")
+	case err := <-answered:
+		t.Fatalf("answered before the delay was over (%v)", err)
+	case <-time.After(p.quitDelay / 2): // within the delay: nothing yet
+	}
+	if err := <-answered; err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-p.quit:
+	default:
+		t.Error("quitquitquit did not ask to exit")
+	}
+}
