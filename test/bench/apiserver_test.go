@@ -5,7 +5,11 @@ package bench
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -34,6 +38,7 @@ func apiWindow(t *testing.T, c *cluster.Cluster, cs kubernetes.Interface, pods [
 	quiesce(t, cs, api)
 	s.watches = apiserverMetric(t, cs, "apiserver_longrunning_requests", `resource="pods"`, `verb="WATCH"`)
 	gc0 := apiserverGC(t, cs)
+	profiled := profileAPIServer(t, cs, p.cpuWindow)
 	cpu0, start := cpuOf(t, api), time.Now()
 	stop := churn(ctx, cs, pods, p.outsideChurn)
 	var rss []int64
@@ -55,7 +60,45 @@ func apiWindow(t *testing.T, c *cluster.Cluster, cs kubernetes.Interface, pods [
 	slices.Sort(rss)
 	s.apiRSS = rss[len(rss)/2]
 	s.apiHeap = apiserverMetric(t, cs, "go_gc_heap_live_bytes")
+	profiled()
 	return s
+}
+
+// apiProfiles numbers the API server's profiles of a run.
+var apiProfiles atomic.Int32
+
+// profileAPIServer, with BENCH_PROFILE naming a directory, saves a CPU
+// profile of the API server over the next d there (apiserver-N.pprof, its
+// name logged), for finding where a window's CPU goes; the function it
+// returns waits for it. Without BENCH_PROFILE it does nothing. The
+// profiler's own cost (100 samples a second) is in the window's CPU.
+//
+//	BENCH_PROFILE=/tmp/prof BENCH_ONLY=namespaces BENCH_NAMESPACES=10000 make bench
+//	go tool pprof -top -diff_base /tmp/prof/apiserver-2.pprof _output/bin/kube-apiserver /tmp/prof/apiserver-5.pprof
+func profileAPIServer(t *testing.T, cs kubernetes.Interface, d time.Duration) (wait func()) {
+	dir := os.Getenv("BENCH_PROFILE")
+	if dir == "" {
+		return func() {}
+	}
+	path := filepath.Join(dir, fmt.Sprintf("apiserver-%d.pprof", apiProfiles.Add(1)))
+	done := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), d+time.Minute)
+		defer cancel()
+		b, err := cs.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").
+			Param("seconds", strconv.Itoa(int(d.Seconds()))).DoRaw(ctx)
+		if err == nil {
+			err = os.WriteFile(path, b, 0o644)
+		}
+		done <- err
+	}()
+	return func() {
+		if err := <-done; err != nil {
+			t.Logf("API server profile: %v", err)
+			return
+		}
+		t.Logf("API server CPU profile of this window: %s", path)
+	}
 }
 
 // quiesce waits until the API server has collected its garbage once since

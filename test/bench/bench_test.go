@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -43,7 +44,24 @@ type params struct {
 	perNamespaceUpTo int           // the largest N at which its per-namespace stand-in runs (docs/bench.md)
 }
 
-func benchParams() params {
+// benchParams are the full run's sizes, or the quick run's with BENCH_QUICK;
+// BENCH_NAMESPACES (comma-separated) replaces the namespaces part's sizes.
+func benchParams(t *testing.T) params {
+	p := sizes()
+	if v := os.Getenv("BENCH_NAMESPACES"); v != "" {
+		p.namespaces = nil
+		for _, f := range strings.Split(v, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 1 {
+				t.Fatalf("BENCH_NAMESPACES=%q: want sizes such as 1000,10000", v)
+			}
+			p.namespaces = append(p.namespaces, n)
+		}
+	}
+	return p
+}
+
+func sizes() params {
 	if os.Getenv("BENCH_QUICK") != "" {
 		return params{creates: 100, memLevels: []int{0, 500, 1000}, reactionPods: 40,
 			trickleEvery: 250 * time.Millisecond, burstWithin: 2 * time.Second, jobs: 100, scaleDeadline: 5 * time.Minute,
@@ -96,7 +114,7 @@ func only(part string) bool {
 // (their pods are parked on a node that does not exist), one with the Job
 // controller and kwok for reaction and scale.
 func TestBench(t *testing.T) {
-	p := benchParams()
+	p := benchParams(t)
 	res := newResults(t)
 	log := logWriter(t)
 	stage(t, "admission+memory", cluster.Options{Log: log}, func(t *testing.T, c *cluster.Cluster, start func() *istioaux.IstioAux, cs kubernetes.Interface) {
