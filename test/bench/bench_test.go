@@ -131,7 +131,7 @@ func TestBench(t *testing.T) {
 	}, "admission", "memory")
 	// Which pods the bridge watches: a control plane of its own, so that no
 	// other part's pods are opted in.
-	stage(t, "watch-scope", cluster.Options{Log: log}, func(t *testing.T, c *cluster.Cluster, start func() *istioaux.IstioAux, cs kubernetes.Interface) {
+	stage(t, "watch-scope", cluster.Options{Log: log, Profiling: os.Getenv("BENCH_PROFILE") != ""}, func(t *testing.T, c *cluster.Cluster, start func() *istioaux.IstioAux, cs kubernetes.Interface) {
 		a := start()
 		if only("outside") {
 			outside(t, a, cs, p, res)

@@ -64,6 +64,9 @@ type Options struct {
 	Node Node
 	// Log receives every process's output; nil discards it.
 	Log io.Writer
+	// Profiling serves kube-apiserver's /debug/pprof (off otherwise, as
+	// its cost is not the cluster's).
+	Profiling bool
 }
 
 // Cluster is a running local control plane.

@@ -164,7 +164,7 @@ func (c *Cluster) startAPIServer(ctx context.Context) error {
 		// kwok's and the kubelet's serving certificates come from our CA.
 		"--kubelet-certificate-authority=" + c.path("ca.crt"),
 		"--allow-privileged=true",
-		"--profiling=false",
+		fmt.Sprintf("--profiling=%t", c.opts.Profiling),
 		"--cert-dir=" + c.path("apiserver-certs"),
 	}
 	if c.opts.Node != nil {
