@@ -14,10 +14,11 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/client-go/kubernetes"
+
 	"github.com/istio-aux/istio-aux/test/cluster"
 	"github.com/istio-aux/istio-aux/test/istioaux"
 	"github.com/istio-aux/istio-aux/test/poll"
-	"k8s.io/client-go/kubernetes"
 )
 
 // procKiB reads one "Field:  1234 kB" line of a /proc file.
