@@ -37,7 +37,7 @@ func apiWindow(t *testing.T, c *cluster.Cluster, cs kubernetes.Interface, pods [
 	api := c.Pids()["kube-apiserver"]
 	quiesce(t, cs, api)
 	s.watches = apiserverMetric(t, cs, "apiserver_longrunning_requests", `resource="pods"`, `verb="WATCH"`)
-	gc0 := apiserverGC(t, cs)
+	gc0, alloc0 := apiserverGC(t, cs), apiserverAllocs(t, cs)
 	profiled := profileAPIServer(t, cs, p.cpuWindow)
 	cpu0, start := cpuOf(t, api), time.Now()
 	stop := churn(ctx, cs, pods, p.outsideChurn)
@@ -56,6 +56,7 @@ func apiWindow(t *testing.T, c *cluster.Cluster, cs kubernetes.Interface, pods [
 	}
 	s.apiWindow = cpuOf(t, api) - cpu0
 	s.apiGC = apiserverGC(t, cs) - gc0
+	s.allocWindow = apiserverAllocs(t, cs) - alloc0
 	s.changes = stop()
 	slices.Sort(rss)
 	s.apiRSS = rss[len(rss)/2]
@@ -101,22 +102,17 @@ func profileAPIServer(t *testing.T, cs kubernetes.Interface, d time.Duration) (w
 	}
 }
 
-// quiesce waits until the API server has collected its garbage once since
-// it is called, then until its RSS has held within 1% for 10 s: read
+// quiesce has the API server collect its garbage (collectGarbage), waits
+// until its RSS has held within 1% for 10 s, and collects once more, so
+// that the window that follows starts right after a collection: read
 // straight away after the bench's own writes or a bridge's starts, its RSS
-// moves by 10 to 15% between two windows on the same pods (docs/bench.md).
+// moves by 10 to 15% between two windows on the same pods, and a
+// collection of a heap of gigabytes falls in a window or not by chance
+// (docs/bench.md).
 func quiesce(t *testing.T, cs kubernetes.Interface, api int) {
 	ctx := context.Background()
-	gcs := func() float64 { return apiserverMetric(t, cs, "go_gc_duration_seconds_count") }
 	start := time.Now()
-	if n0 := gcs(); n0 > 0 { // 0: not exported
-		// Once a second: each look reads the API server's /metrics.
-		if err := poll.UntilEvery(ctx, time.Second, 3*time.Minute, func(context.Context) (bool, error) {
-			return gcs() > n0, nil
-		}); err != nil {
-			t.Fatalf("the API server did not collect its garbage: %v", err)
-		}
-	}
+	collectGarbage(t, cs, api)
 	rss, err := steadyRSS(ctx, api, time.Second, 10, 2*time.Minute)
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
@@ -124,7 +120,55 @@ func quiesce(t *testing.T, cs kubernetes.Interface, api int) {
 	case err != nil:
 		t.Fatal(err)
 	}
+	collectGarbage(t, cs, api)
 	t.Logf("namespaces: API server quiet after %v, RSS %s", time.Since(start).Round(time.Second), mib(rss))
+}
+
+// collectGarbage has the API server run a garbage collection now, then
+// waits until it is quiet again (under apiQuiet of CPU over a second, at
+// most 30 s): a heap profile asked with gc=1 runs runtime.GC first (Go's
+// net/http/pprof; the watch-scope control plane serves /debug/pprof), and
+// the runtime then sweeps the heap and returns memory in the background,
+// which would be read as part of what follows. At N=10,000 the API
+// server's heap is 3 GiB and a collection costs it about 4 CPU-s, as much
+// as a start of the bridge: started right after one, a start or a window
+// holds none (the next comes once the heap has doubled, or 2 minutes
+// later), and the garbage it leaves is read as the bytes it allocated
+// instead (docs/bench.md).
+func collectGarbage(t *testing.T, cs kubernetes.Interface, api int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if _, err := cs.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/heap").Param("gc", "1").DoRaw(ctx); err != nil {
+		t.Fatalf("collecting the API server's garbage: %v", err)
+	}
+	start, last, lastAt := time.Now(), cpuOf(t, api), time.Now()
+	var second time.Duration
+	err := poll.UntilEvery(ctx, time.Second, 30*time.Second, func(context.Context) (bool, error) {
+		if time.Since(lastAt) < time.Second/2 { // the first look, at once
+			return false, nil
+		}
+		now, at := cpuOf(t, api), time.Now()
+		second = (now - last) * time.Second / at.Sub(lastAt)
+		last, lastAt = now, at
+		return second < apiQuiet, nil
+	})
+	if err != nil {
+		t.Logf("namespaces: API server not quiet 30 s after a collection (%v of CPU in the last second): %v", second, err)
+		return
+	}
+	t.Logf("namespaces: API server collected its garbage, quiet after %v (%v of CPU in the last second)", time.Since(start).Round(time.Second), second)
+}
+
+// apiQuiet is the CPU over a second under which the API server is quiet:
+// idle, with nothing but its leases, it spends 10 to 40 ms.
+const apiQuiet = 50 * time.Millisecond
+
+// apiserverAllocs is the bytes the API server has allocated on its heap so
+// far (runtime/metrics /gc/heap/allocs:bytes): what its collections cost
+// grows with them, whenever they run.
+func apiserverAllocs(t *testing.T, cs kubernetes.Interface) float64 {
+	return apiserverMetric(t, cs, "go_gc_heap_allocs_bytes_total")
 }
 
 // apiserverGC is the CPU time the API server's Go runtime estimates it

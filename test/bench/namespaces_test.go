@@ -54,6 +54,9 @@ type nsArm struct {
 	bridgeRSS int64         // KiB, settled after the start
 	// Pods the bridge decoded by the time its RSS settled, and over the window.
 	decodedStart, decodedWindow float64
+	// Bytes the API server allocated: over a start (the median) and over
+	// the window.
+	allocOpen, allocWindow float64
 }
 
 // namespaceScale measures, for each size N of p.namespaces on the same
@@ -176,6 +179,11 @@ func nsRows(res *results, n, total int, p params, arm [4]nsArm, noneOne nsArm) {
 			return fmt.Sprintf("%.2f (%.2f)", s.apiOpen.Seconds(), s.apiOpenLeast.Seconds())
 		})+fmt.Sprintf(" CPU-s (c/d %.2fx)", r), target, met(r))
 
+	mibs := func(b float64) string { return fmt.Sprintf("%.0f", b/(1<<20)) }
+	r = arm[2].allocOpen / arm[3].allocOpen
+	res.add("namespaces", "API server heap allocated opening the pod watches, the same starts (bridge: median) "+arms,
+		slots(opens, func(s nsArm) string { return mibs(s.allocOpen) })+fmt.Sprintf(" MiB (c/d %.2fx)", r), "", "")
+
 	slowest := max(arm[2].open, arm[3].open)
 	res.add("namespaces", "start until every pod listed (bridge: ready, median) "+arms,
 		slots(opens, func(s nsArm) string { return fmt.Sprintf("%.1f", s.open.Seconds()) })+" s",
@@ -205,6 +213,10 @@ func nsRows(res *results, n, total int, p params, arm [4]nsArm, noneOne nsArm) {
 			" ("+slots(always, func(s nsArm) string { return fmt.Sprintf("%.2f", withGC(s)) })+
 			fmt.Sprintf(") CPU-ms; no watch on 1 ns %.2f (%.2f) (c/d %.2fx)", noGC(noneOne), withGC(noneOne), r), target, met(r))
 
+	perChangeKiB := func(s nsArm) string { return fmt.Sprintf("%.0f", s.allocWindow/1024/float64(max(s.changes, 1))) }
+	res.add("namespaces", "API server heap allocated per status change, the same windows "+arms,
+		slots(always, perChangeKiB)+fmt.Sprintf(" KiB; no watch on 1 ns %s KiB", perChangeKiB(noneOne)), "", "")
+
 	res.add("namespaces", "bridge RSS, settled after its start "+arms,
 		slots(bridged, func(s nsArm) string { return fmt.Sprintf("%.1f", float64(s.bridgeRSS)/1024) })+" MiB", "", "")
 	res.add("namespaces", fmt.Sprintf("pods decoded by the bridge: at its start (%d pods) ; over the window (one per change) %s", total, arms),
@@ -220,21 +232,28 @@ func bridgeArm(t *testing.T, c *cluster.Cluster, a *istioaux.IstioAux, cs kubern
 	api := c.Pids()["kube-apiserver"]
 	s := nsArm{ran: true}
 	var opens, cpus []time.Duration
+	var allocs []float64
 	for i := range nsStarts {
 		if i > 0 {
 			if err := a.StopBridge(); err != nil {
 				t.Fatal(err)
 			}
 		}
+		collectGarbage(t, cs, api)
+		alloc0, gc0 := apiserverAllocs(t, cs), apiserverGC(t, cs) // before the CPU: each reads /metrics
 		cpu0, start := cpuOf(t, api), time.Now()
 		if err := a.StartBridgeAs(istioaux.Deployed); err != nil {
 			t.Fatal(err)
 		}
 		opens, cpus = append(opens, time.Since(start)), append(cpus, cpuOf(t, api)-cpu0)
+		allocs = append(allocs, apiserverAllocs(t, cs)-alloc0)
 		decoded := decodedPods(t, a)
-		t.Logf("namespaces: bridge ready after %v with %.0f of %d pods decoded, API server CPU %v", opens[i], decoded, len(pods), cpus[i])
+		t.Logf("namespaces: bridge ready after %v with %.0f of %d pods decoded, API server CPU %v (its GC's so far %v), %.0f MiB allocated",
+			opens[i], decoded, len(pods), cpus[i], apiserverGC(t, cs)-gc0, allocs[i]/(1<<20))
 	}
 	s.open, s.apiOpen, s.apiOpenLeast = percentile(opens, 0.5), percentile(cpus, 0.5), slices.Min(cpus)
+	slices.Sort(allocs)
+	s.allocOpen = allocs[len(allocs)/2]
 	_, pid := a.Pids()
 	var err error
 	if s.bridgeRSS, err = settledRSS(ctx, pid); err != nil {
@@ -256,6 +275,8 @@ func perNamespaceArm(t *testing.T, c *cluster.Cluster, cs kubernetes.Interface, 
 	ctx := context.Background()
 	api := c.Pids()["kube-apiserver"]
 	s := nsArm{ran: true}
+	collectGarbage(t, cs, api)
+	alloc0 := apiserverAllocs(t, cs)
 	cpu0, start := cpuOf(t, api), time.Now()
 	listed, stop, err := openPerNamespaceWatches(c.RESTConfig(), names)
 	if err != nil {
@@ -272,6 +293,7 @@ func perNamespaceArm(t *testing.T, c *cluster.Cluster, cs kubernetes.Interface, 
 		t.Fatal(err)
 	}
 	s.open, s.apiOpen = time.Since(start), cpuOf(t, api)-cpu0
+	s.allocOpen = apiserverAllocs(t, cs) - alloc0
 	t.Logf("namespaces: %d per-namespace watches listed after %v, API server CPU %v", len(names), s.open, s.apiOpen)
 	return apiWindow(t, c, cs, pods, p, s)
 }

@@ -67,6 +67,8 @@ type Options struct {
 	// Profiling serves kube-apiserver's /debug/pprof (off otherwise, as
 	// its cost is not the cluster's).
 	Profiling bool
+	// APIServerArgs are added to kube-apiserver's flags.
+	APIServerArgs []string
 }
 
 // Cluster is a running local control plane.

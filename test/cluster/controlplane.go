@@ -181,6 +181,7 @@ func (c *Cluster) startAPIServer(ctx context.Context) error {
 			// There is no kube-proxy and no second apiserver to reconcile.
 			"--endpoint-reconciler-type=none")
 	}
+	args = append(args, c.opts.APIServerArgs...)
 	p, err := c.StartProcess("kube-apiserver", nil, filepath.Join(c.binDir, "kube-apiserver"), append(args, nodeArgs...)...)
 	if err != nil {
 		return err
