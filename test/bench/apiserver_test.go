@@ -125,7 +125,7 @@ func quiesce(t *testing.T, cs kubernetes.Interface, api int) {
 }
 
 // collectGarbage has the API server run a garbage collection now, then
-// waits until it is quiet again (under apiQuiet of CPU over a second, at
+// waits until it is quiet again (under apiQuiet CPU-ms over a second, at
 // most 30 s): a heap profile asked with gc=1 runs runtime.GC first (Go's
 // net/http/pprof; the watch-scope control plane serves /debug/pprof), and
 // the runtime then sweeps the heap and returns memory in the background,
@@ -143,26 +143,26 @@ func collectGarbage(t *testing.T, cs kubernetes.Interface, api int) {
 		t.Fatalf("collecting the API server's garbage: %v", err)
 	}
 	start, last, lastAt := time.Now(), cpuOf(t, api), time.Now()
-	var second time.Duration
+	var rate float64
 	err := poll.UntilEvery(ctx, time.Second, 30*time.Second, func(context.Context) (bool, error) {
 		if time.Since(lastAt) < time.Second/2 { // the first look, at once
 			return false, nil
 		}
 		now, at := cpuOf(t, api), time.Now()
-		second = (now - last) * time.Second / at.Sub(lastAt)
+		rate = msPerSecond(now-last, at.Sub(lastAt))
 		last, lastAt = now, at
-		return second < apiQuiet, nil
+		return rate < apiQuiet, nil
 	})
 	if err != nil {
-		t.Logf("namespaces: API server not quiet 30 s after a collection (%v of CPU in the last second): %v", second, err)
+		t.Logf("namespaces: API server not quiet 30 s after a collection (%.0f CPU-ms/s over the last second): %v", rate, err)
 		return
 	}
-	t.Logf("namespaces: API server collected its garbage, quiet after %v (%v of CPU in the last second)", time.Since(start).Round(time.Second), second)
+	t.Logf("namespaces: API server collected its garbage, quiet after %v (%.0f CPU-ms/s over the last second)", time.Since(start).Round(time.Second), rate)
 }
 
-// apiQuiet is the CPU over a second under which the API server is quiet:
-// idle, with nothing but its leases, it spends 10 to 40 ms.
-const apiQuiet = 50 * time.Millisecond
+// apiQuiet is the CPU rate (CPU-ms/s) under which the API server is
+// quiet: idle, with nothing but its leases, it spends 9 to 40.
+const apiQuiet = 50
 
 // apiserverAllocs is the bytes the API server has allocated on its heap so
 // far (runtime/metrics /gc/heap/allocs:bytes): what its collections cost
