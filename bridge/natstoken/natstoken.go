@@ -6,6 +6,12 @@
 // nobody else has it, so nothing else can connect
 // (TestRow3AttackerIsRefused). Applying config/nats
 // again leaves the filled-in data alone: the shipped Secret names no keys.
+//
+// A token must be one nats-server's configuration reads back as itself:
+// config/nats puts it in as an environment variable ($NATS_TOKEN), whose
+// value the parser reads as a value of its own, so that "-Rc..." is a bad
+// number and "5-wf..." a bad date, and the server exits at once. About one
+// base64url token in sixty is such a token (TestGeneratedTokensAreRead).
 package natstoken
 
 import (
@@ -17,6 +23,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/conf"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/rest"
@@ -33,37 +40,72 @@ type Secrets interface {
 // tokenBytes is the token's entropy: 256 bits.
 const tokenBytes = 32
 
+// Readable says why nats-server's configuration would not read token back
+// as itself from an environment variable, or nil if it would.
+func Readable(token string) error {
+	m, err := conf.Parse("token=" + token)
+	if err != nil {
+		return err
+	}
+	if v, ok := m["token"].(string); !ok || v != token {
+		return fmt.Errorf("read as %v (%T)", m["token"], m["token"])
+	}
+	return nil
+}
+
+// generate returns a random token of tokenBytes that nats-server reads.
+func generate() (string, error) {
+	for {
+		raw := make([]byte, tokenBytes)
+		if _, err := rand.Read(raw); err != nil {
+			return "", err
+		}
+		if token := base64.RawURLEncoding.EncodeToString(raw); Readable(token) == nil {
+			return token, nil
+		}
+	}
+}
+
 // Ensure gives Secret name a token (key transport.SecretToken) unless it has
-// one, and reports whether it generated it. Another pod filling it at the
-// same time (a conflict) is fine: the token it wrote is kept.
-func Ensure(ctx context.Context, s Secrets, name string) (bool, error) {
+// one nats-server reads, and reports what it did: "" (the token stays),
+// "generated", or "replaced" (the Secret held a token nats-server cannot
+// read, as one in sixty of those generated before Readable was checked
+// are: the server never started with it, but the pods that copied it, the
+// bridge's and the dispatchers', need a restart to copy the new one).
+// Another pod filling it at the same time (a conflict) is fine: the token
+// it wrote is kept.
+func Ensure(ctx context.Context, s Secrets, name string) (string, error) {
 	for range 5 {
 		secret, err := s.Get(ctx, name)
 		if err != nil {
-			return false, fmt.Errorf("reading Secret %s (config/nats creates it, empty): %w", name, err)
+			return "", fmt.Errorf("reading Secret %s (config/nats creates it, empty): %w", name, err)
 		}
-		if len(secret.Data[transport.SecretToken]) > 0 {
-			return false, nil
+		did := "generated"
+		if old := secret.Data[transport.SecretToken]; len(old) > 0 {
+			if Readable(string(old)) == nil {
+				return "", nil
+			}
+			did = "replaced"
 		}
-		raw := make([]byte, tokenBytes)
-		if _, err := rand.Read(raw); err != nil {
-			return false, err
+		token, err := generate()
+		if err != nil {
+			return "", err
 		}
 		secret = secret.DeepCopy()
 		if secret.Data == nil {
 			secret.Data = map[string][]byte{}
 		}
-		secret.Data[transport.SecretToken] = []byte(base64.RawURLEncoding.EncodeToString(raw))
+		secret.Data[transport.SecretToken] = []byte(token)
 		switch err := s.Update(ctx, secret); {
 		case err == nil:
-			return true, nil
+			return did, nil
 		case apierrors.IsConflict(err):
 			continue // read it again: someone else may have filled it
 		default:
-			return false, fmt.Errorf("writing the token into Secret %s: %w", name, err)
+			return "", fmt.Errorf("writing the token into Secret %s: %w", name, err)
 		}
 	}
-	return false, fmt.Errorf("Secret %s kept changing under the token's write", name)
+	return "", fmt.Errorf("Secret %s kept changing under the token's write", name)
 }
 
 // RESTSecrets are the Secrets of namespace through a core/v1 REST client

@@ -62,25 +62,44 @@ func TestEnsure(t *testing.T) {
 	}
 	t.Run("the shipped empty Secret gets a token", func(t *testing.T) {
 		f := &fakeSecrets{secret: empty()}
-		generated, err := natstoken.Ensure(ctx, f, "istio-aux-nats")
-		if err != nil || !generated {
-			t.Fatalf("Ensure = %v, %v", generated, err)
+		did, err := natstoken.Ensure(ctx, f, "istio-aux-nats")
+		if err != nil || did != "generated" {
+			t.Fatalf("Ensure = %q, %v", did, err)
 		}
 		token := string(f.secret.Data[transport.SecretToken])
 		if len(token) != 43 {
 			t.Errorf("token %q: want 256 bits in base64url (43 characters)", token)
 		}
 		// Again (the pod restarts): the token stays.
-		if generated, err := natstoken.Ensure(ctx, f, "istio-aux-nats"); err != nil || generated || string(f.secret.Data[transport.SecretToken]) != token {
-			t.Errorf("second Ensure = %v, %v; token changed: %v", generated, err, string(f.secret.Data[transport.SecretToken]) != token)
+		if did, err := natstoken.Ensure(ctx, f, "istio-aux-nats"); err != nil || did != "" || string(f.secret.Data[transport.SecretToken]) != token {
+			t.Errorf("second Ensure = %q, %v; token changed: %v", did, err, string(f.secret.Data[transport.SecretToken]) != token)
 		}
 	})
-	t.Run("two tokens are different", func(t *testing.T) {
-		a, b := &fakeSecrets{secret: empty()}, &fakeSecrets{secret: empty()}
-		_, _ = natstoken.Ensure(ctx, a, "istio-aux-nats")
-		_, _ = natstoken.Ensure(ctx, b, "istio-aux-nats")
-		if string(a.secret.Data["token"]) == string(b.secret.Data["token"]) {
-			t.Error("two generated tokens are equal")
+	t.Run("every generated token is one nats-server reads", func(t *testing.T) {
+		// One in sixty random tokens is not (TestGeneratedTokensAreRead in
+		// bridge/transport): 3,000 draws miss none of those only by chance
+		// of e^-50.
+		seen := map[string]bool{}
+		for range 3000 {
+			f := &fakeSecrets{secret: empty()}
+			if _, err := natstoken.Ensure(ctx, f, "istio-aux-nats"); err != nil {
+				t.Fatal(err)
+			}
+			token := string(f.secret.Data[transport.SecretToken])
+			if err := natstoken.Readable(token); err != nil || len(token) != 43 || seen[token] {
+				t.Fatalf("generated %q (%d characters, seen before %v): %v", token, len(token), seen[token], err)
+			}
+			seen[token] = true
+		}
+	})
+	t.Run("a token nats-server cannot read is replaced", func(t *testing.T) {
+		bad := "-RcGe5UBsBDEIcNfUNg-SKFGLCLxzfxyPPiWyHHBusE"
+		f := &fakeSecrets{secret: empty()}
+		f.secret.Data = map[string][]byte{transport.SecretToken: []byte(bad), "other": []byte("kept")}
+		did, err := natstoken.Ensure(ctx, f, "istio-aux-nats")
+		token := string(f.secret.Data[transport.SecretToken])
+		if err != nil || did != "replaced" || token == bad || natstoken.Readable(token) != nil || string(f.secret.Data["other"]) != "kept" {
+			t.Errorf("Ensure = %q, %v; token %q, other key %q", did, err, token, f.secret.Data["other"])
 		}
 	})
 	t.Run("another pod wrote first", func(t *testing.T) {
@@ -89,9 +108,9 @@ func TestEnsure(t *testing.T) {
 			s.Data = map[string][]byte{transport.SecretToken: []byte("theirs")}
 			return true
 		}
-		generated, err := natstoken.Ensure(ctx, f, "istio-aux-nats")
-		if err != nil || generated || string(f.secret.Data[transport.SecretToken]) != "theirs" {
-			t.Errorf("Ensure = %v, %v, token %q; want theirs kept", generated, err, f.secret.Data[transport.SecretToken])
+		did, err := natstoken.Ensure(ctx, f, "istio-aux-nats")
+		if err != nil || did != "" || string(f.secret.Data[transport.SecretToken]) != "theirs" {
+			t.Errorf("Ensure = %q, %v, token %q; want theirs kept", did, err, f.secret.Data[transport.SecretToken])
 		}
 	})
 	t.Run("no Secret", func(t *testing.T) {
@@ -129,9 +148,9 @@ func TestRESTSecrets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	generated, err := natstoken.Ensure(context.Background(), natstoken.RESTSecrets(kc.RESTClient(), "istio-aux"), "istio-aux-nats")
-	if err != nil || !generated {
-		t.Fatalf("Ensure = %v, %v", generated, err)
+	did, err := natstoken.Ensure(context.Background(), natstoken.RESTSecrets(kc.RESTClient(), "istio-aux"), "istio-aux-nats")
+	if err != nil || did != "generated" {
+		t.Fatalf("Ensure = %q, %v", did, err)
 	}
 	mu.Lock()
 	defer mu.Unlock()

@@ -58,9 +58,15 @@ func main() {
 		logger.Info("The NATS credentials are in place", zap.String("secret", namespace+"/"+name), zap.Int("keys", n))
 		return
 	}
-	generated, err := natstoken.Ensure(ctx, secrets, name)
+	did, err := natstoken.Ensure(ctx, secrets, name)
 	if err != nil {
 		logger.Fatal("Filling the NATS token", zap.Error(err))
 	}
-	logger.Info("The NATS token is in place", zap.String("secret", namespace+"/"+name), zap.Bool("generated", generated))
+	if did == "replaced" {
+		logger.Warn("The Secret's NATS token was one nats-server cannot read; replaced it. "+
+			"Restart the pods that copied the old one: kubectl -n "+namespace+" rollout restart deployment -l app.kubernetes.io/name=istio-aux",
+			zap.String("secret", namespace+"/"+name))
+		return
+	}
+	logger.Info("The NATS token is in place", zap.String("secret", namespace+"/"+name), zap.Bool("generated", did == "generated"))
 }

@@ -1,0 +1,4 @@
+package transport
+
+// ConfFileOf is confFileOf for the package's external tests.
+var ConfFileOf = confFileOf
