@@ -38,6 +38,10 @@ type Shared struct {
 	closeLog func()
 	mu       sync.Mutex
 	aux      *istioaux.Installed
+	// failed is why an install from a folder failed: the tests that ask
+	// for it after fail at once, not each after minutes of its own try
+	// (stop 40's CI: eight tests in turn, until the suite's timeout).
+	failed map[string]error
 }
 
 // Main is the suite's TestMain: it runs the tests inside the nodes' network
@@ -93,6 +97,9 @@ func (s *Shared) Installed(t *testing.T, dir string) (*Mesh, *istioaux.Installed
 	if s.aux != nil && s.aux.Dir() == dir {
 		return m, s.aux
 	}
+	if err := s.failed[dir]; err != nil {
+		t.Fatalf("istio-aux from %s did not install earlier in this run: %v", dir, err)
+	}
 	// A cold build of the images takes minutes on 2 cores; make e2e warms
 	// the build cache first.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
@@ -112,6 +119,10 @@ func (s *Shared) Installed(t *testing.T, dir string) (*Mesh, *istioaux.Installed
 		if s.Explain != nil {
 			s.Explain(t, m.Cluster)
 		}
+		if s.failed == nil {
+			s.failed = map[string]error{}
+		}
+		s.failed[dir] = err
 		t.Fatalf("installing istio-aux from %s: %v (pods: %s)", dir, err, m.Cluster.PodsSummary(ctx, istioaux.SystemNamespace, ""))
 	}
 	s.aux = aux
