@@ -125,6 +125,28 @@ func TestCheck(t *testing.T) {
 		"NATS down": {cluster: healthy, shape: check.ShapeConfig,
 			change: func(t *testing.T, c *cluster) { c.replace(statefulSet(3, 0)) },
 			want:   map[string]expect{check.ItemNATS: {check.StatusFail, "no replica ready of 3"}}},
+		"a NATS server crash-looping, and why": {cluster: healthy, shape: check.ShapeConfig,
+			change: func(t *testing.T, c *cluster) {
+				c.replace(statefulSet(3, 2))
+				p := pod("istio-aux-nats-1", "nats", false)
+				p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "nats", RestartCount: 4,
+					State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}},
+					LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1,
+						Message: "[1] starting\nnats-server: variable reference for 'NATS_TOKEN' on line 69 could not be parsed\n"}}}}
+				c.replace(p)
+				c.replace(pod("istio-aux-nats-0", "nats", true))
+			},
+			want: map[string]expect{check.ItemNATS: {check.StatusWarn, "2 of 3 replicas ready (istio-aux-nats-1: container nats CrashLoopBackOff, " +
+				"exited 1: nats-server: variable reference for 'NATS_TOKEN' on line 69 could not be parsed (4 restarts))"}}},
+		"a NATS server not scheduled": {cluster: healthy, shape: check.ShapeConfig,
+			change: func(t *testing.T, c *cluster) {
+				c.replace(statefulSet(3, 0))
+				p := pod("istio-aux-nats-2", "nats", false)
+				p.Status.Phase, p.Status.Conditions = corev1.PodPending, []corev1.PodCondition{{Type: corev1.PodScheduled,
+					Status: corev1.ConditionFalse, Message: "0/3 nodes are available: 3 node(s) didn't match pod topology spread constraints."}}
+				c.replace(p)
+			},
+			want: map[string]expect{check.ItemNATS: {check.StatusFail, "nothing is published or delivered (istio-aux-nats-2: Pending, PodScheduled: 0/3 nodes are available"}}},
 		"a backlog": {cluster: healthy, shape: check.ShapeConfig,
 			change: func(t *testing.T, c *cluster) { c.metrics["istio-aux-bridge-a"] = "istio_aux_dispatch_backlog 2500\n" },
 			want:   map[string]expect{check.ItemBacklog: {check.StatusWarn, "2500 events wait for delivery (read from istio-aux-bridge-a): deliveries are behind"}}},

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -42,11 +44,75 @@ func (r *run) nats() Item {
 	want, ready := ptr.Deref(sts.Spec.Replicas, 1), sts.Status.ReadyReplicas
 	switch {
 	case ready == 0:
-		return fail(ItemNATS, fmt.Sprintf("StatefulSet %s: no replica ready of %d: nothing is published or delivered", install.NATSStatefulSet, want), show)
+		return fail(ItemNATS, fmt.Sprintf("StatefulSet %s: no replica ready of %d: nothing is published or delivered%s", install.NATSStatefulSet, want, r.notReady(install.ComponentNATS)), show)
 	case ready < want:
-		return warn(ItemNATS, fmt.Sprintf("StatefulSet %s: %d of %d replicas ready", install.NATSStatefulSet, ready, want), show)
+		return warn(ItemNATS, fmt.Sprintf("StatefulSet %s: %d of %d replicas ready%s", install.NATSStatefulSet, ready, want, r.notReady(install.ComponentNATS)), show)
 	}
 	return ok(ItemNATS, fmt.Sprintf("StatefulSet %s: %d/%d ready", install.NATSStatefulSet, ready, want))
+}
+
+// notReady says why the component's pods that are not Ready are not, as
+// " (pod: why; ...)", or "" if it finds none.
+func (r *run) notReady(component string) string {
+	l, err := r.Client.CoreV1().Pods(r.SystemNamespace).List(r.ctx, metav1.ListOptions{LabelSelector: install.ComponentLabel + "=" + component})
+	if err != nil {
+		return ""
+	}
+	var whys []string
+	for i := range l.Items {
+		if p := &l.Items[i]; !podReady(p) {
+			whys = append(whys, p.Name+": "+podWhy(p))
+		}
+	}
+	if len(whys) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(whys, "; ") + ")"
+}
+
+// podWhy is what keeps a pod from being Ready: its first container that is
+// not, waiting or ended, with how it last ended (the config/nats containers
+// end their message with their last log line, FallbackToLogsOnError), or
+// else its phase and the condition that is false.
+func podWhy(p *corev1.Pod) string {
+	for _, s := range append(slices.Clone(p.Status.InitContainerStatuses), p.Status.ContainerStatuses...) {
+		if s.Ready || s.State.Terminated != nil && s.State.Terminated.ExitCode == 0 {
+			continue
+		}
+		var parts []string
+		if w := s.State.Waiting; w != nil && w.Reason != "" {
+			parts = append(parts, w.Reason)
+		}
+		for _, t := range []*corev1.ContainerStateTerminated{s.State.Terminated, s.LastTerminationState.Terminated} {
+			if t != nil {
+				parts = append(parts, fmt.Sprintf("exited %d%s", t.ExitCode, lastLine(t.Message)))
+				break
+			}
+		}
+		if len(parts) == 0 {
+			parts = append(parts, "running, not ready")
+		}
+		return fmt.Sprintf("container %s %s (%d restarts)", s.Name, strings.Join(parts, ", "), s.RestartCount)
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Status == corev1.ConditionFalse && c.Message != "" {
+			return fmt.Sprintf("%s, %s: %s", p.Status.Phase, c.Type, c.Message)
+		}
+	}
+	return string(p.Status.Phase)
+}
+
+// lastLine is ": " and the last line of a termination message, or "".
+func lastLine(msg string) string {
+	lines := strings.Split(strings.TrimSpace(msg), "\n")
+	last := strings.TrimSpace(lines[len(lines)-1])
+	if last == "" {
+		return ""
+	}
+	if len(last) > 200 {
+		last = last[:200] + "..."
+	}
+	return ": " + last
 }
 
 // backlog reads the stream's backlog from a dispatcher's metrics, through

@@ -58,4 +58,5 @@ const (
 	ComponentDispatch  = "dispatch"
 	ComponentAllInOne  = "allinone"
 	ComponentProxyQuit = "proxyquit"
+	ComponentNATS      = "nats"
 )
