@@ -66,9 +66,16 @@ func generate() (string, error) {
 	}
 }
 
+// What Ensure did.
+const (
+	Kept      = ""
+	Generated = "generated"
+	Replaced  = "replaced"
+)
+
 // Ensure gives Secret name a token (key transport.SecretToken) unless it has
-// one nats-server reads, and reports what it did: "" (the token stays),
-// "generated", or "replaced" (the Secret held a token nats-server cannot
+// one nats-server reads, and reports what it did: Kept, Generated, or
+// Replaced (the Secret held a token nats-server cannot
 // read, as one in sixty of those generated before Readable was checked
 // are: the server never started with it, but the pods that copied it, the
 // bridge's and the dispatchers', need a restart to copy the new one).
@@ -80,12 +87,12 @@ func Ensure(ctx context.Context, s Secrets, name string) (string, error) {
 		if err != nil {
 			return "", fmt.Errorf("reading Secret %s (config/nats creates it, empty): %w", name, err)
 		}
-		did := "generated"
+		did := Generated
 		if old := secret.Data[transport.SecretToken]; len(old) > 0 {
 			if Readable(string(old)) == nil {
-				return "", nil
+				return Kept, nil
 			}
-			did = "replaced"
+			did = Replaced
 		}
 		token, err := generate()
 		if err != nil {

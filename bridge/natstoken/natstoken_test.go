@@ -63,7 +63,7 @@ func TestEnsure(t *testing.T) {
 	t.Run("the shipped empty Secret gets a token", func(t *testing.T) {
 		f := &fakeSecrets{secret: empty()}
 		did, err := natstoken.Ensure(ctx, f, "istio-aux-nats")
-		if err != nil || did != "generated" {
+		if err != nil || did != natstoken.Generated {
 			t.Fatalf("Ensure = %q, %v", did, err)
 		}
 		token := string(f.secret.Data[transport.SecretToken])
@@ -71,7 +71,7 @@ func TestEnsure(t *testing.T) {
 			t.Errorf("token %q: want 256 bits in base64url (43 characters)", token)
 		}
 		// Again (the pod restarts): the token stays.
-		if did, err := natstoken.Ensure(ctx, f, "istio-aux-nats"); err != nil || did != "" || string(f.secret.Data[transport.SecretToken]) != token {
+		if did, err := natstoken.Ensure(ctx, f, "istio-aux-nats"); err != nil || did != natstoken.Kept || string(f.secret.Data[transport.SecretToken]) != token {
 			t.Errorf("second Ensure = %q, %v; token changed: %v", did, err, string(f.secret.Data[transport.SecretToken]) != token)
 		}
 	})
@@ -98,7 +98,7 @@ func TestEnsure(t *testing.T) {
 		f.secret.Data = map[string][]byte{transport.SecretToken: []byte(bad), "other": []byte("kept")}
 		did, err := natstoken.Ensure(ctx, f, "istio-aux-nats")
 		token := string(f.secret.Data[transport.SecretToken])
-		if err != nil || did != "replaced" || token == bad || natstoken.Readable(token) != nil || string(f.secret.Data["other"]) != "kept" {
+		if err != nil || did != natstoken.Replaced || token == bad || natstoken.Readable(token) != nil || string(f.secret.Data["other"]) != "kept" {
 			t.Errorf("Ensure = %q, %v; token %q, other key %q", did, err, token, f.secret.Data["other"])
 		}
 	})
@@ -109,7 +109,7 @@ func TestEnsure(t *testing.T) {
 			return true
 		}
 		did, err := natstoken.Ensure(ctx, f, "istio-aux-nats")
-		if err != nil || did != "" || string(f.secret.Data[transport.SecretToken]) != "theirs" {
+		if err != nil || did != natstoken.Kept || string(f.secret.Data[transport.SecretToken]) != "theirs" {
 			t.Errorf("Ensure = %q, %v, token %q; want theirs kept", did, err, f.secret.Data[transport.SecretToken])
 		}
 	})
@@ -149,7 +149,7 @@ func TestRESTSecrets(t *testing.T) {
 		t.Fatal(err)
 	}
 	did, err := natstoken.Ensure(context.Background(), natstoken.RESTSecrets(kc.RESTClient(), "istio-aux"), "istio-aux-nats")
-	if err != nil || did != "generated" {
+	if err != nil || did != natstoken.Generated {
 		t.Fatalf("Ensure = %q, %v", did, err)
 	}
 	mu.Lock()

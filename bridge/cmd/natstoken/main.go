@@ -62,11 +62,11 @@ func main() {
 	if err != nil {
 		logger.Fatal("Filling the NATS token", zap.Error(err))
 	}
-	if did == "replaced" {
+	if did == natstoken.Replaced {
 		logger.Warn("The Secret's NATS token was one nats-server cannot read; replaced it. "+
 			"Restart the pods that copied the old one: kubectl -n "+namespace+" rollout restart deployment -l app.kubernetes.io/name=istio-aux",
 			zap.String("secret", namespace+"/"+name))
 		return
 	}
-	logger.Info("The NATS token is in place", zap.String("secret", namespace+"/"+name), zap.Bool("generated", did == "generated"))
+	logger.Info("The NATS token is in place", zap.String("secret", namespace+"/"+name), zap.Bool("generated", did == natstoken.Generated))
 }
