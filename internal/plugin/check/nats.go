@@ -54,13 +54,13 @@ func (r *run) nats() Item {
 // notReady says why the component's pods that are not Ready are not, as
 // " (pod: why; ...)", or "" if it finds none.
 func (r *run) notReady(component string) string {
-	l, err := r.Client.CoreV1().Pods(r.SystemNamespace).List(r.ctx, metav1.ListOptions{LabelSelector: install.ComponentLabel + "=" + component})
+	pods, err := r.componentPods(component)
 	if err != nil {
 		return ""
 	}
 	var whys []string
-	for i := range l.Items {
-		if p := &l.Items[i]; !podReady(p) {
+	for i := range pods {
+		if p := &pods[i]; !podReady(p) {
 			whys = append(whys, p.Name+": "+podWhy(p))
 		}
 	}
@@ -154,17 +154,27 @@ func (r *run) metricsPods() []string {
 		out = append(out, r.holder)
 	}
 	for _, component := range []string{install.ComponentDispatch, install.ComponentBridge, install.ComponentAllInOne} {
-		l, err := r.Client.CoreV1().Pods(r.SystemNamespace).List(r.ctx, metav1.ListOptions{LabelSelector: install.ComponentLabel + "=" + component})
+		pods, err := r.componentPods(component)
 		if err != nil {
 			continue
 		}
-		for i := range l.Items {
-			if p := &l.Items[i]; podReady(p) && p.Name != r.holder && len(out) < 3 {
+		for i := range pods {
+			if p := &pods[i]; podReady(p) && p.Name != r.holder && len(out) < 3 {
 				out = append(out, p.Name)
 			}
 		}
 	}
 	return out
+}
+
+// componentPods are the pods of istio-aux's component (its
+// app.kubernetes.io/component label).
+func (r *run) componentPods(component string) ([]corev1.Pod, error) {
+	l, err := r.Client.CoreV1().Pods(r.SystemNamespace).List(r.ctx, metav1.ListOptions{LabelSelector: install.ComponentLabel + "=" + component})
+	if err != nil {
+		return nil, err
+	}
+	return l.Items, nil
 }
 
 // pending reads the gauge from a pod's metrics.
