@@ -75,6 +75,10 @@ type Options struct {
 	// it to the kubelet, which stops it with SIGTERM and waits for Istio's
 	// preStop drain. Off by default (the quit-native setting).
 	QuitNative bool
+	// Kubelet is the kubelet of the pod's node, for those who know it (the
+	// zero value: the newest). Unlike the fields above it is a fact of one
+	// pod, not configuration: set it on a copy, per pod.
+	Kubelet Kubelet
 }
 
 // Decide answers, for one pod, whether istio-proxy should be quit: only when
@@ -89,9 +93,10 @@ type Options struct {
 //     restartPolicy Always) are stopped by the kubelet once the regular
 //     containers are done, which the quit is what allows. Ephemeral
 //     containers do not keep a pod from finishing and are not read.
-//   - Whether an app runs again is the kubelet's ContainerShouldRestart:
-//     its restartPolicyRules first (first match wins; In/NotIn on exit
-//     codes), then its own restartPolicy, then the pod's (WillRestart).
+//   - Whether an app runs again is what the pod's kubelet, of its version
+//     (opts.Kubelet), decides: from 1.35 its restartPolicyRules first
+//     (first match wins; In/NotIn on exit codes), then its own
+//     restartPolicy, then the pod's; before, the pod's alone (WillRestart).
 //   - A rule whose action is RestartAllContainers restarts every container,
 //     istio-proxy included, in place: the pod will run again, so istio-aux
 //     waits. (Its feature gate is beta and on since 1.36; Node Declared
@@ -141,7 +146,7 @@ func Decide(p *slim.Pod, opts Options) Decision {
 			// included) or running.
 			return Decision{Wait, ReasonAppsRunning}
 		}
-		switch WillRestart(c, p.Spec.RestartPolicy, s.State.Terminated.ExitCode) {
+		switch WillRestart(c, p.Spec.RestartPolicy, s.State.Terminated.ExitCode, opts.Kubelet) {
 		case RestartAll:
 			again = Decision{Wait, ReasonRestartAll}
 		case RestartContainer:
@@ -157,6 +162,27 @@ func Decide(p *slim.Pod, opts Options) Decision {
 		return again
 	}
 	return Decision{Quit, ReasonAppsDone}
+}
+
+// DecideForAnyKubelet is Decide for a pod whose node's kubelet is not known
+// (the bridge's change filter): Quit if some kubelet istio-aux supports
+// would let the quit go ahead, so that what is published is never less
+// than what the function, which reads the node, decides; else Decide with
+// the newest kubelet. For a pod whose kubelet does not matter
+// (KubeletMatters) it is Decide.
+func DecideForAnyKubelet(p *slim.Pod, opts Options) Decision {
+	if !KubeletMatters(p) {
+		return Decide(p, opts)
+	}
+	for _, k := range Kubelets {
+		o := opts
+		o.Kubelet = k
+		if d := Decide(p, o); d.Outcome == Quit {
+			return d
+		}
+	}
+	opts.Kubelet = Kubelet{}
+	return Decide(p, opts)
 }
 
 // Sidecars are the names of the pod's containers that are not apps:

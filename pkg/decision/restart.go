@@ -20,19 +20,20 @@ const (
 	RestartAll
 )
 
-// WillRestart is the kubelet's ContainerShouldRestart (k8s.io/kubernetes
-// pkg/api/v1/pod/util.go, v1.36) for a regular container that exited with
-// exitCode under the pod's restart policy. Restart rules are only read when
-// the container has its own restart policy (the API server requires one
-// with rules); the first rule that matches decides; a rule matches on an
-// exit code In or NotIn its values, and an unknown operator or action does
-// not match (the kubelet skips it and falls back). Then the container's
-// own policy decides, then the pod's: Always restarts, OnFailure restarts a
-// non-zero exit, Never does not, and an unknown or empty pod policy is the
-// API default, Always. RestartAllContainers is taken as the kubelet takes it
-// with its feature gate on (beta, on by default since 1.36).
-func WillRestart(c slim.Container, pod corev1.RestartPolicy, exitCode int32) Restart {
-	r, _ := WhyRestart(c, pod, exitCode)
+// WillRestart is kubelet k's ShouldContainerBeRestarted (k8s.io/kubernetes
+// pkg/kubelet/container/helpers.go; from 1.35 its ContainerShouldRestart,
+// pkg/api/v1/pod/util.go) for a regular container that exited with
+// exitCode under the pod's restart policy. Where k reads them (Kubelet),
+// restart rules are only read when the container has its own restart
+// policy (the API server requires one with rules); the first rule that
+// matches decides; a rule matches on an exit code In or NotIn its values,
+// and an unknown operator or action does not match (the kubelet skips it
+// and falls back), nor does RestartAllContainers on a kubelet that lacks
+// it. Then the container's own policy decides, then the pod's: Always
+// restarts, OnFailure restarts a non-zero exit, Never does not, and an
+// unknown or empty pod policy is the API default, Always.
+func WillRestart(c slim.Container, pod corev1.RestartPolicy, exitCode int32, k Kubelet) Restart {
+	r, _ := WhyRestart(c, pod, exitCode, k)
 	return r
 }
 
@@ -61,15 +62,17 @@ type RestartCause struct {
 // WhyRestart is WillRestart with what decided it, for those who must
 // explain the answer (kubectl istio-aux explain). WillRestart is built on
 // it, so the two never disagree.
-func WhyRestart(c slim.Container, pod corev1.RestartPolicy, exitCode int32) (Restart, RestartCause) {
-	if c.RestartPolicy != nil {
+func WhyRestart(c slim.Container, pod corev1.RestartPolicy, exitCode int32, k Kubelet) (Restart, RestartCause) {
+	if c.RestartPolicy != nil && k.restartRules() {
 		if i, ok := matchingRuleIndex(c.RestartPolicyRules, exitCode); ok {
 			cause := RestartCause{Source: FromRule, Rule: i, Policy: string(c.RestartPolicyRules[i].Action)}
 			switch c.RestartPolicyRules[i].Action {
 			case corev1.ContainerRestartRuleActionRestart:
 				return RestartContainer, cause
 			case corev1.ContainerRestartRuleActionRestartAllContainers:
-				return RestartAll, cause
+				if k.restartAll() {
+					return RestartAll, cause
+				}
 			}
 		}
 		cause := RestartCause{Source: FromContainer, Policy: string(*c.RestartPolicy)}

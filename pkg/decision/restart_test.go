@@ -80,7 +80,7 @@ func TestWillRestart(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := decision.WillRestart(tc.c, tc.pod, tc.exit); got != tc.want {
+			if got := decision.WillRestart(tc.c, tc.pod, tc.exit, decision.Kubelet{}); got != tc.want {
 				t.Errorf("WillRestart = %v, want %v", got, tc.want)
 			}
 		})
@@ -257,11 +257,11 @@ func TestWhyRestart(t *testing.T) {
 			decision.RestartCause{Source: decision.FromContainer, Policy: "Never"}},
 	}
 	for name, tc := range tests {
-		got, cause := decision.WhyRestart(tc.c, tc.pod, tc.exit)
+		got, cause := decision.WhyRestart(tc.c, tc.pod, tc.exit, decision.Kubelet{})
 		if got != tc.want || cause != tc.cause {
 			t.Errorf("%s: WhyRestart = %v, %+v; want %v, %+v", name, got, cause, tc.want, tc.cause)
 		}
-		if w := decision.WillRestart(tc.c, tc.pod, tc.exit); w != got {
+		if w := decision.WillRestart(tc.c, tc.pod, tc.exit, decision.Kubelet{}); w != got {
 			t.Errorf("%s: WillRestart = %v, WhyRestart = %v", name, w, got)
 		}
 	}

@@ -80,7 +80,7 @@ func State(pod *slim.Pod, eventType string) string {
 			// The kubelet will run it again (pkg/decision.WillRestart: the
 			// container's rules and policy, then the pod's)?
 			if c, ok := container(pod, s.Name); ok && t.ExitCode != 0 {
-				failed = failed || decision.WillRestart(c, pod.Spec.RestartPolicy, t.ExitCode) != decision.NoRestart
+				failed = failed || decision.WillRestart(c, pod.Spec.RestartPolicy, t.ExitCode, decision.Kubelet{}) != decision.NoRestart
 			}
 		}
 	}
