@@ -46,7 +46,7 @@ func Evaluate(opts decision.Options, publishWaits bool, in Input) Verdict {
 		v.Reason = ReasonOptedOut
 		return v
 	}
-	v.Decision = decision.Decide(in.Pod, opts)
+	v.Decision = decision.DecideForAnyKubelet(in.Pod, opts)
 	switch {
 	case v.Decision.Outcome == decision.Ignore:
 		v.Reason = ReasonIgnored

@@ -36,6 +36,11 @@ func pod(policy corev1.RestartPolicy, app corev1.ContainerState, mutate ...func(
 
 var optedIn = map[string]string{keys.LabelEnabled: "true"}
 
+// ownPolicy gives the app a restart policy of its own.
+func ownPolicy(policy corev1.ContainerRestartPolicy) func(*corev1.Pod) {
+	return func(p *corev1.Pod) { p.Spec.Containers[1].RestartPolicy = &policy }
+}
+
 func TestEvaluate(t *testing.T) {
 	done := pod(corev1.RestartPolicyNever, exited(0))
 	doneFP := slim.Fingerprint(slim.Of(done))
@@ -85,6 +90,17 @@ func TestEvaluate(t *testing.T) {
 			in: input{Pod: pod(corev1.RestartPolicyNever, exited(0), func(p *corev1.Pod) {
 				p.DeletionTimestamp = &metav1.Time{}
 			}), NamespaceLabels: optedIn}, reason: ReasonIgnored},
+		// The node's kubelet is not known here: what some supported kubelet
+		// quits is published, and the function decides on the node's.
+		"app's own Always under pod Never, exit 0: a kubelet before 1.35 runs it no more": {
+			in: input{Pod: pod(corev1.RestartPolicyNever, exited(0), ownPolicy(corev1.ContainerRestartPolicyAlways)), NamespaceLabels: optedIn},
+			publish: true, reason: ReasonPublish},
+		"app's own Never under pod OnFailure, exit 1: a kubelet from 1.35 runs it no more": {
+			in: input{Pod: pod(corev1.RestartPolicyOnFailure, exited(1), ownPolicy(corev1.ContainerRestartPolicyNever)), NamespaceLabels: optedIn},
+			publish: true, reason: ReasonPublish},
+		"app's own OnFailure under pod Never, exit 1: a kubelet before 1.35 runs it no more": {
+			in: input{Pod: pod(corev1.RestartPolicyNever, exited(1), ownPolicy(corev1.ContainerRestartPolicyOnFailure)), NamespaceLabels: optedIn},
+			publish: true, reason: ReasonPublish},
 		"no istio-proxy": {
 			in: input{Pod: pod(corev1.RestartPolicyNever, exited(0), func(p *corev1.Pod) {
 				p.Spec.Containers = p.Spec.Containers[1:]

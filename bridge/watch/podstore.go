@@ -172,7 +172,7 @@ func (s *podStore) Resync() error {
 	quit := make([]string, 0, 8)
 	for ns, names := range s.pods {
 		for name, p := range names {
-			if decision.Decide(p.Unpack(), o).Outcome == decision.Quit {
+			if decision.DecideForAnyKubelet(p.Unpack(), o).Outcome == decision.Quit {
 				quit = append(quit, ns+"/"+name)
 			}
 		}

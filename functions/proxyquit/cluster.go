@@ -21,6 +21,9 @@ type Cluster interface {
 	// quorum read of etcd; empty asks for the most recent (etcd).
 	Pod(ctx context.Context, namespace, name, notOlderThan string) (*corev1.Pod, error)
 	Namespace(ctx context.Context, name string) (*corev1.Namespace, error)
+	// Node reads a node: the function asks only for the kubelet's version
+	// of a pod whose decision it can change (decision.KubeletMatters).
+	Node(ctx context.Context, name string) (*corev1.Node, error)
 }
 
 // NamespaceTTL is how long NamespaceCache reuses a namespace it read.

@@ -48,6 +48,13 @@ func (c limitedCluster) Namespace(ctx context.Context, name string) (*corev1.Nam
 	return c.next.Namespace(ctx, name)
 }
 
+func (c limitedCluster) Node(ctx context.Context, name string) (*corev1.Node, error) {
+	if err := c.wait(ctx); err != nil {
+		return nil, err
+	}
+	return c.next.Node(ctx, name)
+}
+
 func (c limitedCluster) ReviewToken(ctx context.Context, token string, audiences []string) (string, bool, error) {
 	if err := c.wait(ctx); err != nil {
 		return "", false, err

@@ -254,7 +254,7 @@ func (f *Function) handle(ctx context.Context, e cloudevents.Event) result {
 	// pod beyond the bounds) leaves the live pod to decide.
 	if podevent.IdentityOnly(e) {
 		f.metrics.beyondBounds.WithLabelValues("live").Inc()
-	} else if d := decision.Decide(pod, opts); d.Outcome != decision.Quit {
+	} else if d := decision.DecideForAnyKubelet(pod, opts); d.Outcome != decision.Quit {
 		return decided(d)
 	}
 	// A caller that gave up (the dispatcher's timeout, a closed connection)
@@ -273,7 +273,13 @@ func (f *Function) handle(ctx context.Context, e cloudevents.Event) result {
 	if !decision.OptedIn(ns.Labels, live.Labels, live.Annotations) {
 		return result{code: http.StatusOK, outcome: OutcomeNotOptedIn, detail: "pod is not opted in"}
 	}
-	d := decision.Decide(slim.Of(live), opts)
+	livePod := slim.Of(live)
+	if decision.KubeletMatters(livePod) {
+		if opts.Kubelet, err = f.kubelet(ctx, live.Spec.NodeName); err != nil {
+			return apiFailure("node "+live.Spec.NodeName, err)
+		}
+	}
+	d := decision.Decide(livePod, opts)
 	if d.Outcome != decision.Quit {
 		return decided(d)
 	}
@@ -314,6 +320,26 @@ func (f *Function) namespace(ctx context.Context, name string) (*corev1.Namespac
 	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()
 	return f.cluster.Namespace(ctx, name)
+}
+
+// kubelet is the kubelet of node name, by the version it reports: a pod
+// whose apps have a restart policy of their own is decided as that
+// kubelet will act (decision.Kubelet). A node that is gone takes the
+// newest kubelet's answer: its pods are gone or going with it.
+func (f *Function) kubelet(ctx context.Context, name string) (decision.Kubelet, error) {
+	if name == "" {
+		return decision.Kubelet{}, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
+	defer cancel()
+	n, err := f.cluster.Node(ctx, name)
+	switch {
+	case apierrors.IsNotFound(err):
+		return decision.Kubelet{}, nil
+	case err != nil:
+		return decision.Kubelet{}, err
+	}
+	return decision.KubeletOf(n.Status.NodeInfo.KubeletVersion), nil
 }
 
 // quit execs the quit command in istio-proxy and records what happened.

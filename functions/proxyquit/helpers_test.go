@@ -268,3 +268,8 @@ func (c ClientCluster) ReviewToken(ctx context.Context, token string, audiences 
 func (c ClientCluster) Namespace(ctx context.Context, name string) (*corev1.Namespace, error) {
 	return c.Client.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{})
 }
+
+// Node implements Cluster.
+func (c ClientCluster) Node(ctx context.Context, name string) (*corev1.Node, error) {
+	return c.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+}

@@ -83,6 +83,14 @@ func (c *Client) Namespace(ctx context.Context, name string) (*corev1.Namespace,
 	return out, err
 }
 
+// Node reads a node.
+func (c *Client) Node(ctx context.Context, name string) (*corev1.Node, error) {
+	out := &corev1.Node{}
+	err := c.rest.Get().Resource("nodes").Name(name).
+		VersionedParams(&metav1.GetOptions{}, ParameterCodec).Do(ctx).Into(out)
+	return out, err
+}
+
 // ConfigMap reads a ConfigMap.
 func (c *Client) ConfigMap(ctx context.Context, namespace, name string) (*corev1.ConfigMap, error) {
 	out := &corev1.ConfigMap{}

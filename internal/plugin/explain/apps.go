@@ -53,7 +53,7 @@ func (e *explanation) app(c slim.Container) App {
 		a.State, a.Text = "running", fmt.Sprintf("app %s is running%s", c.Name, attempt)
 	case st.Terminated != nil:
 		code := st.Terminated.ExitCode
-		r, cause := decision.WhyRestart(c, e.pod.Spec.RestartPolicy, code)
+		r, cause := decision.WhyRestart(c, e.pod.Spec.RestartPolicy, code, e.in.Config.Decision.Kubelet)
 		a.State, a.ExitCode, a.RunsAgain = "terminated", ptr.To(code), ptr.To(r != decision.NoRestart)
 		a.Text = fmt.Sprintf("app %s exited %d%s under %s: %s", c.Name, code, attempt, causeWords(c, cause), restartWords(r))
 	default:

@@ -15,6 +15,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/istio-aux/istio-aux/internal/plugin/install"
+	"github.com/istio-aux/istio-aux/pkg/decision"
+	"github.com/istio-aux/istio-aux/pkg/slim"
 )
 
 // Selection is which pods of Namespace to explain: the named ones, those a
@@ -79,11 +81,29 @@ func (s Source) Report(ctx context.Context, sel Selection) (Report, error) {
 				note(err)
 			}
 		}
-		r.Pods = append(r.Pods, Explain(Input{Pod: p, Namespace: ns, Events: events[p.Namespace], Config: cfg,
+		podCfg := cfg
+		if podCfg.Decision.Kubelet, err = s.kubelet(ctx, p); err != nil {
+			note(err)
+		}
+		r.Pods = append(r.Pods, Explain(Input{Pod: p, Namespace: ns, Events: events[p.Namespace], Config: podCfg,
 			Webhook: wh, SystemNamespace: s.SystemNamespace, Now: s.Now()}))
 	}
 	r.Notes = append(notes, cfg.Problems...)
 	return r, nil
+}
+
+// kubelet is the kubelet of p's node, read from the Node only where its
+// version can change the decision (decision.KubeletMatters), as the
+// function reads it; the newest when it cannot be read, with why.
+func (s Source) kubelet(ctx context.Context, p *corev1.Pod) (decision.Kubelet, error) {
+	if p.Spec.NodeName == "" || !decision.KubeletMatters(slim.Of(p)) {
+		return decision.Kubelet{}, nil
+	}
+	n, err := s.Client.CoreV1().Nodes().Get(ctx, p.Spec.NodeName, metav1.GetOptions{})
+	if err != nil {
+		return decision.Kubelet{}, fmt.Errorf("reading node %s: %w; deciding as the newest kubelet would", p.Spec.NodeName, err)
+	}
+	return decision.KubeletOf(n.Status.NodeInfo.KubeletVersion), nil
 }
 
 // pods reads the selected pods.
