@@ -98,7 +98,7 @@ func demo() error {
 // its kubeconfig (inside the cluster's network namespace on the real node)
 // and returns its path, relative to the working directory when it can.
 func writeKubectl(c *cluster.Cluster, node bool) (string, error) {
-	line := fmt.Sprintf("exec %s --kubeconfig %s \"$@\"\n", filepath.Join(c.BinDir(), "kubectl"), c.Kubeconfig())
+	line := fmt.Sprintf("exec %s --kubeconfig %s \"$@\"\n", cluster.Kubectl(), c.Kubeconfig())
 	if node {
 		line = "exec nsenter --net=" + realnode.NetnsPath() + " " + strings.TrimPrefix(line, "exec ")
 	}

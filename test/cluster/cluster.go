@@ -44,14 +44,29 @@ import (
 )
 
 // Versions of the binaries the harness runs; hack/build-k8s.sh and
-// hack/build-kwok.sh cache them under _output keyed by these.
+// hack/build-kwok.sh cache them under _output keyed by these. K8sVersion is
+// the newest Kubernetes, what hack/tools/k8s/go.mod requires and what every
+// cluster runs unless told otherwise; the older ones each have a module
+// file of their own there (v1.MINOR.mod), built on demand by
+// `hack/build-k8s.sh VERSION` (TestK8sVersionsMatchTheirModuleFiles).
 const (
 	K8sVersion  = "v1.36.3"
+	K8sV133     = "v1.33.13"
+	K8sV132     = "v1.32.13"
 	KwokVersion = "v0.8.0"
 )
 
+// K8sVersions are the Kubernetes versions the harness can run, newest
+// first.
+var K8sVersions = []string{K8sVersion, K8sV133, K8sV132}
+
 // Options select what runs besides etcd and kube-apiserver.
 type Options struct {
+	// Version is the control plane's Kubernetes version (one of
+	// K8sVersions; "" is K8sVersion). etcd and kubectl are the newest's
+	// whatever it is, as a cluster's etcd and a user's kubectl are not the
+	// API server's.
+	Version string
 	// ControllerManager runs kube-controller-manager (Job, garbage
 	// collector, namespace controllers).
 	ControllerManager bool
@@ -135,7 +150,10 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating work dir: %w", err)
 	}
-	started := &Cluster{opts: opts, dir: dir, binDir: K8sBinDir()}
+	if opts.Version == "" {
+		opts.Version = K8sVersion
+	}
+	started := &Cluster{opts: opts, dir: dir, binDir: K8sBinDirOf(opts.Version)}
 	c = started
 	defer func() {
 		// Not c: a `return nil, err` has cleared it by now.
@@ -147,9 +165,9 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	if opts.Node != nil {
 		c.opts.ControllerManager = true
 	}
-	for _, b := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kubectl"} {
-		if _, err := os.Stat(filepath.Join(c.binDir, b)); err != nil {
-			return nil, fmt.Errorf("%s missing in %s (run hack/build-k8s.sh): %w", b, c.binDir, err)
+	for _, b := range []string{filepath.Join(K8sBinDir(), "etcd"), filepath.Join(c.binDir, "kube-apiserver"), filepath.Join(c.binDir, "kube-controller-manager"), Kubectl()} {
+		if _, err := os.Stat(b); err != nil {
+			return nil, fmt.Errorf("%s missing (run hack/build-k8s.sh %s): %w", b, opts.Version, err)
 		}
 	}
 	steps := []func(context.Context) error{c.startEtcd, c.startAPIServer}
@@ -201,8 +219,8 @@ func (c *Cluster) RESTConfig() *rest.Config { return rest.CopyConfig(c.rest) }
 // Client is an admin clientset.
 func (c *Cluster) Client() kubernetes.Interface { return c.client }
 
-// BinDir holds kubectl, kube-apiserver, etcd and kube-controller-manager.
-func (c *Cluster) BinDir() string { return c.binDir }
+// Version is the control plane's Kubernetes version.
+func (c *Cluster) Version() string { return c.opts.Version }
 
 // Dir is the cluster's temporary work directory (removed by Stop). It
 // holds the CA's certificate, ca.crt, and a kubeconfig per identity of the
@@ -256,8 +274,15 @@ func CacheDir() string {
 	return filepath.Join(RepoRoot(), "_output")
 }
 
-// K8sBinDir is the cached Kubernetes binaries' directory.
-func K8sBinDir() string { return filepath.Join(CacheDir(), "k8s-"+K8sVersion, "bin") }
+// K8sBinDir is the cached binaries' directory of the newest Kubernetes.
+func K8sBinDir() string { return K8sBinDirOf(K8sVersion) }
+
+// K8sBinDirOf is the cached binaries' directory of a Kubernetes version.
+func K8sBinDirOf(version string) string { return filepath.Join(CacheDir(), "k8s-"+version, "bin") }
+
+// Kubectl is the newest kubectl, which the harness and the tests use on
+// every cluster, as a user's is not the API server's version.
+func Kubectl() string { return filepath.Join(K8sBinDir(), "kubectl") }
 
 // KwokDir is the cached kwok build (bin/ and manifests/).
 func KwokDir() string { return filepath.Join(CacheDir(), "kwok-"+KwokVersion) }
@@ -266,15 +291,33 @@ func KwokDir() string { return filepath.Join(CacheDir(), "kwok-"+KwokVersion) }
 // hack/tools/<tool> requires: what the hack/build-*.sh scripts build and
 // cache under, which the harness's version constants must equal.
 func ToolsVersion(tool, module string) (string, error) {
-	gomod, err := os.ReadFile(filepath.Join(RepoRoot(), "hack", "tools", tool, "go.mod"))
+	return ToolsVersionIn(tool, "go.mod", module)
+}
+
+// ToolsVersionIn is ToolsVersion read from another module file of the tools
+// module (one that `go build -modfile` reads: hack/tools/k8s/v1.32.mod).
+func ToolsVersionIn(tool, modfile, module string) (string, error) {
+	gomod, err := os.ReadFile(filepath.Join(RepoRoot(), "hack", "tools", tool, modfile))
 	if err != nil {
 		return "", err
 	}
-	m := regexp.MustCompile(`(?m)^\s*(?:require\s+)?` + regexp.QuoteMeta(module) + ` (\S+)`).FindSubmatch(gomod)
+	m := regexp.MustCompile(`(?m)^\s*(?:require\s+)?` + regexp.QuoteMeta(module) + ` (v\S+)`).FindSubmatch(gomod)
 	if m == nil {
-		return "", fmt.Errorf("hack/tools/%s/go.mod: no `require %s <version>` line", tool, module)
+		return "", fmt.Errorf("hack/tools/%s/%s: no `require %s <version>` line", tool, modfile, module)
 	}
 	return string(m[1]), nil
+}
+
+// K8sModFile is the module file of hack/tools/k8s that builds version.
+func K8sModFile(version string) string {
+	if version == K8sVersion {
+		return "go.mod"
+	}
+	minor := strings.SplitN(strings.TrimPrefix(version, "v"), ".", 3)
+	if len(minor) < 2 {
+		return "go.mod"
+	}
+	return "v1." + minor[1] + ".mod"
 }
 
 // WriteKubeconfig writes Dir()/name.kubeconfig and returns its path:

@@ -34,7 +34,7 @@ func (c *Cluster) startEtcd(ctx context.Context) error {
 	}
 	url := "http://" + client
 	c.etcdURL = url
-	p, err := c.StartProcess("etcd", nil, filepath.Join(c.binDir, "etcd"),
+	p, err := c.StartProcess("etcd", nil, filepath.Join(K8sBinDir(), "etcd"),
 		"--name=default",
 		"--data-dir="+c.path("etcd"),
 		"--listen-client-urls="+url, "--advertise-client-urls="+url,

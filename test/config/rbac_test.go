@@ -26,6 +26,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/istio-aux/istio-aux/internal/settings"
+	"github.com/istio-aux/istio-aux/pkg/versions"
 	"github.com/istio-aux/istio-aux/test/cluster"
 	"github.com/istio-aux/istio-aux/test/mesh"
 	"github.com/istio-aux/istio-aux/test/modroot"
@@ -128,9 +129,8 @@ func TestWebhookRunsWithItsRole(t *testing.T) {
 		"WEBHOOK_SECRET_NAME=istio-aux-webhook-certs", "WEBHOOK_PORT="+strconv.Itoa(ports[0]),
 		"PROFILING_PORT="+strconv.Itoa(ports[1]), "METRICS_ADDR=127.0.0.1:"+strconv.Itoa(ports[2]),
 		"ISTIO_AUX_DISABLE_HEALTH_PROBES=true",
-		// The harness's API server is a release build; say so explicitly
-		// rather than depend on knative's minimum (1.34) here.
-		"KUBERNETES_MIN_VERSION=v1.34.0",
+		// As config/ ships it.
+		"KUBERNETES_MIN_VERSION="+versions.MinKubernetes,
 	)
 
 	err = poll.Until(ctx, 90*time.Second, func(ctx context.Context) (bool, error) {

@@ -239,7 +239,7 @@ func istioAux(t *testing.T, c *cluster.Cluster, dir string, args ...string) (str
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, filepath.Join(c.BinDir(), "kubectl"), append([]string{"istio-aux"}, args...)...)
+	cmd := exec.CommandContext(ctx, cluster.Kubectl(), append([]string{"istio-aux"}, args...)...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+c.Kubeconfig(), "PATH="+dir+string(os.PathListSeparator)+os.Getenv("PATH"))
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr

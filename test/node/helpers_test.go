@@ -7,7 +7,6 @@ import (
 	"errors"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -98,7 +97,7 @@ func kubectlEnv(t *testing.T, c *cluster.Cluster, env []string, args ...string) 
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, filepath.Join(c.BinDir(), "kubectl"), append([]string{"--kubeconfig=" + c.Kubeconfig()}, args...)...)
+	cmd := exec.CommandContext(ctx, cluster.Kubectl(), append([]string{"--kubeconfig=" + c.Kubeconfig()}, args...)...)
 	cmd.Env = append(os.Environ(), env...)
 	out, err := cmd.CombinedOutput()
 	var exit *exec.ExitError

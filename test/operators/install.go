@@ -131,7 +131,7 @@ func Render(ctx context.Context, c *cluster.Cluster, o Operator) ([]byte, error)
 			return nil, err
 		}
 	}
-	cmd := exec.CommandContext(ctx, filepath.Join(c.BinDir(), "kubectl"), "kustomize", dir)
+	cmd := exec.CommandContext(ctx, cluster.Kubectl(), "kustomize", dir)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

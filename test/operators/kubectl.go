@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -21,7 +20,7 @@ import (
 // Kubectl runs the cluster's kubectl as its admin, with stdin, and returns
 // its combined output.
 func Kubectl(ctx context.Context, c *cluster.Cluster, stdin []byte, args ...string) (string, error) {
-	cmd := exec.CommandContext(ctx, filepath.Join(c.BinDir(), "kubectl"), append([]string{"--kubeconfig=" + c.Kubeconfig()}, args...)...)
+	cmd := exec.CommandContext(ctx, cluster.Kubectl(), append([]string{"--kubeconfig=" + c.Kubeconfig()}, args...)...)
 	cmd.Stdin = bytes.NewReader(stdin)
 	out, err := cmd.CombinedOutput()
 	if err != nil {

@@ -111,7 +111,7 @@ func (n *Node) startKubelet(ctx context.Context) error {
 	// recovers the sandboxes it knew): as systemd restarts it on a machine,
 	// it is started again, a second later.
 	for attempt := 1; ; attempt++ {
-		p, err := n.start("kubelet", filepath.Join(n.nodes.c.BinDir(), "kubelet"), args...)
+		p, err := n.start("kubelet", n.bin("kubelet"), args...)
 		if err != nil {
 			return err
 		}

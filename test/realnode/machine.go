@@ -39,6 +39,8 @@ type Node struct {
 	nodes *Nodes
 	index int
 	name  string
+	// version is the kubelet's and kube-proxy's, "" the control plane's.
+	version string
 
 	mu     sync.Mutex
 	holder *cluster.Process
@@ -49,6 +51,17 @@ type Node struct {
 
 // Name is the node's name (the kubelet's hostname override).
 func (n *Node) Name() string { return n.name }
+
+// Version is the Kubernetes version of the node's kubelet and kube-proxy.
+func (n *Node) Version() string {
+	if n.version == "" {
+		return n.nodes.c.Version()
+	}
+	return n.version
+}
+
+// bin is the path of the node's Kubernetes binary name, of its version.
+func (n *Node) bin(name string) string { return filepath.Join(cluster.K8sBinDirOf(n.Version()), name) }
 
 // IP is the node's address on the LAN: its InternalIP, where the kubelet
 // serves.

@@ -47,13 +47,20 @@ type Nodes struct {
 
 // New returns n real nodes (1 to MaxNodes) for cluster.Options.Node,
 // named node-0, node-1, …, with a registry every image is pulled from
-// (PushImage), local volumes and CoreDNS. The process must run inside
-// RunInNetns; tests call RequireNode first.
-func New(n int) *Nodes {
+// (PushImage), local volumes and CoreDNS. kubelets[i], when given and not
+// "", is the Kubernetes version of node i's kubelet and kube-proxy (one of
+// cluster.K8sVersions; hack/build-k8s.sh VERSION builds them); the others
+// run the control plane's. The process must run inside RunInNetns; tests
+// call RequireNode first.
+func New(n int, kubelets ...string) *Nodes {
 	n = max(1, min(n, MaxNodes))
 	ns := &Nodes{}
 	for i := range n {
-		ns.nodes = append(ns.nodes, &Node{nodes: ns, index: i, name: fmt.Sprintf("node-%d", i)})
+		node := &Node{nodes: ns, index: i, name: fmt.Sprintf("node-%d", i)}
+		if i < len(kubelets) {
+			node.version = kubelets[i]
+		}
+		ns.nodes = append(ns.nodes, node)
 	}
 	return ns
 }
@@ -122,8 +129,15 @@ func (ns *Nodes) Start(ctx context.Context, c *cluster.Cluster) error {
 	return nil
 }
 
-// bootAll boots every node at once.
+// bootAll boots every node at once, each with its version's binaries.
 func (ns *Nodes) bootAll(ctx context.Context) error {
+	for _, n := range ns.nodes {
+		for _, b := range []string{"kubelet", "kube-proxy"} {
+			if _, err := os.Stat(n.bin(b)); err != nil {
+				return fmt.Errorf("%s: %s %s missing (run hack/build-k8s.sh %s): %w", n.name, b, n.Version(), n.Version(), err)
+			}
+		}
+	}
 	g, gctx := errgroup.WithContext(ctx)
 	for _, n := range ns.nodes {
 		g.Go(func() error {

@@ -133,7 +133,7 @@ func (n *Node) startKubeProxy(ctx context.Context) error {
 	if err := os.WriteFile(n.path("kube-proxy.yaml"), []byte(cfg), 0o600); err != nil {
 		return err
 	}
-	p, err := n.start("kube-proxy", filepath.Join(n.nodes.c.BinDir(), "kube-proxy"), "--config="+n.path("kube-proxy.yaml"), "--v=1")
+	p, err := n.start("kube-proxy", n.bin("kube-proxy"), "--config="+n.path("kube-proxy.yaml"), "--v=1")
 	if err != nil {
 		return err
 	}
