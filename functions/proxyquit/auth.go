@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"golang.org/x/sync/singleflight"
+	authenticationv1 "k8s.io/api/authentication/v1"
 )
 
 // Caller authentication. Anything in the cluster can reach the function's
@@ -40,10 +41,30 @@ var (
 	ErrForbidden = errors.New("caller not allowed")
 )
 
-// Reviewer verifies a bearer token for audiences: the authenticated user
-// name, or ok false. An error means no answer (the API is unreachable).
+// Reviewer asks the API server whether it honours a bearer token for
+// audiences (an authentication.k8s.io/v1 TokenReview) and returns the
+// review's status as the API server wrote it, for the authenticator to
+// judge (judgeReview). An error means no answer (the API is unreachable).
 type Reviewer interface {
-	ReviewToken(ctx context.Context, token string, audiences []string) (user string, ok bool, err error)
+	Review(ctx context.Context, token string, audiences []string) (authenticationv1.TokenReviewStatus, error)
+}
+
+// judgeReview is the caller a review's status names, or why it refuses the
+// token. Authenticated alone is not enough: a review's status.audiences are
+// those of the audiences asked for that the token was honoured for, and a
+// review that names none of the function's (none at all: the token is good
+// for the API server's own audience, or the reviewer ignores audiences)
+// refuses it, as Kubernetes' own authenticators judge a review.
+func judgeReview(st authenticationv1.TokenReviewStatus, audiences []string) (string, error) {
+	switch {
+	case !st.Authenticated || st.Error != "":
+		return "", fmt.Errorf("%w: the API server does not honour the token (revoked?): %s", ErrUnauthenticated, st.Error)
+	case !slices.ContainsFunc(st.Audiences, func(a string) bool { return slices.Contains(audiences, a) }):
+		return "", fmt.Errorf("%w: the API server honours the token for %q, not for %q", ErrUnauthenticated, st.Audiences, audiences)
+	case st.User.Username == "":
+		return "", fmt.Errorf("%w: the review names no user", ErrUnauthenticated)
+	}
+	return st.User.Username, nil
 }
 
 // Auth configures caller authentication.
@@ -90,11 +111,13 @@ type authenticator struct {
 }
 
 type tokenEntry struct {
-	user  string
-	ok    bool
-	until time.Time
+	user    string
+	refused error // why the review refused the token, or nil
+	until   time.Time
 }
 
+// newAuthenticator checks callers against a, reviewing tokens with r (nil:
+// a token that needs a review is answered 503).
 func newAuthenticator(a Auth, r Reviewer) *authenticator {
 	return &authenticator{auth: a, review: r, keys: &issuerKeys{}, now: time.Now, entries: map[[32]byte]tokenEntry{}}
 }
@@ -120,7 +143,10 @@ func (a *authenticator) Authenticate(ctx context.Context, r *http.Request) (stri
 	e, cached := a.lookup(key, now)
 	if !cached {
 		v, err, _ := a.flights.Do(string(key[:]), func() (any, error) {
-			user, ok, err := a.review.ReviewToken(ctx, token, a.auth.Audiences)
+			if a.review == nil {
+				return tokenEntry{}, errors.New("no token reviewer")
+			}
+			st, err := a.review.Review(ctx, token, a.auth.Audiences)
 			if err != nil {
 				return tokenEntry{}, err
 			}
@@ -128,7 +154,8 @@ func (a *authenticator) Authenticate(ctx context.Context, r *http.Request) (stri
 			if exp := claims.Expiry.Time(); exp.Before(until) {
 				until = exp
 			}
-			e := tokenEntry{user: user, ok: ok, until: until}
+			e := tokenEntry{until: until}
+			e.user, e.refused = judgeReview(st, a.auth.Audiences)
 			a.store(key, e)
 			return e, nil
 		})
@@ -137,8 +164,8 @@ func (a *authenticator) Authenticate(ctx context.Context, r *http.Request) (stri
 		}
 		e = v.(tokenEntry)
 	}
-	if !e.ok {
-		return "", fmt.Errorf("%w: the API server does not honour the token (revoked?)", ErrUnauthenticated)
+	if e.refused != nil {
+		return "", e.refused
 	}
 	if !allowed(a.auth.Callers, e.user) {
 		return e.user, fmt.Errorf("%w: %s", ErrForbidden, e.user)
