@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-jose/go-jose/v4/jwt"
 	"golang.org/x/sync/singleflight"
 	authenticationv1 "k8s.io/api/authentication/v1"
 )
@@ -142,27 +143,9 @@ func (a *authenticator) Authenticate(ctx context.Context, r *http.Request) (stri
 	key := sha256.Sum256([]byte(token))
 	e, cached := a.lookup(key, now)
 	if !cached {
-		v, err, _ := a.flights.Do(string(key[:]), func() (any, error) {
-			if a.review == nil {
-				return tokenEntry{}, errors.New("no token reviewer")
-			}
-			st, err := a.review.Review(ctx, token, a.auth.Audiences)
-			if err != nil {
-				return tokenEntry{}, err
-			}
-			until := now.Add(reviewTTL)
-			if exp := claims.Expiry.Time(); exp.Before(until) {
-				until = exp
-			}
-			e := tokenEntry{until: until}
-			e.user, e.refused = judgeReview(st, a.auth.Audiences)
-			a.store(key, e)
-			return e, nil
-		})
-		if err != nil {
-			return "", fmt.Errorf("reviewing the caller's token: %w", err)
+		if e, err = a.reviewShared(ctx, key, token, claims, now); err != nil {
+			return "", err
 		}
-		e = v.(tokenEntry)
 	}
 	if e.refused != nil {
 		return "", e.refused
@@ -171,6 +154,46 @@ func (a *authenticator) Authenticate(ctx context.Context, r *http.Request) (stri
 		return e.user, fmt.Errorf("%w: %s", ErrForbidden, e.user)
 	}
 	return e.user, nil
+}
+
+// reviewTimeout bounds a review, which no request's context bounds.
+const reviewTimeout = apiTimeout
+
+// reviewShared reviews token once for all the requests that present it
+// meanwhile, and caches the answer. The review runs on a context of its
+// own (the first caller's values, not its cancellation, and reviewTimeout):
+// one caller giving up (its connection closed, its deadline passed) must
+// not fail the review the others wait for. Each caller stops waiting at its
+// own deadline; the review goes on, and its answer serves the next request.
+func (a *authenticator) reviewShared(ctx context.Context, key [32]byte, token string, claims jwt.Claims, now time.Time) (tokenEntry, error) {
+	answer := a.flights.DoChan(string(key[:]), func() (any, error) {
+		if a.review == nil {
+			return tokenEntry{}, errors.New("no token reviewer")
+		}
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reviewTimeout)
+		defer cancel()
+		st, err := a.review.Review(rctx, token, a.auth.Audiences)
+		if err != nil {
+			return tokenEntry{}, err
+		}
+		until := now.Add(reviewTTL)
+		if exp := claims.Expiry.Time(); exp.Before(until) {
+			until = exp
+		}
+		e := tokenEntry{until: until}
+		e.user, e.refused = judgeReview(st, a.auth.Audiences)
+		a.store(key, e)
+		return e, nil
+	})
+	select {
+	case r := <-answer:
+		if r.Err != nil {
+			return tokenEntry{}, fmt.Errorf("reviewing the caller's token: %w", r.Err)
+		}
+		return r.Val.(tokenEntry), nil
+	case <-ctx.Done():
+		return tokenEntry{}, fmt.Errorf("waiting for the review of the caller's token: %w", context.Cause(ctx))
+	}
 }
 
 func allowed(callers []string, user string) bool {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"testing"
+	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 )
@@ -40,6 +41,77 @@ func TestReviewsMustNameTheAudience(t *testing.T) {
 				t.Errorf("%d TokenReviews, want 1", n)
 			}
 		})
+	}
+}
+
+// TestEachRequestKeepsItsOwnDeadline: requests with one token share its
+// review, not their contexts. The first caller giving up does not fail
+// the others' review, and a caller with a short deadline stops waiting at
+// it, while the review goes on for the rest.
+func TestEachRequestKeepsItsOwnDeadline(t *testing.T) {
+	release := make(chan struct{})
+	api := newFakeAPIServer(t, true, func(r *http.Request, spec authenticationv1.TokenReviewSpec) authenticationv1.TokenReviewStatus {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+		return accept(r, spec)
+	})
+	_, h := api.function(t)
+	type answer struct {
+		code int
+		body string
+		took time.Duration
+	}
+	start := func(ctx context.Context) <-chan answer {
+		c := make(chan answer, 1)
+		go func() {
+			began := time.Now()
+			code, body := deliver(ctx, t, h, dispatcherToken)
+			c <- answer{code, body, time.Since(began)}
+		}()
+		return c
+	}
+	first, giveUp := context.WithCancel(context.Background())
+	defer giveUp()
+	firstAnswer := start(first)
+	for deadline := time.Now().Add(10 * time.Second); api.reviews.Load() == 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("the first request's token was never reviewed")
+		}
+		time.Sleep(time.Millisecond) // polling, with a deadline
+	}
+	second := start(context.Background())
+	short, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	select {
+	case a := <-start(short):
+		if a.code != http.StatusServiceUnavailable || a.took > 2*time.Second {
+			t.Errorf("a request with a 200 ms deadline: %d %q after %v, want 503 at its deadline", a.code, a.body, a.took)
+		}
+	case <-time.After(5 * time.Second):
+		t.Error("a request with a 200 ms deadline still waits for the review after 5 s")
+	}
+	giveUp()
+	select {
+	case a := <-firstAnswer:
+		if a.code != http.StatusServiceUnavailable {
+			t.Errorf("the request that gave up: %d %q, want 503", a.code, a.body)
+		}
+	case <-time.After(5 * time.Second):
+		t.Error("the request that gave up still waits after 5 s")
+	}
+	close(release)
+	select {
+	case a := <-second:
+		if a.code != http.StatusOK || a.body != string(OutcomeGone) {
+			t.Errorf("the request that waited: %d %q, want 200 %q (its review not cancelled by another caller)", a.code, a.body, OutcomeGone)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the request that waited got no answer")
+	}
+	if n := api.reviews.Load(); n != 1 {
+		t.Errorf("%d TokenReviews for one token, want 1 (shared)", n)
 	}
 }
 
