@@ -98,7 +98,7 @@ func New(cfg Config, cluster Cluster, exec Execer, recorder record.EventRecorder
 		metrics, _ = NewMetrics(nil) // cannot fail without a registry
 	}
 	reviewer, _ := cluster.(Reviewer)
-	f := &Function{cfg: cfg, auth: newAuthenticator(cfg.Auth, reviewer), cluster: cluster, exec: exec,
+	f := &Function{cfg: cfg, auth: newAuthenticator(cfg.Auth, reviewer, metrics), cluster: cluster, exec: exec,
 		recorder: recorder, metrics: metrics, now: time.Now}
 	f.live.Store(&liveSettings{decision: cfg.Decision, quitCommand: cfg.QuitCommand})
 	return f, nil

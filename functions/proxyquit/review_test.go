@@ -115,6 +115,68 @@ func TestEachRequestKeepsItsOwnDeadline(t *testing.T) {
 	}
 }
 
+// TestNoReviewStormBeforeTheKeys: until the cluster's keys are read (a
+// cold start, issuer discovery failing) a forged token's signature cannot
+// be checked; forging one per request must not buy a TokenReview each.
+func TestNoReviewStormBeforeTheKeys(t *testing.T) {
+	h := newHarness(t, DefaultConfig(), optedIn, donePod("job-1", "uid-1"))
+	h.fn.auth.keys = &issuerKeys{}
+	now := time.Now()
+	h.fn.auth.now = func() time.Time { return now }
+	url := serve(t, h)
+	h.client.ClearActions()
+	reviews := func() int { return apiCalls(h, "create", "tokenreviews") }
+	// Every claim the dispatcher's, signed by another key: nothing tells
+	// them from its token without the keys.
+	forge := func(n int) map[int]int {
+		codes := map[int]int{}
+		for i := range n {
+			code, _ := post(t, url, "Bearer "+signToken(tokenSpec{key: otherKey, expires: now.Add(time.Hour + time.Duration(i)*time.Second)}), h)
+			codes[code]++
+		}
+		return codes
+	}
+	codes := forge(300)
+	if n := reviews(); n > unverifiedReviewsBurst {
+		t.Errorf("300 forged tokens before the keys cost %d TokenReviews, want at most %d", n, unverifiedReviewsBurst)
+	}
+	// Reviewed and refused (401), or not reviewed: 503, retried.
+	if codes[401] != reviews() || codes[503] != 300-reviews() {
+		t.Errorf("300 forged tokens answered %v after %d reviews, want 401 for each reviewed, 503 for the rest", codes, reviews())
+	}
+	t.Logf("300 forged tokens: %d TokenReviews, answers %v", reviews(), codes)
+	if n := counterValue(h.metrics.tokenReviews.WithLabelValues(reviewDeferred)); n != float64(codes[503]) {
+		t.Errorf("deferred reviews counted %v, want %d", n, codes[503])
+	}
+
+	// The dispatcher, its share of the budget spent by forgers, is asked
+	// to retry, and gets in as the budget refills.
+	if code, _ := post(t, url, "Bearer "+dispatcherToken, h); code != 503 {
+		t.Errorf("the dispatcher, the budget spent: %d, want 503", code)
+	}
+	now = now.Add(time.Second / unverifiedReviewsPerSecond)
+	if code, _ := post(t, url, "Bearer "+dispatcherToken, h); code != 200 {
+		t.Errorf("the dispatcher, the budget refilled: %d, want 200", code)
+	}
+	// Once honoured, its token is reviewed again outside the budget: the
+	// forgers, still at it, cannot keep it out.
+	for range 3 {
+		now = now.Add(reviewTTL)
+		forge(20)
+		before := reviews()
+		if code, _ := post(t, url, "Bearer "+dispatcherToken, h); code != 200 || reviews() != before+1 {
+			t.Errorf("the dispatcher among forgers, reviewTTL later: %d after %d reviews, want 200 after one", code, reviews()-before)
+		}
+	}
+	// The keys read: forged tokens cost nothing again.
+	issuer, keys, _ := testKeys{}.Discover(context.Background())
+	h.fn.auth.keys.set(issuer, keys)
+	before := reviews()
+	if codes := forge(50); codes[401] != 50 || reviews() != before {
+		t.Errorf("with the keys, 50 forged tokens: %v after %d reviews, want 401 each, no review", codes, reviews()-before)
+	}
+}
+
 // TestJudgeReview: what a review's status says of a token asked about for
 // the function's audience.
 func TestJudgeReview(t *testing.T) {
