@@ -90,6 +90,8 @@ type authenticator struct {
 	unverified flowcontrol.PassiveRateLimiter
 	flights    singleflight.Group
 	reviews    *prometheus.CounterVec // Metrics.tokenReviews
+	// refusals keeps the log of refused callers short (http.go).
+	refusals *refusalLog
 
 	mu      sync.Mutex
 	entries map[[32]byte]tokenEntry
@@ -105,6 +107,7 @@ func newAuthenticator(a Auth, r Reviewer, m *Metrics) *authenticator {
 	au := &authenticator{auth: a, review: r, keys: &issuerKeys{}, now: time.Now, entries: map[[32]byte]tokenEntry{},
 		reviews: m.tokenReviews}
 	au.unverified = flowcontrol.NewTokenBucketPassiveRateLimiterWithClock(unverifiedReviewsPerSecond, unverifiedReviewsBurst, authClock{au})
+	au.refusals = &refusalLog{now: func() time.Time { return au.now() }, seen: map[string]*refusals{}}
 	return au
 }
 
@@ -115,7 +118,10 @@ func (c authClock) Now() time.Time                  { return c.a.now() }
 func (c authClock) Since(t time.Time) time.Duration { return c.a.now().Sub(t) }
 
 // Authenticate returns the caller of r, or ErrUnauthenticated,
-// ErrForbidden or an error of the review itself.
+// ErrForbidden or an error of the review itself. A refused caller is named
+// only when it is known for sure (the cluster's keys verified its token, or
+// a review named it), else "": a token's subject alone is its sender's to
+// choose.
 func (a *authenticator) Authenticate(ctx context.Context, r *http.Request) (string, error) {
 	if a.auth.Disabled {
 		return "", nil
@@ -129,6 +135,9 @@ func (a *authenticator) Authenticate(ctx context.Context, r *http.Request) (stri
 	// whatever its review said.
 	claims, verified, err := a.check(token, now)
 	if err != nil {
+		if !verified {
+			return "", err
+		}
 		return claims.Subject, err
 	}
 	key := sha256.Sum256([]byte(token))
