@@ -44,7 +44,7 @@ func TestRefusalsAreCheapToLog(t *testing.T) {
 	}
 	stranger := func(int) string { return strangerToken }
 	if w := refuse(200, stranger, 403); len(w) != 1 || w[0].ContextMap()["caller"] != strangerUser {
-		t.Errorf("200 refusals of one caller: warnings %v, want one naming it", w)
+		t.Errorf("200 refusals of one caller: %s; want one naming it", describe(w))
 	}
 	if n := h.count("", OutcomeForbidden); n != 200 {
 		t.Errorf("forbidden counted %v times, want 200", n)
@@ -57,7 +57,7 @@ func TestRefusalsAreCheapToLog(t *testing.T) {
 	// A minute later, the next refusal warns again, with the count.
 	now = now.Add(refusalLogInterval)
 	if w := refuse(1, stranger, 403); len(w) != 1 || w[0].ContextMap()["refusedSinceLastWarning"] != int64(199) {
-		t.Errorf("the first refusal a minute later: warnings %v, want one saying 199 more", w)
+		t.Errorf("the first refusal a minute later: %s; want one saying 199 more", describe(w))
 	}
 	// Before the keys are read, subjects are their sender's to choose:
 	// they share one warning.
@@ -66,7 +66,7 @@ func TestRefusalsAreCheapToLog(t *testing.T) {
 		return signToken(tokenSpec{subject: fmt.Sprintf("system:serviceaccount:ns-%d:sa", i), key: otherKey})
 	}
 	if w := refuse(100, claimed, 403); len(w) != 1 || w[0].ContextMap()["caller"] != nil {
-		t.Errorf("100 forged subjects: warnings %v, want one, naming no caller", w)
+		t.Errorf("100 forged subjects: %s; want one, naming no caller", describe(w))
 	}
 	// So do the requests the budget of unverified reviews defers.
 	forged := func(i int) string { return signToken(tokenSpec{key: otherKey, expires: now.Add(time.Hour + time.Duration(i)*time.Second)}) }
@@ -77,6 +77,14 @@ func TestRefusalsAreCheapToLog(t *testing.T) {
 	if n := h.count("", OutcomeError); n != 100 {
 		t.Errorf("deferred requests counted %v times, want 100", n)
 	}
+}
+
+// describe says how many warnings there are, and what the first says.
+func describe(w []observer.LoggedEntry) string {
+	if len(w) == 0 {
+		return "no warning"
+	}
+	return fmt.Sprintf("%d warnings, the first with %v", len(w), w[0].ContextMap())
 }
 
 // TestRefusalLogIsBounded: callers known for sure are as many as the
