@@ -31,7 +31,7 @@ import (
 // API server still honours it: a bound token whose pod was deleted, or
 // whose ServiceAccount was deleted or re-created, is revoked before it
 // expires. Until the keys are read, a token whose claims pass is reviewed
-// within a small budget only (unverifiedReviews). Reviews run on their own
+// within a small budget only (review.go). Reviews run on their own
 // client and rate limit, so no caller can spend the budget of the pod
 // reads, the execs and the Events.
 
@@ -107,7 +107,7 @@ func newAuthenticator(a Auth, r Reviewer, m *Metrics) *authenticator {
 	au := &authenticator{auth: a, review: r, keys: &issuerKeys{}, now: time.Now, entries: map[[32]byte]tokenEntry{},
 		reviews: m.tokenReviews}
 	au.unverified = flowcontrol.NewTokenBucketPassiveRateLimiterWithClock(unverifiedReviewsPerSecond, unverifiedReviewsBurst, authClock{au})
-	au.refusals = &refusalLog{now: func() time.Time { return au.now() }, seen: map[string]*refusals{}}
+	au.refusals = &refusalLog{now: func() time.Time { return au.now() }, seen: map[string]*refusalCount{}}
 	return au
 }
 

@@ -175,10 +175,10 @@ type refusalLog struct {
 	now func() time.Time
 
 	mu   sync.Mutex
-	seen map[string]*refusals
+	seen map[string]*refusalCount
 }
 
-type refusals struct {
+type refusalCount struct {
 	next     time.Time // no warning for the key before then
 	unlogged int       // refusals since its last warning
 }
@@ -204,7 +204,7 @@ func (l *refusalLog) admit(key string) (warn bool, unlogged int) {
 		}
 	}
 	if !ok {
-		r = &refusals{}
+		r = &refusalCount{}
 		l.seen[key] = r
 	}
 	if now.Before(r.next) {

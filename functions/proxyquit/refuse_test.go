@@ -69,7 +69,9 @@ func TestRefusalsAreCheapToLog(t *testing.T) {
 		t.Errorf("100 forged subjects: %s; want one, naming no caller", describe(w))
 	}
 	// So do the requests the budget of unverified reviews defers.
-	forged := func(i int) string { return signToken(tokenSpec{key: otherKey, expires: now.Add(time.Hour + time.Duration(i)*time.Second)}) }
+	forged := func(i int) string {
+		return signToken(tokenSpec{key: otherKey, expires: now.Add(time.Hour + time.Duration(i)*time.Second)})
+	}
 	refuse(unverifiedReviewsBurst, forged, 401)
 	if w := refuse(100, func(i int) string { return forged(unverifiedReviewsBurst + i) }, 503); len(w) != 1 {
 		t.Errorf("100 deferred reviews: %d warnings, want 1", len(w))
@@ -92,7 +94,7 @@ func describe(w []observer.LoggedEntry) string {
 // interval, the others share one warning.
 func TestRefusalLogIsBounded(t *testing.T) {
 	now := time.Now()
-	l := &refusalLog{now: func() time.Time { return now }, seen: map[string]*refusals{}}
+	l := &refusalLog{now: func() time.Time { return now }, seen: map[string]*refusalCount{}}
 	warned := 0
 	for i := range 1000 {
 		if warn, _ := l.admit(fmt.Sprintf("forbidden sa-%d", i)); warn {

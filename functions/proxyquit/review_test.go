@@ -177,6 +177,27 @@ func TestNoReviewStormBeforeTheKeys(t *testing.T) {
 	}
 }
 
+// TestCacheKeepsTheVouchedWhenFull: forgers can fill the review cache
+// with refused tokens; a token the API server honoured for an allowed
+// caller stays, so that it keeps skipping the budget.
+func TestCacheKeepsTheVouchedWhenFull(t *testing.T) {
+	a := newAuthenticator(DefaultConfig().Auth, nil, nil)
+	now := time.Now()
+	a.now = func() time.Time { return now }
+	dispatcher := [32]byte{1}
+	a.store(dispatcher, tokenEntry{user: dispatcherUser, until: now.Add(reviewTTL), vouched: now.Add(time.Hour)})
+	for i := range 3 * maxTokenEntries {
+		a.store([32]byte{2, byte(i), byte(i >> 8)}, tokenEntry{refused: ErrUnauthenticated, until: now.Add(reviewTTL)})
+	}
+	now = now.Add(reviewTTL)
+	if e, fresh, vouched := a.lookup(dispatcher, now); !vouched || fresh || e.user != dispatcherUser {
+		t.Errorf("the dispatcher's entry after %d forged ones: %+v, fresh %v, vouched %v; want vouched", 3*maxTokenEntries, e, fresh, vouched)
+	}
+	if len(a.entries) > maxTokenEntries {
+		t.Errorf("%d entries, want at most %d", len(a.entries), maxTokenEntries)
+	}
+}
+
 // TestJudgeReview: what a review's status says of a token asked about for
 // the function's audience.
 func TestJudgeReview(t *testing.T) {
