@@ -89,6 +89,7 @@ func TestEachRequestKeepsItsOwnDeadline(t *testing.T) {
 		if a.code != http.StatusServiceUnavailable || a.took > 2*time.Second {
 			t.Errorf("a request with a 200 ms deadline: %d %q after %v, want 503 at its deadline", a.code, a.body, a.took)
 		}
+		t.Logf("a request with a 200 ms deadline, its token's review under way: %d after %v", a.code, a.took.Round(time.Millisecond))
 	case <-time.After(5 * time.Second):
 		t.Error("a request with a 200 ms deadline still waits for the review after 5 s")
 	}
