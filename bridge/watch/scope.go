@@ -60,8 +60,8 @@ func Serves(namespaceLabels, podLabels, podAnnotations map[string]string) bool {
 	return ScopeOf(namespaceLabels).Admits(podLabels) && decision.OptedIn(namespaceLabels, podLabels, podAnnotations)
 }
 
-// StraySelector selects the scope's pods that lack the webhook's label
-// (keys.LabelWatched): those the cluster-wide watch does not bring.
+// StraySelector selects the scope's pods that the cluster-wide watch does
+// not bring: not labelled keys.LabelWatched=true (StraysSelector).
 func (s Scope) StraySelector() string {
 	sel := StraysSelector
 	if s == ScopeLabelled {

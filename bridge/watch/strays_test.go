@@ -167,3 +167,70 @@ func (nopPublisher) Publish(_ context.Context, _ *event.Event, _ string, done fu
 	done(nil)
 	return nil
 }
+
+func watchedAs(value string) func(*corev1.Pod) {
+	return func(p *corev1.Pod) {
+		if p.Labels == nil {
+			p.Labels = map[string]string{}
+		}
+		p.Labels[keys.LabelWatched] = value
+	}
+}
+
+// TestAnyWatchedValueIsFound: an opted-in pod whose keys.LabelWatched says
+// anything but "true" ("false", empty, garbage: its owner wrote it, or
+// copied it from another pod) is not the cluster-wide watch's, so the sweep
+// finds it and it gets its quit. Once it was in neither selection: no quit
+// ever, the Job never completed.
+func TestAnyWatchedValueIsFound(t *testing.T) {
+	c, b, s := delivering(t, watch.Options{Resync: 200 * time.Millisecond})
+	var done []string
+	for i, value := range []string{"false", "", "garbage"} {
+		name := fmt.Sprintf("labelled-%d", i)
+		c.createStray("jobs", name, watchedAs(value))
+		done = append(done, c.update("jobs", name, appExits(0)))
+	}
+	testenv.Eventually(t, 5*time.Second, "the quit of every pod, whatever its label says", func() bool {
+		for _, id := range done {
+			if s.count(id) != 1 {
+				return false
+			}
+		}
+		return true
+	})
+	if got := b.w.CachedPods(); got != 3 {
+		t.Errorf("%d pods cached, want 3", got)
+	}
+}
+
+// TestAPodWhoseLabelChangesIsServedOnce: a pod whose keys.LabelWatched is
+// rewritten moves from one watch to the other (the API server reports it
+// deleted to the one it leaves and added to the other): it is cached and
+// counted once, and its quit delivered once, whichever watch brings it.
+func TestAPodWhoseLabelChangesIsServedOnce(t *testing.T) {
+	c, b, s := delivering(t, watch.Options{Resync: 200 * time.Millisecond})
+	// A running pod labelled otherwise keeps the namespace's watch of such
+	// pods open throughout.
+	c.createStray("jobs", "anchor", watchedAs("false"))
+	c.createJob("jobs", "moved")
+	testenv.Eventually(t, 5*time.Second, "both pods cached, the namespace watched", func() bool {
+		return b.lists.Watching("jobs") && b.w.CachedPods() == 2
+	})
+	c.update("jobs", "moved", watchedAs("false"))
+	testenv.Eventually(t, 5*time.Second, "the cluster-wide watch to let it go", func() bool {
+		return testutil.ToFloat64(b.m.WatchEvents.WithLabelValues("pod", "delete")) >= 1
+	})
+	done := c.update("jobs", "moved", appExits(0))
+	testenv.Eventually(t, 5*time.Second, "its quit, through the namespace's watch", func() bool { return s.count(done) == 1 })
+	if got := b.w.CachedPods(); got != 2 {
+		t.Errorf("%d pods cached after the label changed, want 2", got)
+	}
+	back := c.update("jobs", "moved", watchedAs("true"))
+	testenv.Eventually(t, 5*time.Second, "the namespace's watch to let it go", func() bool {
+		return testutil.ToFloat64(b.m.WatchEvents.WithLabelValues("pod", "delete")) >= 2
+	})
+	testenv.Eventually(t, 5*time.Second, "two pods cached, each once", func() bool { return b.w.CachedPods() == 2 })
+	if got := s.total(); got != 1 || s.count(done)+s.count(back) != 1 {
+		t.Errorf("the function saw %v, want the moved pod's quit once", s.seen)
+	}
+}

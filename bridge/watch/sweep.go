@@ -10,12 +10,17 @@ import (
 	"github.com/istio-aux/istio-aux/pkg/keys"
 )
 
-// StraysSelector selects the pods the sweep lists: those without the
-// webhook's label.
-const StraysSelector = "!" + keys.LabelWatched
+// StraysSelector selects the pods the sweep lists: those the cluster-wide
+// watch (keys.LabelWatched=true) does not, whatever their label says:
+// without it, and with any other value ("false", empty, anything a user
+// wrote). A label selector's != matches a pod without the key too
+// (k8s.io/apimachinery labels.Requirement.Matches, NotEquals), so the two
+// selectors split every pod between them: none is in both, none in
+// neither.
+const StraysSelector = keys.LabelWatched + "!=true"
 
 // sweep finds the opted-in pods the cluster-wide watch does not bring
-// (those without keys.LabelWatched) and has their namespaces watched until
+// (those not labelled keys.LabelWatched=true) and has their namespaces watched until
 // they are gone (strayWatches). It reads metadata only, in pages, from the
 // API server's watch cache: one request for the whole cluster however many
 // namespaces are opted in, and no pod outside the opt-in is decoded (only
