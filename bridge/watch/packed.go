@@ -236,6 +236,9 @@ func (c *Packed) Unpack() *slim.Pod {
 	}
 }
 
+// podLabels are the labels c keeps (slim.KeptLabels), for Scope.Admits.
+func (c *Packed) podLabels() map[string]string { return unpackMap(c.labels) }
+
 // Name is the pod's name.
 func (c *Packed) Name() string { return c.name }
 

@@ -7,23 +7,41 @@ import (
 	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/istio-aux/istio-aux/pkg/decision"
+	"github.com/istio-aux/istio-aux/pkg/keys"
+	"github.com/istio-aux/istio-aux/pkg/slim"
 )
 
 // podStore is a pod cache written by one client-go reflector (the
-// list-and-watch loop): the cluster-wide watch of labelled pods, or one
-// namespace's watch of pods without the label (strays.go). It packs each
-// pod, keeps it and queues its key for the workers. It is the reflector's
-// store itself, not an informer's queue of changes in front of one. Pods are
-// held by namespace, so that a namespace whose scope changes re-queues its
-// own pods only.
+// list-and-watch loop): the cluster-wide watch of the pods labelled
+// keys.LabelWatched=true, or one namespace's watch of the others
+// (strays.go). It packs each pod, keeps it and queues its key for the
+// workers. It is the reflector's store itself, not an informer's queue of
+// changes in front of one. Pods are held by namespace, so that a namespace
+// whose scope changes re-queues its own pods only.
+//
+// It holds only the pods its watcher serves: in a namespace in scope, and
+// admitted by that scope (Scope.Admits), whatever else a watch brings. A
+// label selector cannot read a namespace's labels, so the cluster-wide
+// watch brings every pod labelled keys.LabelWatched=true, anyone's: one
+// outside the scope is decoded (the API server sends it) and dropped at
+// once, before it is packed, counted or queued. Its namespace coming into
+// scope later lists it (catchup.go).
 type podStore struct {
-	w      *Watcher
-	mu     sync.RWMutex
-	pods   map[string]map[string]*Packed // namespace -> name -> pod
-	n      int
+	w *Watcher
+	// labelled: this store holds the pods labelled keys.LabelWatched=true
+	// (the cluster-wide watch's); otherwise those that are not (a
+	// namespace's stray watch).
+	labelled bool
+	mu       sync.RWMutex
+	pods     map[string]map[string]*Packed // namespace -> name -> pod
+	n        int
+	// synced is set, under mu, by the first Replace.
 	synced atomic.Bool
 	// listing counts the pods of the first list packed so far, before
 	// Replace takes them: the capacity is checked as they arrive.
@@ -31,21 +49,66 @@ type podStore struct {
 	// shrunk, if set, is called when a synced store lost pods (a delete, a
 	// list).
 	shrunk func()
+	// catching holds, by namespace, the catch-up under way there
+	// (catchup.go).
+	catching map[string]*catching
 }
 
-func newPodStore(w *Watcher) *podStore {
-	return &podStore{w: w, pods: map[string]map[string]*Packed{}}
+func newPodStore(w *Watcher, labelled bool) *podStore {
+	return &podStore{w: w, labelled: labelled, pods: map[string]map[string]*Packed{}, catching: map[string]*catching{}}
+}
+
+// wants reports whether the store holds a pod with these labels in
+// namespace ns: its own watch's selection (keys.LabelWatched=true or not;
+// the API server applies it, this makes sure), and the namespace's scope.
+func (s *podStore) wants(ns string, labels map[string]string) bool {
+	return (labels[keys.LabelWatched] == "true") == s.labelled && s.w.scopeOf(ns).Admits(labels)
+}
+
+// admits reports whether the scope of p's namespace admits it now. Called
+// under mu, so that a change of scope (rescope) and a pod's arrival are
+// ordered.
+func (s *podStore) admits(p *Packed) bool {
+	return s.w.scopeOf(p.Namespace()).Admits(p.podLabels())
+}
+
+// outside stands for a pod the store does not hold: what its transform
+// makes of it, so that a streamed first list keeps only its key until the
+// list is replaced.
+type outside struct{ namespace, name string }
+
+func (o *outside) GetObjectMeta() metav1.Object {
+	return &metav1.ObjectMeta{Namespace: o.namespace, Name: o.name}
+}
+func (o *outside) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
+func (o *outside) DeepCopyObject() runtime.Object   { c := *o; return &c }
+
+// transform packs a pod the store holds and counts it as decoded: every
+// pod a watch receives from the API server passes here once (a streamed
+// list's pods come back to Replace already transformed, a tombstone's pod
+// packed). A pod the store does not hold becomes an outside, unpacked.
+func (s *podStore) transform(obj any) (any, error) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return PackTransform(obj)
+	}
+	s.w.m.PodsDecoded.Inc()
+	if !s.wants(pod.Namespace, pod.Labels) {
+		return &outside{namespace: pod.Namespace, name: pod.Name}, nil
+	}
+	return Pack(slim.Of(pod)), nil
 }
 
 // Transformer has the reflector pack the pods of a streamed first list as
-// they arrive, not only once the list is complete, and count them against
-// the capacity.
+// they arrive, not only once the list is complete, and count those it
+// holds against the capacity.
 func (s *podStore) Transformer() cache.TransformFunc {
 	return func(obj any) (any, error) {
-		if _, ok := obj.(*corev1.Pod); ok && !s.synced.Load() {
+		out, err := s.transform(obj)
+		if _, ok := out.(*Packed); ok && !s.synced.Load() {
 			s.w.checkCapacity(s.listing.Add(1))
 		}
-		return s.w.transform(obj)
+		return out, err
 	}
 }
 
@@ -60,17 +123,29 @@ func (s *podStore) put(op string, obj any) error {
 	if err != nil {
 		return err
 	}
+	ns, name, _ := strings.Cut(key, "/")
 	s.mu.Lock()
-	had := keep(s.pods, p)
-	if !had {
-		s.n++
+	held := p != nil && s.admits(p)
+	var had bool
+	if held {
+		if had = keep(s.pods, p); !had {
+			s.n++
+		}
+	} else {
+		had = s.remove(ns, name)
 	}
 	s.mu.Unlock()
-	if !had {
-		s.w.counted(1)
+	switch {
+	case held:
+		if !had {
+			s.w.counted(1)
+		}
+		s.w.m.WatchEvents.WithLabelValues("pod", op).Inc()
+		s.w.queue.Add(key)
+	case had:
+		// It left the store's selection or its namespace's scope: gone.
+		s.dropped(key)
 	}
-	s.w.m.WatchEvents.WithLabelValues("pod", op).Inc()
-	s.w.queue.Add(key)
 	return nil
 }
 
@@ -86,40 +161,72 @@ func (s *podStore) Delete(obj any) error {
 	}
 	ns, name, _ := strings.Cut(key, "/")
 	s.mu.Lock()
-	_, had := s.pods[ns][name]
-	if had {
-		delete(s.pods[ns], name)
-		if len(s.pods[ns]) == 0 {
-			delete(s.pods, ns)
-		}
-		s.n--
-	}
+	had := s.remove(ns, name)
 	s.mu.Unlock()
 	if had {
-		s.w.counted(-1)
+		s.dropped(key)
 	}
-	s.w.m.WatchEvents.WithLabelValues("pod", "delete").Inc()
-	s.w.queue.Add(key)
-	s.hasShrunk()
 	return nil
 }
 
+// remove takes a pod out of the store, under mu, and reports whether it
+// was there. A catch-up under way in its namespace learns that the watch
+// saw it go (or leave the store's selection), so as not to bring back the
+// state it listed before.
+func (s *podStore) remove(ns, name string) bool {
+	if c := s.catching[ns]; c != nil {
+		c.removed[name] = struct{}{}
+	}
+	if _, had := s.pods[ns][name]; !had {
+		return false
+	}
+	delete(s.pods[ns], name)
+	if len(s.pods[ns]) == 0 {
+		delete(s.pods, ns)
+	}
+	s.n--
+	return true
+}
+
+// dropped counts a pod taken out and queues its key: the worker reads it
+// as gone.
+func (s *podStore) dropped(key string) {
+	s.w.counted(-1)
+	s.w.m.WatchEvents.WithLabelValues("pod", "delete").Inc()
+	s.w.queue.Add(key)
+	s.hasShrunk()
+}
+
 // Replace takes a whole list (the first one, and any relist): every pod in
-// it is queued, and so is every pod it no longer has.
+// it that the store holds is queued, and so is every pod it no longer has.
 func (s *podStore) Replace(list []any, _ string) error {
-	pods := make(map[string]map[string]*Packed)
-	keys := make([]string, 0, len(list))
+	packed := make([]*Packed, 0, len(list))
 	for _, obj := range list {
-		p, key, err := s.pack(obj)
+		p, _, err := s.pack(obj)
 		if err != nil {
 			return err
 		}
-		keep(pods, p)
-		keys = append(keys, key)
+		if p != nil {
+			packed = append(packed, p)
+		}
 	}
+	pods := make(map[string]map[string]*Packed)
+	keys := make([]string, 0, len(packed))
 	s.mu.Lock()
+	for _, p := range packed {
+		if s.admits(p) {
+			keep(pods, p)
+			keys = append(keys, p.Namespace()+"/"+p.Name())
+		}
+	}
 	old, oldN := s.pods, s.n
 	s.pods, s.n = pods, len(keys)
+	// The list was taken under the scopes in force now: it covers every
+	// namespace a catch-up is bringing in.
+	for _, c := range s.catching {
+		c.stale = true
+	}
+	s.synced.Store(true)
 	s.mu.Unlock()
 	s.listing.Store(0)
 	s.w.counted(int64(len(keys) - oldN))
@@ -135,9 +242,31 @@ func (s *podStore) Replace(list []any, _ string) error {
 			}
 		}
 	}
-	s.synced.Store(true)
 	s.hasShrunk()
 	return nil
+}
+
+// rescope follows a change of namespace ns's scope: the pods the new scope
+// does not admit are dropped and queued (the worker reads them as gone: no
+// quit, and what was published for them is forgotten). It reports whether
+// the store has synced (its first list came before this change of scope):
+// only then must a wider scope have its namespace's pods listed, as the
+// watch dropped those it brought while the scope did not admit them.
+func (s *podStore) rescope(ns string) (synced bool) {
+	var gone []string
+	s.mu.Lock()
+	for name, p := range s.pods[ns] {
+		if !s.admits(p) {
+			s.remove(ns, name)
+			gone = append(gone, ns+"/"+name)
+		}
+	}
+	synced = s.synced.Load()
+	s.mu.Unlock()
+	for _, key := range gone {
+		s.dropped(key)
+	}
+	return synced
 }
 
 func (s *podStore) hasShrunk() {
@@ -239,15 +368,18 @@ func (s *podStore) len() int {
 }
 
 // pack is the transform applied once (a pod a streamed list delivered
-// comes packed already), with the pod's key.
+// comes transformed already), with the pod's key. A pod the store does not
+// hold packs to nil.
 func (s *podStore) pack(obj any) (*Packed, string, error) {
-	o, err := s.w.transform(obj)
+	o, err := s.transform(obj)
 	if err != nil {
 		return nil, "", err
 	}
-	p, ok := o.(*Packed)
-	if !ok {
-		return nil, "", fmt.Errorf("a pod watch delivered a %T", obj)
+	switch p := o.(type) {
+	case *Packed:
+		return p, p.Namespace() + "/" + p.Name(), nil
+	case *outside:
+		return nil, p.namespace + "/" + p.name, nil
 	}
-	return p, p.Namespace() + "/" + p.Name(), nil
+	return nil, "", fmt.Errorf("a pod watch delivered a %T", obj)
 }

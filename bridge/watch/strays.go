@@ -89,7 +89,7 @@ func (p *strayWatches) reconcile(ctx context.Context, name string) {
 
 func (p *strayWatches) start(ctx context.Context, ns string, s Scope) {
 	w := p.w
-	store := newPodStore(w)
+	store := newPodStore(w, false)
 	store.shrunk = func() { p.queue.Add(ns) }
 	r := cache.NewReflectorWithOptions(w.lists.Pods(ns, s.StraySelector()), &corev1.Pod{}, store,
 		cache.ReflectorOptions{Name: "strays/" + ns, TypeDescription: "*v1.Pod"})

@@ -94,15 +94,19 @@ func TestAPodTheWebhookMissedIsFoundBySweep(t *testing.T) {
 
 // TestAPodOutsideTheScopeIsNeverServed: a pod labelled as the webhook
 // would, with its own opt-in label, in a namespace not in scope (the
-// webhook's selectors would never have let it in) gets no quit.
+// webhook's selectors would never have let it in) gets no quit, and is not
+// even cached: the cluster-wide watch brings it, and it is dropped.
 func TestAPodOutsideTheScopeIsNeverServed(t *testing.T) {
 	c, b, s := delivering(t, watch.Options{})
-	c.createStray("plain", "forged", labelled("true"), func(p *corev1.Pod) { p.Labels[keys.LabelWatched] = "true" })
+	c.createStray("plain", "forged", labelled("true"), watchedAs("true"))
 	c.update("plain", "forged", appExits(0))
 	c.createJob("jobs", "x")
 	xDone := c.update("jobs", "x", appExits(0))
 	testenv.Eventually(t, 5*time.Second, "the opted-in pod's quit", func() bool { return s.count(xDone) == 1 })
-	testenv.Eventually(t, 5*time.Second, "both pods evaluated", func() bool { return b.w.CachedPods() == 2 })
+	testenv.Eventually(t, 5*time.Second, "both pods' two states decoded", func() bool { return decoded(b) == 4 })
+	if got := b.w.CachedPods(); got != 1 {
+		t.Errorf("%d pods cached, want 1: the forged pod is not", got)
+	}
 	if s.total() != 1 {
 		t.Errorf("the function saw %v, want only the opted-in pod's quit", s.seen)
 	}
