@@ -89,12 +89,11 @@ func (s *podStore) caught(c *catching, obj runtime.Object) error {
 	_, present := s.pods[ns][name]
 	kept := !c.stale && !removed && !present && s.admits(p)
 	if kept {
-		keep(s.pods, p)
-		s.n++
+		s.keep(p)
 	}
 	s.mu.Unlock()
 	if kept {
-		s.w.counted(1)
+		s.w.counted(1, int64(p.Units()))
 		s.w.m.WatchEvents.WithLabelValues("pod", "add").Inc()
 		s.w.queue.Add(key)
 	}

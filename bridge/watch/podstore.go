@@ -41,6 +41,8 @@ type podStore struct {
 	mu       sync.RWMutex
 	pods     map[string]map[string]*Packed // namespace -> name -> pod
 	n        int
+	// units is what the pods count against the capacity (Packed.Units).
+	units int64
 	// synced is set, under mu, by the first Replace.
 	synced atomic.Bool
 	// listing counts the pods of the first list packed so far, before
@@ -69,7 +71,7 @@ func (s *podStore) wants(ns string, labels map[string]string) bool {
 // under mu, so that a change of scope (rescope) and a pod's arrival are
 // ordered.
 func (s *podStore) admits(p *Packed) bool {
-	return s.w.scopeOf(p.Namespace()).Admits(p.podLabels())
+	return p.admittedBy(s.w.scopeOf(p.Namespace()))
 }
 
 // outside stands for a pod the store does not hold: what its transform
@@ -105,8 +107,8 @@ func (s *podStore) transform(obj any) (any, error) {
 func (s *podStore) Transformer() cache.TransformFunc {
 	return func(obj any) (any, error) {
 		out, err := s.transform(obj)
-		if _, ok := out.(*Packed); ok && !s.synced.Load() {
-			s.w.checkCapacity(s.listing.Add(1))
+		if p, ok := out.(*Packed); ok && !s.synced.Load() {
+			s.w.checkCapacity(s.listing.Add(int64(p.Units())))
 		}
 		return out, err
 	}
@@ -126,25 +128,25 @@ func (s *podStore) put(op string, obj any) error {
 	ns, name, _ := strings.Cut(key, "/")
 	s.mu.Lock()
 	held := p != nil && s.admits(p)
-	var had bool
+	var old *Packed
 	if held {
-		if had = keep(s.pods, p); !had {
-			s.n++
-		}
+		old = s.keep(p)
 	} else {
-		had = s.remove(ns, name)
+		old = s.remove(ns, name)
 	}
 	s.mu.Unlock()
 	switch {
 	case held:
-		if !had {
-			s.w.counted(1)
+		if old == nil {
+			s.w.counted(1, int64(p.Units()))
+		} else if d := p.Units() - old.Units(); d != 0 {
+			s.w.counted(0, int64(d))
 		}
 		s.w.m.WatchEvents.WithLabelValues("pod", op).Inc()
 		s.w.queue.Add(key)
-	case had:
+	case old != nil:
 		// It left the store's selection or its namespace's scope: gone.
-		s.dropped(key)
+		s.dropped(key, old)
 	}
 	return nil
 }
@@ -161,37 +163,51 @@ func (s *podStore) Delete(obj any) error {
 	}
 	ns, name, _ := strings.Cut(key, "/")
 	s.mu.Lock()
-	had := s.remove(ns, name)
+	old := s.remove(ns, name)
 	s.mu.Unlock()
-	if had {
-		s.dropped(key)
+	if old != nil {
+		s.dropped(key, old)
 	}
 	return nil
 }
 
-// remove takes a pod out of the store, under mu, and reports whether it
-// was there. A catch-up under way in its namespace learns that the watch
+// keep puts p into the store, under mu, and returns the pod it replaced.
+func (s *podStore) keep(p *Packed) (old *Packed) {
+	old = keep(s.pods, p)
+	s.units += int64(p.Units())
+	if old == nil {
+		s.n++
+	} else {
+		s.units -= int64(old.Units())
+	}
+	return old
+}
+
+// remove takes a pod out of the store, under mu, and returns it (nil if it
+// was not there). A catch-up under way in its namespace learns that the watch
 // saw it go (or leave the store's selection), so as not to bring back the
 // state it listed before.
-func (s *podStore) remove(ns, name string) bool {
+func (s *podStore) remove(ns, name string) *Packed {
 	if c := s.catching[ns]; c != nil {
 		c.removed[name] = struct{}{}
 	}
-	if _, had := s.pods[ns][name]; !had {
-		return false
+	old, had := s.pods[ns][name]
+	if !had {
+		return nil
 	}
 	delete(s.pods[ns], name)
 	if len(s.pods[ns]) == 0 {
 		delete(s.pods, ns)
 	}
 	s.n--
-	return true
+	s.units -= int64(old.Units())
+	return old
 }
 
 // dropped counts a pod taken out and queues its key: the worker reads it
 // as gone.
-func (s *podStore) dropped(key string) {
-	s.w.counted(-1)
+func (s *podStore) dropped(key string, p *Packed) {
+	s.w.counted(-1, -int64(p.Units()))
 	s.w.m.WatchEvents.WithLabelValues("pod", "delete").Inc()
 	s.w.queue.Add(key)
 	s.hasShrunk()
@@ -212,15 +228,21 @@ func (s *podStore) Replace(list []any, _ string) error {
 	}
 	pods := make(map[string]map[string]*Packed)
 	keys := make([]string, 0, len(packed))
+	var units int64
 	s.mu.Lock()
 	for _, p := range packed {
 		if s.admits(p) {
-			keep(pods, p)
-			keys = append(keys, p.Namespace()+"/"+p.Name())
+			// A list names a pod once; were it twice, the later would win.
+			if old := keep(pods, p); old != nil {
+				units -= int64(old.Units())
+			} else {
+				keys = append(keys, p.Namespace()+"/"+p.Name())
+			}
+			units += int64(p.Units())
 		}
 	}
-	old, oldN := s.pods, s.n
-	s.pods, s.n = pods, len(keys)
+	old, oldN, oldUnits := s.pods, s.n, s.units
+	s.pods, s.n, s.units = pods, len(keys), units
 	// The list was taken under the scopes in force now: it covers every
 	// namespace a catch-up is bringing in.
 	for _, c := range s.catching {
@@ -229,7 +251,7 @@ func (s *podStore) Replace(list []any, _ string) error {
 	s.synced.Store(true)
 	s.mu.Unlock()
 	s.listing.Store(0)
-	s.w.counted(int64(len(keys) - oldN))
+	s.w.counted(int64(len(keys)-oldN), units-oldUnits)
 	for _, key := range keys {
 		s.w.m.WatchEvents.WithLabelValues("pod", "add").Inc()
 		s.w.queue.Add(key)
@@ -253,18 +275,17 @@ func (s *podStore) Replace(list []any, _ string) error {
 // only then must a wider scope have its namespace's pods listed, as the
 // watch dropped those it brought while the scope did not admit them.
 func (s *podStore) rescope(ns string) (synced bool) {
-	var gone []string
+	var gone []*Packed
 	s.mu.Lock()
 	for name, p := range s.pods[ns] {
 		if !s.admits(p) {
-			s.remove(ns, name)
-			gone = append(gone, ns+"/"+name)
+			gone = append(gone, s.remove(ns, name))
 		}
 	}
 	synced = s.synced.Load()
 	s.mu.Unlock()
-	for _, key := range gone {
-		s.dropped(key)
+	for _, p := range gone {
+		s.dropped(ns+"/"+p.Name(), p)
 	}
 	return synced
 }
@@ -348,23 +369,25 @@ func (s *podStore) allKeys() []string {
 	return out
 }
 
-// keep puts p into pods (namespace -> name -> pod) and reports whether it
-// replaced a pod of the same key.
-func keep(pods map[string]map[string]*Packed, p *Packed) (had bool) {
+// keep puts p into pods (namespace -> name -> pod) and returns the pod of
+// the same key it replaced, if any.
+func keep(pods map[string]map[string]*Packed, p *Packed) (old *Packed) {
 	names := pods[p.Namespace()]
 	if names == nil {
 		names = map[string]*Packed{}
 		pods[p.Namespace()] = names
 	}
-	_, had = names[p.Name()]
+	old = names[p.Name()]
 	names[p.Name()] = p
-	return had
+	return old
 }
 
-func (s *podStore) len() int {
+// size is how many pods the store holds, and what they count against the
+// capacity.
+func (s *podStore) size() (pods int, units int64) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	return s.n
+	return s.n, s.units
 }
 
 // pack is the transform applied once (a pod a streamed list delivered

@@ -141,7 +141,8 @@ func (p *strayWatches) halt(pw *podWatch) []string {
 	<-pw.done
 	p.w.m.StrayWatches.Dec()
 	keys := pw.store.allKeys()
-	p.w.counted(-int64(len(keys)))
+	_, units := pw.store.size()
+	p.w.counted(-int64(len(keys)), -units)
 	return keys
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -147,6 +148,29 @@ func TestTooManyPodsRefuses(t *testing.T) {
 	if err := <-done; err != nil || w.CachedPods() != 0 {
 		t.Errorf("Run = %v, %d pods cached after it, want nil and none", err, w.CachedPods())
 	}
+}
+
+// TestLargePodsCountAsSeveral: a pod whose cache entry holds more than
+// watch.CapacityHeapPerPod counts against the capacity as several, so
+// that a few large pods cannot hold more memory than the capacity
+// accounts for: one pod of 40 apps of the longest names makes a watcher of
+// capacity 3 refuse.
+func TestLargePodsCountAsSeveral(t *testing.T) {
+	c := newCluster(t)
+	c.createJob("jobs", "wide", func(p *corev1.Pod) {
+		for i := range 40 {
+			p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: fmt.Sprintf("app-%02d-%s", i, strings.Repeat("x", 56))})
+		}
+	})
+	lists := testenv.NewLists(c.client, watch.PodFieldSelector)
+	w := watch.New(lists.Lists, nopPublisher{}, metrics.NewBridge(nil), watch.Options{Source: "test", MaxPods: 3})
+	ctx, cancel := context.WithTimeout(testenv.Context(t), 10*time.Second)
+	defer cancel()
+	var ce *watch.CapacityError
+	if err := w.Run(ctx); !errors.As(err, &ce) || ce.Pods < 4 {
+		t.Fatalf("Run = %v, want a CapacityError: one pod of 40 apps counts as more than 3", err)
+	}
+	t.Logf("one pod of 40 apps: %v", ce)
 }
 
 // TestCapacity: the model's figures (docs/bench.md, "Memory").

@@ -96,9 +96,11 @@ type Watcher struct {
 	labelled *podStore
 	strays   *strayWatches
 	catchUps workqueue.TypedRateLimitingInterface[string]
-	// cached counts the pods of every cache; over Options.MaxPods, refuse
+	// cached counts the pods of every cache, charged what they count
+	// against the capacity (Packed.Units); over Options.MaxPods, refuse
 	// cancels Run with a *CapacityError.
 	cached    atomic.Int64
+	charged   atomic.Int64
 	refuse    context.CancelCauseFunc
 	queue     workqueue.TypedRateLimitingInterface[string]
 	published *published
@@ -228,7 +230,8 @@ func (w *Watcher) forgetAll() {
 		delete(w.scopes, ns)
 	}
 	w.scopesMu.Unlock()
-	w.counted(-int64(w.labelled.len()))
+	pods, units := w.labelled.size()
+	w.counted(-int64(pods), -units)
 }
 
 // Reconfigure applies a change of settings: the decision's options at once
