@@ -26,7 +26,7 @@ const StraysSelector = keys.LabelWatched + "!=true"
 // namespaces are opted in, and no pod outside the opt-in is decoded (only
 // its name, labels and annotations cross the wire, and are dropped). The
 // watcher sweeps once it has synced and then every resync period: the bound
-// on how long a pod that reached an opted-in namespace without the label
+// on how long a pod that reached an opted-in namespace not labelled
 // waits to be seen.
 func (w *Watcher) sweep(ctx context.Context) {
 	found := 0
@@ -42,7 +42,7 @@ func (w *Watcher) sweep(ctx context.Context) {
 	if err != nil {
 		w.m.Sweeps.WithLabelValues("error").Inc()
 		if ctx.Err() == nil {
-			logging.FromContext(ctx).Warnw("Sweeping for opted-in pods without the webhook's label; the next resync tries again", zap.Error(err))
+			logging.FromContext(ctx).Warnw("Sweeping for opted-in pods not labelled by the webhook; the next resync tries again", zap.Error(err))
 		}
 		return
 	}
@@ -52,6 +52,6 @@ func (w *Watcher) sweep(ctx context.Context) {
 		w.strays.lookIn(ns)
 	}
 	if found > 0 {
-		logging.FromContext(ctx).Infow("Found opted-in pods without the webhook's label", zap.Int("pods", found), zap.Int("namespaces", len(namespaces)))
+		logging.FromContext(ctx).Infow("Found opted-in pods not labelled by the webhook", zap.Int("pods", found), zap.Int("namespaces", len(namespaces)))
 	}
 }

@@ -1,6 +1,6 @@
 // Package watch is the bridge's producer side: a namespace informer, one
 // cluster-wide watch of the pods the webhook labelled (keys.LabelWatched),
-// a sweep and per-namespace watches for opted-in pods without the label
+// a sweep and per-namespace watches for opted-in pods not labelled so
 // (strays.go), a rate-limited work queue keyed by pod, and workers that run
 // the change filter and publish an event for each state worth acting on.
 // What the API server sends the bridge is the pods it serves, however many
@@ -154,7 +154,7 @@ func New(lists Lists, pub Publisher, m *metrics.Bridge, o Options) *Watcher {
 }
 
 // Synced reports whether the namespaces and the labelled pods have been
-// listed (readiness). Pods without the label are found after it, by the
+// listed (readiness). Pods not labelled are found after it, by the
 // sweep.
 func (w *Watcher) Synced() bool { return w.synced.Load() }
 
