@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/istio-aux/istio-aux/internal/settings"
 )
 
 // Mode is how the webhook makes an app wait for its proxy.
@@ -35,12 +37,14 @@ func NewConfigFromConfigMap(cm *corev1.ConfigMap) (*Config, error) {
 	if cm == nil {
 		return cfg, nil
 	}
-	switch v := Mode(strings.ToLower(strings.TrimSpace(cm.Data["mode"]))); v {
+	// The key is settings.KeyMode, so that the bridge and the function,
+	// which warn of keys no component reads, know it.
+	switch v := Mode(strings.ToLower(strings.TrimSpace(cm.Data[settings.KeyMode]))); v {
 	case "":
 	case ModeHold, ModeNative:
 		cfg.Mode = v
 	default:
-		return nil, fmt.Errorf("configmap %s: mode %q is neither %q nor %q", cm.Name, cm.Data["mode"], ModeHold, ModeNative)
+		return nil, fmt.Errorf("configmap %s: %s %q is neither %q nor %q", cm.Name, settings.KeyMode, cm.Data[settings.KeyMode], ModeHold, ModeNative)
 	}
 	return cfg, nil
 }

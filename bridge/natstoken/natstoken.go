@@ -2,7 +2,8 @@
 // (config/nats): the Secret istio-aux-nats ships without data, and the NATS
 // pod's init container generates a random token into it on the first start.
 // nats-server reads the token from the Secret, the bridge and the
-// dispatchers from files their own init container copied from it (Copy);
+// dispatchers from files their own init container copied from it (Copy,
+// which a second run of the init container over the same files repeats);
 // nobody else has it, so nothing else can connect
 // (TestRow3AttackerIsRefused). Applying config/nats
 // again leaves the filled-in data alone: the shipped Secret names no keys.
@@ -21,6 +22,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/conf"
@@ -135,29 +137,32 @@ func (r restSecrets) Update(ctx context.Context, s *corev1.Secret) error {
 	return r.c.Put().Namespace(r.namespace).Resource("secrets").Name(s.Name).Body(s).Do(ctx).Error()
 }
 
-// Copy writes every key of Secret name into dir (one file per key, as a
-// Secret volume would, readable by the owner only), once the Secret is
-// usable: it waits, reading it every poll, while the Secret exists without
-// data (config/nats's, before its NATS pod filled in the token). A Secret
-// that does not exist means no credentials: nothing is written. It is what
-// the bridge's and the dispatchers' init container runs: a Secret volume
-// mounted before the token was filled in stays empty for minutes, as the
-// kubelet refreshes it only on a later sync of the pod.
+// Copy makes dir a copy of Secret name's data, as a Secret volume would be:
+// one file per key, readable by its owner only (the init container and the
+// container that reads the files run as the same user: both images' user),
+// and no other file. It waits, reading the Secret every poll, while the
+// Secret exists without data (config/nats's, before its NATS pod filled in
+// the token). A Secret that does not exist means no credentials: dir is
+// left empty. It is what the bridge's and the dispatchers' init container
+// runs: a Secret volume mounted before the token was filled in stays empty
+// for minutes, as the kubelet refreshes it only on a later sync of the pod.
+//
+// The kubelet runs init containers again over the emptyDir it kept (a new
+// sandbox, a node reboot), so Copy runs over the files of an earlier run,
+// whose mode refuses their owner a write: each file is written beside its
+// name and renamed over it (which needs the directory writable, not the
+// file), so that a reader never sees a file half written, and a token that
+// changed, or a key that went, is not left behind.
 func Copy(ctx context.Context, s Secrets, name, dir string, poll time.Duration) (keys int, err error) {
 	for {
 		secret, err := s.Get(ctx, name)
 		switch {
 		case apierrors.IsNotFound(err):
-			return 0, nil
+			return 0, mirror(dir, nil)
 		case err != nil:
 			return 0, fmt.Errorf("reading Secret %s: %w", name, err)
 		case len(secret.Data) > 0:
-			for key, value := range secret.Data {
-				if err := os.WriteFile(filepath.Join(dir, key), value, 0o400); err != nil {
-					return 0, err
-				}
-			}
-			return len(secret.Data), nil
+			return len(secret.Data), mirror(dir, secret.Data)
 		}
 		select {
 		case <-ctx.Done():
@@ -165,4 +170,71 @@ func Copy(ctx context.Context, s Secrets, name, dir string, poll time.Duration) 
 		case <-time.After(poll):
 		}
 	}
+}
+
+// fileMode is the mode of the files Copy writes: their reader runs as
+// their writer.
+const fileMode = 0o400
+
+// tempPrefix starts the names of files being written; one left by a run
+// that died half way is removed by the next.
+const tempPrefix = ".natstoken-"
+
+// mirror makes the regular files of dir exactly data's keys and values.
+func mirror(dir string, data map[string][]byte) error {
+	for key, value := range data {
+		// The API server admits only such keys; a path would write elsewhere.
+		if !filepath.IsLocal(key) || filepath.Base(key) != key || strings.HasPrefix(key, tempPrefix) {
+			return fmt.Errorf("Secret key %q is not a file name", key)
+		}
+		if err := replaceFile(dir, key, value); err != nil {
+			return err
+		}
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if _, keep := data[e.Name()]; keep || !e.Type().IsRegular() {
+			continue
+		}
+		if err := os.Remove(filepath.Join(dir, e.Name())); err != nil {
+			return fmt.Errorf("removing %s, which the Secret no longer has: %w", e.Name(), err)
+		}
+	}
+	return nil
+}
+
+// replaceFile writes value to a new file in dir and renames it to name, in
+// place of the file of that name if there is one.
+func replaceFile(dir, name string, value []byte) (err error) {
+	f, err := os.CreateTemp(dir, tempPrefix+"*")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			_ = f.Close()
+			_ = os.Remove(f.Name())
+		}
+	}()
+	if _, err = f.Write(value); err != nil {
+		return err
+	}
+	if err = f.Chmod(fileMode); err != nil {
+		return err
+	}
+	// On disk (an emptyDir without medium: Memory), a crash must not leave
+	// an empty file under the name after the rename.
+	if err = f.Sync(); err != nil {
+		return err
+	}
+	if err = f.Close(); err != nil {
+		return err
+	}
+	if err = os.Rename(f.Name(), filepath.Join(dir, name)); err != nil {
+		return fmt.Errorf("writing %s: %w", name, err)
+	}
+	return nil
 }

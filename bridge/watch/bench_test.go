@@ -127,9 +127,10 @@ func BenchmarkPipeline(b *testing.B) {
 			full.ResourceVersion = fmt.Sprint(i + 2)
 			full.Status.ContainerStatuses[1].RestartCount = int32(i / perWorker)
 			obj, _ := watch.PackTransform(full)
-			pod := obj.(*watch.Packed).Unpack()
+			packed := obj.(*watch.Packed)
+			pod := packed.Unpack()
 			l, has := last[pod.Name]
-			v := watch.Evaluate(decision.Options{}, false, watch.Input{Pod: pod, NamespaceLabels: ns, Last: l, HasLast: has})
+			v := watch.Evaluate(decision.Options{}, false, watch.Input{Pod: pod, Fingerprint: packed.Fingerprint(), NamespaceLabels: ns, Last: l, HasLast: has})
 			if !v.Publish {
 				b.Errorf("update %d not published: %s", i, v.Reason)
 				return

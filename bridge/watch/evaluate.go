@@ -7,8 +7,13 @@ import (
 
 // Input is everything Evaluate looks at.
 type Input struct {
+	// Pod is the pod, or what the decision reads of it (Packed.Unpack).
 	Pod             *slim.Pod
 	NamespaceLabels map[string]string
+	// Fingerprint is slim.Fingerprint of the pod as it was read (the
+	// cache computes it when it packs a pod: what Pod keeps of the pod's
+	// state is less than the fingerprint covers).
+	Fingerprint uint64
 	// Last is the fingerprint of the last state published for this pod, if
 	// HasLast.
 	Last    uint64
@@ -55,7 +60,7 @@ func Evaluate(opts decision.Options, publishWaits bool, in Input) Verdict {
 		v.Reason = ReasonWaiting
 		return v
 	}
-	v.Fingerprint = slim.Fingerprint(in.Pod)
+	v.Fingerprint = in.Fingerprint
 	if in.HasLast && in.Last == v.Fingerprint {
 		v.Reason = ReasonUnchanged
 		return v

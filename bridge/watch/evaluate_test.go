@@ -108,19 +108,20 @@ func TestEvaluate(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			in := Input{Pod: slim.Of(tc.in.Pod), NamespaceLabels: tc.in.NamespaceLabels, Last: tc.in.Last, HasLast: tc.in.HasLast}
+			packed := Pack(slim.Of(tc.in.Pod))
+			in := Input{Pod: packed.Unpack(), Fingerprint: packed.Fingerprint(), NamespaceLabels: tc.in.NamespaceLabels, Last: tc.in.Last, HasLast: tc.in.HasLast}
 			v := Evaluate(decision.Options{}, tc.waits, in)
 			if v.Publish != tc.publish || v.Reason != tc.reason {
 				t.Errorf("Evaluate = publish %v reason %q (decision %v), want %v %q", v.Publish, v.Reason, v.Decision, tc.publish, tc.reason)
 			}
-			if v.Publish && v.Fingerprint != slim.Fingerprint(in.Pod) {
+			if v.Publish && v.Fingerprint != slim.Fingerprint(slim.Of(tc.in.Pod)) {
 				t.Error("verdict does not carry the pod's fingerprint")
 			}
 		})
 	}
 }
 
-// input is an Input with a full pod, slimmed by the test as the cache does.
+// input is an Input with a full pod, packed by the test as the cache does.
 type input struct {
 	Pod             *corev1.Pod
 	NamespaceLabels map[string]string

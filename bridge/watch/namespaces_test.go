@@ -2,6 +2,7 @@ package watch_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -182,5 +183,127 @@ func TestOutsideTheOptInIsNeverDecoded(t *testing.T) {
 	}
 	if got := b.w.CachedPods(); got != inside {
 		t.Errorf("the cache holds %d pods, want %d", got, inside)
+	}
+}
+
+// TestATenantOutsideTheOptInCostsNothing: a tenant of a namespace that is
+// not opted in labels its own pods as the webhook would
+// (istio-aux.dev/watched=true), with a 200 KiB sidecars annotation. The
+// cluster-wide watch brings them (a selector cannot read a namespace's
+// labels), but they are not cached, counted or queued: the watcher, whose
+// capacity is 3 pods, serves the opted-in namespace's 2. Once, they were
+// cached and counted before their scope was read: five of them made the
+// watcher refuse, and quits stopped everywhere.
+func TestATenantOutsideTheOptInCostsNothing(t *testing.T) {
+	big := strings.Repeat("vault-agent,", (200<<10)/12)
+	forged := func(p *corev1.Pod) {
+		p.Labels = map[string]string{keys.LabelWatched: "true", keys.LabelEnabled: "true"}
+		p.Annotations[keys.AnnotationSidecars] = big
+	}
+	c, b, s := delivering(t, watch.Options{MaxPods: 3}, func(c *cluster) {
+		for i := range 5 {
+			c.createStray("plain", fmt.Sprintf("listed-%d", i), forged)
+		}
+	})
+	for i := range 5 {
+		name := fmt.Sprintf("watched-%d", i)
+		c.createStray("plain", name, forged)
+		c.update("plain", name, appExits(0))
+	}
+	var done []string
+	for _, name := range []string{"a", "b"} {
+		c.createJob("jobs", name)
+		done = append(done, c.update("jobs", name, appExits(0)))
+	}
+	testenv.Eventually(t, 5*time.Second, "the opted-in pods' quits", func() bool {
+		return s.count(done[0]) == 1 && s.count(done[1]) == 1
+	})
+	// Every pod object the API server sent was decoded: the 5 listed, the
+	// tenant's 5 created and updated, the 2 opted-in created and updated.
+	testenv.Eventually(t, 5*time.Second, "every pod object sent to be decoded", func() bool { return decoded(b) == 5+2*5+2*2 })
+	select {
+	case err := <-b.ran:
+		t.Fatalf("the watcher stopped: %v", err)
+	default:
+	}
+	if got := b.w.CachedPods(); got != 2 {
+		t.Errorf("%d pods cached, want the opted-in namespace's 2", got)
+	}
+	added := testutil.ToFloat64(b.m.WatchEvents.WithLabelValues("pod", "add"))
+	updated := testutil.ToFloat64(b.m.WatchEvents.WithLabelValues("pod", "update"))
+	if added != 2 || updated != 2 {
+		t.Errorf("%v pods added and %v updated for the workers, want 2 and 2: the tenant's are no work", added, updated)
+	}
+	if got := s.total(); got != 2 {
+		t.Errorf("the function saw %v, want the 2 opted-in quits", s.seen)
+	}
+}
+
+// TestScopeChangesBringAndDropLabelledPods: pods labelled
+// istio-aux.dev/watched=true in a namespace out of scope (it was opted in
+// when they were admitted, or a tenant labelled them) are dropped by the
+// cluster-wide watch. When the namespace comes into scope they are listed
+// at once and those that finished get their quits; when it leaves, they
+// are dropped again (no quit for the one that finishes meanwhile), and
+// back in scope that one gets its quit. A namespace whose pods opt in one
+// by one admits only those labelled istio-aux.dev/enabled=true; opted in
+// as a whole, it brings the others too. A pod whose namespace is created
+// after it is found when the namespace is.
+func TestScopeChangesBringAndDropLabelledPods(t *testing.T) {
+	c, b, s := delivering(t, watch.Options{}, func(c *cluster) {
+		c.createStray("plain", "before", watchedAs("true"))
+	})
+	beforeDone := c.update("plain", "before", appExits(0))
+	c.createStray("plain", "late", watchedAs("true"))
+	testenv.Eventually(t, 5*time.Second, "the pods' states to be decoded", func() bool { return decoded(b) == 3 })
+	if got := b.w.CachedPods(); got != 0 {
+		t.Fatalf("%d pods cached out of scope, want 0", got)
+	}
+
+	c.relabel("plain", optedIn)
+	testenv.Eventually(t, 5*time.Second, "the quit of the pod that finished out of scope", func() bool { return s.count(beforeDone) == 1 })
+	testenv.Eventually(t, 5*time.Second, "both pods cached", func() bool { return b.w.CachedPods() == 2 })
+
+	c.relabel("plain", nil)
+	testenv.Eventually(t, 5*time.Second, "both pods dropped", func() bool { return b.w.CachedPods() == 0 })
+	lateDone := c.update("plain", "late", appExits(0))
+	testenv.Eventually(t, 5*time.Second, "the finished pod's state to be decoded", func() bool { return decoded(b) == 6 })
+	if s.count(lateDone) != 0 || b.w.CachedPods() != 0 {
+		t.Fatalf("out of scope: %d pods cached, %v delivered", b.w.CachedPods(), s.seen)
+	}
+	c.relabel("plain", optedIn)
+	testenv.Eventually(t, 5*time.Second, "the quit of the pod that finished while out of scope", func() bool { return s.count(lateDone) == 1 })
+
+	// Pods opting in one by one: only the labelled one is admitted, until
+	// the namespace opts in as a whole.
+	c.namespace("team", podsOptIn)
+	c.createStray("team", "in", labelled("true"), watchedAs("true"))
+	c.createStray("team", "unlabelled", watchedAs("true"))
+	unlabelledDone := c.update("team", "unlabelled", appExits(0))
+	inDone := c.update("team", "in", appExits(0))
+	// One watch brings both, in order: the labelled pod's quit is the sync
+	// point.
+	testenv.Eventually(t, 5*time.Second, "the labelled pod's quit", func() bool { return s.count(inDone) == 1 })
+	if got := b.w.CachedPods(); got != 3 || s.count(unlabelledDone) != 0 {
+		t.Fatalf("%d pods cached (want 3), %v delivered: a pod the scope does not admit", got, s.seen)
+	}
+	c.relabel("team", optedIn)
+	testenv.Eventually(t, 5*time.Second, "the other pod's quit once the namespace opts in", func() bool { return s.count(unlabelledDone) == 1 })
+
+	// A namespace created after its pod, which the watch brings first.
+	c.createStray("new", "early", watchedAs("true"))
+	earlyDone := c.update("new", "early", appExits(0))
+	c.createJob("jobs", "sync")
+	syncDone := c.update("jobs", "sync", appExits(0))
+	testenv.Eventually(t, 5*time.Second, "a later pod's quit", func() bool { return s.count(syncDone) == 1 })
+	if s.count(earlyDone) != 0 {
+		t.Fatal("a pod of a namespace that does not exist got its quit")
+	}
+	c.namespace("new", optedIn)
+	testenv.Eventually(t, 5*time.Second, "its quit once the namespace exists", func() bool { return s.count(earlyDone) == 1 })
+
+	testenv.Eventually(t, 5*time.Second, "every pod cached once", func() bool { return b.w.CachedPods() == 6 })
+	if got := s.total(); got != 6 {
+		t.Errorf("the function saw %d events, want 6, each pod's quit once: %v", got, s.seen)
 	}
 }

@@ -1,6 +1,7 @@
 package watch
 
 import (
+	"strings"
 	"unique"
 
 	corev1 "k8s.io/api/core/v1"
@@ -10,60 +11,171 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/istio-aux/istio-aux/pkg/decision"
+	"github.com/istio-aux/istio-aux/pkg/keys"
 	"github.com/istio-aux/istio-aux/pkg/slim"
 )
 
-// Packed is a slim pod as the bridge's informer cache stores it. The cache
-// holds every watched pod for as long as the bridge runs, so its size per
-// pod is the bridge's memory per pod (BenchmarkCacheBytesPerPod in
-// bridge/watch measures it). A *slim.Pod costs several times more: every field
-// of its own, maps for labels and annotations, a string per container name.
-// Packed keeps labels and annotations as key/value lists, times as Unix
-// seconds (the API's precision), and every string pods share (namespace,
-// label values, container names, reasons, phase) as a unique.Handle: one
-// copy per distinct value in the process, released when no packed pod uses
-// it any more. Unpack returns exactly the slim.Pod it was packed from.
+// Packed is a pod as the bridge's caches hold it: what the quit decision
+// and the opt-in read of it now (decision.Inputs), and the fingerprint of
+// its state. The caches hold every pod served for as long as the bridge
+// runs, so its size is the bridge's memory per pod, and it is bounded by
+// what the decision needs, never by what a pod's owner writes:
+//
+//   - of the labels and annotations, the opt-in's when they say true or
+//     false, as a small code, and of the sidecars annotation only which of
+//     the pod's containers its first slim.MaxSidecars names name, as a flag
+//     on each (a 200 KiB annotation costs one bit per container);
+//   - per container, its name (all names in one string), its restart
+//     policy, its state's kind and exit code, and for an app that
+//     terminated the action of the one restart rule that decides its exit
+//     code; of the init containers only a native istio-proxy, with its
+//     state; no reasons, times, messages or restart counts (the
+//     fingerprint, computed when the pod is packed, covers those);
+//   - strings pods share (namespace, phase, policies, actions) as
+//     unique.Handles: one copy per distinct value in the process.
+//
+// What is left grows with the pod's name (at most 253 bytes) and its
+// containers (at most 63 bytes of name and 32 of the rest each): a pod
+// counts against the capacity by what it holds (Units). Unpack returns
+// the decision's inputs; Decide, OptedIn and Scope.Admits answer on it as
+// on the pod it was packed from (TestPackKeepsEveryDecision).
 type Packed struct {
 	name, uid, resourceVersion string // unique per pod: not interned
 	namespace                  handle
-	deletion                   *metav1.Time
-	labels, annotations        []handle // key, value, key, value, ...
 	restartPolicy, phase       handle
-	initContainers, containers []packedContainer
-	initStatuses, statuses     []packedStatus
+	deletion                   *metav1.Time
+	fingerprint                uint64
+	// names holds every container's name, one after the other.
+	names      string
+	containers []packedContainer
+	// label and annotation are the opt-in label's and annotation's values.
+	label, annotation optIn
+	// nativeProxy: istio-proxy is a native sidecar (an init container with
+	// restartPolicy Always), whose state is nativeState.
+	nativeProxy bool
+	nativeState packedState
+	units       int32
 }
 
 type handle = unique.Handle[string]
 
 func intern(s string) handle { return unique.Make(s) }
 
-type packedContainer struct {
-	name          handle
-	restartPolicy *corev1.ContainerRestartPolicy // a copy: shared with no one
-	rules         slim.Rules                     // a copy; nil for almost every pod
-}
+// optIn is an opt-in label's or annotation's value, as OptedIn and
+// Scope.Admits read it.
+type optIn uint8
 
-// slim.State kinds of a packedStatus.
 const (
-	stateNone uint8 = iota
-	stateWaiting
-	stateRunning
-	stateTerminated
+	optInNone      optIn = iota // absent, or a value that says neither
+	optInTrue                   // "true", exactly: Scope.Admits reads only that
+	optInTrueOther              // "True", "TRUE": true to OptedIn only
+	optInFalse
 )
 
-type packedStatus struct {
-	name         handle
-	reason       handle // waiting or terminated reason
-	time         int64  // running startedAt or terminated finishedAt, Unix seconds
-	exitCode     int32
-	restartCount int32
-	kind         uint8
-	ready        bool
-	hasTime      bool // time is set (a zero metav1.Time is not the epoch)
+// optInOf is the code of value. Label values cannot hold spaces, and
+// decision.Inputs gives annotations trimmed and in lower case.
+func optInOf(value string, ok bool) optIn {
+	switch {
+	case !ok:
+		return optInNone
+	case value == "true":
+		return optInTrue
+	case strings.EqualFold(strings.TrimSpace(value), "true"):
+		return optInTrueOther
+	case strings.EqualFold(strings.TrimSpace(value), "false"):
+		return optInFalse
+	}
+	return optInNone
 }
 
-// PackTransform is the pod informer's cache.TransformFunc: Of, then Pack.
-// Tombstones are packed too; other objects pass through.
+func (o optIn) String() string {
+	return [...]string{"", "true", "True", "false"}[o]
+}
+
+// put sets key in m to o's value, if it has one, making m if needed.
+func (o optIn) put(m slim.Kept, key string) slim.Kept {
+	if o == optInNone {
+		return m
+	}
+	if m == nil {
+		m = slim.Kept{}
+	}
+	m[key] = o.String()
+	return m
+}
+
+// packedContainer is one regular container: its name (names[at:at+n]), its
+// state, and what decides whether the kubelet runs it again. 32 bytes.
+type packedContainer struct {
+	at, n    uint32
+	exitCode int32 // of its state, when terminated
+	kind     uint8 // of its state
+	flags    uint8
+	policy   handle // when flagPolicy
+	action   handle // when flagRule: the action of the rule matching its exit code
+}
+
+func (pc *packedContainer) state() packedState {
+	return packedState{exitCode: pc.exitCode, kind: pc.kind}
+}
+
+// packedContainer flags.
+const (
+	flagPolicy  uint8 = 1 << iota // it has its own restartPolicy
+	flagRule                      // a restart rule matches its exit code
+	flagSidecar                   // the sidecars annotation names it
+)
+
+// packedState is a container's status: which state, and a terminated
+// container's exit code.
+type packedState struct {
+	exitCode int32
+	kind     uint8
+}
+
+// packedState kinds.
+const (
+	stateNone       uint8 = iota // no status
+	stateBlank                   // a status without a state
+	stateWaiting                 //
+	stateRunning                 //
+	stateTerminated              //
+)
+
+func stateOf(s *slim.ContainerStatus) packedState {
+	switch {
+	case s == nil:
+		return packedState{kind: stateNone}
+	case s.State.Terminated != nil:
+		return packedState{kind: stateTerminated, exitCode: s.State.Terminated.ExitCode}
+	case s.State.Running != nil:
+		return packedState{kind: stateRunning}
+	case s.State.Waiting != nil:
+		return packedState{kind: stateWaiting}
+	}
+	return packedState{kind: stateBlank}
+}
+
+// status is the slim status of a container named name in state s, nil when
+// it has none.
+func (s packedState) status(name string) *slim.ContainerStatus {
+	out := &slim.ContainerStatus{Name: name}
+	switch s.kind {
+	case stateNone:
+		return nil
+	case stateTerminated:
+		out.State.Terminated = &slim.Terminated{ExitCode: s.exitCode}
+	case stateRunning:
+		out.State.Running = &slim.Running{}
+	case stateWaiting:
+		out.State.Waiting = &slim.Waiting{}
+	}
+	return out
+}
+
+// PackTransform is Of, then Pack, as a cache.TransformFunc. Tombstones are
+// packed too; other objects pass through.
 func PackTransform(obj any) (any, error) {
 	switch o := obj.(type) {
 	case *corev1.Pod:
@@ -79,75 +191,63 @@ func PackTransform(obj any) (any, error) {
 
 // Pack packs p. The result shares nothing mutable with p.
 func Pack(p *slim.Pod) *Packed {
-	return &Packed{
+	in := decision.Inputs(p)
+	label, hasLabel := p.Labels[keys.LabelEnabled]
+	annotation, hasAnnotation := in.Annotations[keys.AnnotationEnabled]
+	out := &Packed{
 		name:            p.Name,
 		uid:             string(p.UID),
 		resourceVersion: p.ResourceVersion,
 		namespace:       intern(p.Namespace),
-		deletion:        copyTime(p.DeletionTimestamp),
-		labels:          packMap(p.Labels),
-		annotations:     packMap(p.Annotations),
 		restartPolicy:   intern(string(p.Spec.RestartPolicy)),
 		phase:           intern(string(p.Status.Phase)),
-		initContainers:  packContainers(p.Spec.InitContainers),
-		containers:      packContainers(p.Spec.Containers),
-		initStatuses:    packStatuses(p.Status.InitContainerStatuses),
-		statuses:        packStatuses(p.Status.ContainerStatuses),
+		deletion:        copyTime(p.DeletionTimestamp),
+		fingerprint:     slim.Fingerprint(p),
+		label:           optInOf(label, hasLabel),
+		annotation:      optInOf(annotation, hasAnnotation),
+		nativeProxy:     len(in.Spec.InitContainers) > 0,
 	}
-}
-
-// packMap flattens m into key, value pairs (in map order: nothing compares
-// them, Unpack rebuilds the map); nil stays nil and an empty map stays empty.
-func packMap(m slim.Kept) []handle {
-	if m == nil {
-		return nil
+	if out.nativeProxy {
+		out.nativeState = stateOf(in.ContainerStatus(keys.ProxyContainer, true))
 	}
-	out := make([]handle, 0, 2*len(m))
-	for k, v := range m {
-		out = append(out, intern(k), intern(v))
+	sidecars := p.AnnotatedSidecars()
+	var names strings.Builder
+	size := 0
+	for _, c := range in.Spec.Containers {
+		size += len(c.Name)
 	}
+	names.Grow(size) // one allocation of the size heapBytes counts
+	for _, c := range in.Spec.Containers {
+		names.WriteString(c.Name)
+	}
+	out.names = names.String()
+	if len(in.Spec.Containers) > 0 {
+		out.containers = make([]packedContainer, len(in.Spec.Containers))
+	}
+	at := 0
+	for i, c := range in.Spec.Containers {
+		st := stateOf(in.ContainerStatus(c.Name, false))
+		pc := packedContainer{at: uint32(at), n: uint32(len(c.Name)), exitCode: st.exitCode, kind: st.kind}
+		at += len(c.Name)
+		if c.RestartPolicy != nil {
+			pc.flags |= flagPolicy
+			pc.policy = intern(string(*c.RestartPolicy))
+		}
+		// Inputs keeps, of a terminated app's rules, the one that matches
+		// its exit code, narrowed to that code: its action is all it says.
+		if len(c.RestartPolicyRules) > 0 {
+			pc.flags |= flagRule
+			pc.action = intern(string(c.RestartPolicyRules[0].Action))
+		}
+		for _, n := range sidecars {
+			if n == c.Name {
+				pc.flags |= flagSidecar
+			}
+		}
+		out.containers[i] = pc
+	}
+	out.units = int32(unitsOf(out.heapBytes()))
 	return out
-}
-
-func unpackMap(kv []handle) slim.Kept {
-	if kv == nil {
-		return nil
-	}
-	m := make(slim.Kept, len(kv)/2)
-	for i := 0; i+1 < len(kv); i += 2 {
-		m[kv[i].Value()] = kv[i+1].Value()
-	}
-	return m
-}
-
-func packContainers(in slim.Containers) []packedContainer {
-	if len(in) == 0 {
-		return nil
-	}
-	out := make([]packedContainer, len(in))
-	for i, c := range in {
-		out[i] = packedContainer{name: intern(c.Name), restartPolicy: copyPolicy(c.RestartPolicy), rules: c.RestartPolicyRules.Clone()}
-	}
-	return out
-}
-
-func unpackContainers(in []packedContainer) slim.Containers {
-	if len(in) == 0 {
-		return nil
-	}
-	out := make(slim.Containers, len(in))
-	for i, c := range in {
-		out[i] = slim.Container{Name: c.name.Value(), RestartPolicy: copyPolicy(c.restartPolicy), RestartPolicyRules: c.rules.Clone()}
-	}
-	return out
-}
-
-func copyPolicy(p *corev1.ContainerRestartPolicy) *corev1.ContainerRestartPolicy {
-	if p == nil {
-		return nil
-	}
-	c := *p
-	return &c
 }
 
 func copyTime(t *metav1.Time) *metav1.Time {
@@ -158,60 +258,14 @@ func copyTime(t *metav1.Time) *metav1.Time {
 	return &c
 }
 
-func packStatuses(in slim.Statuses) []packedStatus {
-	if len(in) == 0 {
-		return nil
-	}
-	out := make([]packedStatus, len(in))
-	for i, s := range in {
-		c := packedStatus{name: intern(s.Name), ready: s.Ready, restartCount: s.RestartCount}
-		var reason string
-		var at metav1.Time
-		switch st := s.State; {
-		case st.Terminated != nil:
-			c.kind, c.exitCode, reason, at = stateTerminated, st.Terminated.ExitCode, st.Terminated.Reason, st.Terminated.FinishedAt
-		case st.Running != nil:
-			c.kind, at = stateRunning, st.Running.StartedAt
-		case st.Waiting != nil:
-			c.kind, reason = stateWaiting, st.Waiting.Reason
-		}
-		c.reason = intern(reason)
-		if !at.IsZero() {
-			c.time, c.hasTime = at.Unix(), true
-		}
-		out[i] = c
-	}
-	return out
-}
-
-func unpackStatuses(in []packedStatus) slim.Statuses {
-	if len(in) == 0 {
-		return nil
-	}
-	out := make(slim.Statuses, len(in))
-	for i, c := range in {
-		out[i] = slim.ContainerStatus{Name: c.name.Value(), Ready: c.ready, RestartCount: c.restartCount}
-		var at metav1.Time
-		if c.hasTime {
-			at = metav1.Unix(c.time, 0)
-		}
-		switch c.kind {
-		case stateTerminated:
-			out[i].State.Terminated = &slim.Terminated{ExitCode: c.exitCode, Reason: c.reason.Value(), FinishedAt: at}
-		case stateRunning:
-			out[i].State.Running = &slim.Running{StartedAt: at}
-		case stateWaiting:
-			out[i].State.Waiting = &slim.Waiting{Reason: c.reason.Value()}
-		}
-	}
-	return out
-}
-
-// Unpack returns a new slim.Pod equal to the one c was packed from. It shares no
-// maps or slices with c, so callers may do anything with it without
-// touching the cache.
+// Unpack returns the decision's inputs of the pod c was packed from:
+// decision.Inputs of it, but for the order of the statuses (by container)
+// and the names of the sidecars annotation (those of its containers it
+// names). Decide, OptedIn and Scope.Admits answer on it as on the pod. It
+// shares no maps or slices with c, so callers may do anything with it
+// without touching the cache.
 func (c *Packed) Unpack() *slim.Pod {
-	return &slim.Pod{
+	p := &slim.Pod{
 		APIVersion: "v1",
 		Kind:       "Pod",
 		Meta: slim.Meta{
@@ -220,20 +274,58 @@ func (c *Packed) Unpack() *slim.Pod {
 			UID:               types.UID(c.uid),
 			ResourceVersion:   c.resourceVersion,
 			DeletionTimestamp: copyTime(c.deletion),
-			Labels:            unpackMap(c.labels),
-			Annotations:       unpackMap(c.annotations),
+			Labels:            c.label.put(nil, keys.LabelEnabled),
+			Annotations:       c.annotation.put(nil, keys.AnnotationEnabled),
 		},
-		Spec: slim.Spec{
-			RestartPolicy:  corev1.RestartPolicy(c.restartPolicy.Value()),
-			InitContainers: unpackContainers(c.initContainers),
-			Containers:     unpackContainers(c.containers),
-		},
-		Status: slim.Status{
-			Phase:                 corev1.PodPhase(c.phase.Value()),
-			InitContainerStatuses: unpackStatuses(c.initStatuses),
-			ContainerStatuses:     unpackStatuses(c.statuses),
-		},
+		Spec:   slim.Spec{RestartPolicy: corev1.RestartPolicy(c.restartPolicy.Value())},
+		Status: slim.Status{Phase: corev1.PodPhase(c.phase.Value())},
 	}
+	if c.nativeProxy {
+		always := corev1.ContainerRestartPolicyAlways
+		p.Spec.InitContainers = slim.Containers{{Name: keys.ProxyContainer, RestartPolicy: &always}}
+		if s := c.nativeState.status(keys.ProxyContainer); s != nil {
+			p.Status.InitContainerStatuses = slim.Statuses{*s}
+		}
+	}
+	var sidecars []string
+	for _, pc := range c.containers {
+		name := c.names[pc.at : pc.at+pc.n]
+		out := slim.Container{Name: name}
+		if pc.flags&flagPolicy != 0 {
+			policy := corev1.ContainerRestartPolicy(pc.policy.Value())
+			out.RestartPolicy = &policy
+		}
+		if pc.flags&flagRule != 0 {
+			out.RestartPolicyRules = slim.Rules{{Action: corev1.ContainerRestartRuleAction(pc.action.Value()),
+				ExitCodes: &slim.ExitCodes{Operator: corev1.ContainerRestartRuleOnExitCodesOpIn, Values: slim.Codes{pc.exitCode}}}}
+		}
+		if pc.flags&flagSidecar != 0 {
+			sidecars = append(sidecars, name)
+		}
+		p.Spec.Containers = append(p.Spec.Containers, out)
+		if s := pc.state().status(name); s != nil {
+			p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, *s)
+		}
+	}
+	if len(sidecars) > 0 {
+		if p.Annotations == nil {
+			p.Annotations = slim.Kept{}
+		}
+		p.Annotations[keys.AnnotationSidecars] = strings.Join(sidecars, ",")
+	}
+	return p
+}
+
+// Fingerprint is slim.Fingerprint of the pod c was packed from.
+func (c *Packed) Fingerprint() uint64 { return c.fingerprint }
+
+// Units is what the pod counts against the watcher's capacity (unitsOf).
+func (c *Packed) Units() int { return int(c.units) }
+
+// admittedBy reports whether scope s admits the pod (Scope.Admits on its
+// labels).
+func (c *Packed) admittedBy(s Scope) bool {
+	return s.Admits(c.label.put(nil, keys.LabelEnabled))
 }
 
 // Name is the pod's name.
@@ -257,24 +349,13 @@ func (c *Packed) GetObjectMeta() metav1.Object {
 // informer machinery expect of stored objects.
 func (c *Packed) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
 
-// DeepCopyObject returns an independent copy. Handles are immutable values
-// and restart policies and rules are never written, so copying the slices
-// suffices.
+// DeepCopyObject returns an independent copy. Handles and strings are
+// immutable values, so copying the containers suffices.
 func (c *Packed) DeepCopyObject() runtime.Object {
 	out := *c
-	out.labels = cloneNil(c.labels)
-	out.annotations = cloneNil(c.annotations)
-	out.initContainers = cloneNil(c.initContainers)
-	out.containers = cloneNil(c.containers)
-	out.initStatuses = cloneNil(c.initStatuses)
-	out.statuses = cloneNil(c.statuses)
+	if c.containers != nil {
+		out.containers = append(make([]packedContainer, 0, len(c.containers)), c.containers...)
+	}
 	out.deletion = copyTime(c.deletion)
 	return &out
-}
-
-func cloneNil[T any](s []T) []T {
-	if s == nil {
-		return nil
-	}
-	return append(make([]T, 0, len(s)), s...)
 }

@@ -1,6 +1,11 @@
 package watch
 
 import (
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -8,10 +13,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/istio-aux/istio-aux/pkg/decision"
+	"github.com/istio-aux/istio-aux/pkg/keys"
 	"github.com/istio-aux/istio-aux/pkg/slim"
 )
 
-func TestPackUnpacks(t *testing.T) {
+// seedPods are pods as the API server holds them, with fields the cache
+// drops and fields it keeps.
+func seedPods() map[string]*corev1.Pod {
 	always := corev1.ContainerRestartPolicyAlways
 	at := metav1.Unix(1_700_000_000, 0)
 	cases := map[string]*corev1.Pod{
@@ -50,38 +59,77 @@ func TestPackUnpacks(t *testing.T) {
 			RestartPolicyRules: []corev1.ContainerRestartRule{{Action: corev1.ContainerRestartRuleActionRestart,
 				ExitCodes: &corev1.ContainerRestartRuleOnExitCodes{Operator: corev1.ContainerRestartRuleOnExitCodesOpIn, Values: []int32{42, 43}}}}}}},
 	}
-	for name, full := range cases {
+	return cases
+}
+
+// TestPackKeepsEveryDecision: for the seed pods and 20,000 random ones, the
+// packed pod decides as the pod does under every configuration, opts in
+// as it does in every namespace and scope, has its fingerprint, and its
+// event carries the same inputs but for what may differ (the statuses'
+// order, the sidecars annotation's names that name no container).
+func TestPackKeepsEveryDecision(t *testing.T) {
+	configs := []decision.Options{{}, {QuitNative: true}, {ExtraSidecars: []string{"b"}}, {ExtraSidecars: []string{"a", "c"}, QuitNative: true}}
+	nsLabels := []map[string]string{nil, {keys.LabelEnabled: "true"}, {keys.LabelEnabled: keys.LabelEnabledPods}}
+	check := func(name string, p *slim.Pod) {
+		t.Helper()
+		c := Pack(p)
+		got := c.Unpack()
+		for _, o := range configs {
+			if want, got := decision.Decide(p, o), decision.Decide(got, o); got != want {
+				t.Fatalf("%s: Decide = %v packed, %v from the pod %s", name, got, want, cmp.Diff(nil, p))
+			}
+		}
+		for _, ns := range nsLabels {
+			if decision.OptedIn(ns, p.Labels, p.Annotations) != decision.OptedIn(ns, got.Labels, got.Annotations) ||
+				ScopeOf(ns).Admits(p.Labels) != ScopeOf(ns).Admits(got.Labels) || ScopeOf(ns).Admits(p.Labels) != c.admittedBy(ScopeOf(ns)) {
+				t.Fatalf("%s: the opt-in differs in namespace %v (labels %v annotations %v, packed %v %v)", name, ns, p.Labels, p.Annotations, got.Labels, got.Annotations)
+			}
+		}
+		if c.Fingerprint() != slim.Fingerprint(p) {
+			t.Fatalf("%s: fingerprint %x, want %x", name, c.Fingerprint(), slim.Fingerprint(p))
+		}
+		if d := cmp.Diff(comparable(decision.Inputs(p)), comparable(decision.Inputs(got))); d != "" {
+			t.Fatalf("%s: the event's inputs differ (-pod +packed):\n%s", name, d)
+		}
+		if got.Name != p.Name || got.Namespace != p.Namespace || got.UID != p.UID || got.ResourceVersion != p.ResourceVersion ||
+			!cmp.Equal(got.DeletionTimestamp, p.DeletionTimestamp) {
+			t.Fatalf("%s: identity %v, want %v", name, got.Meta, p.Meta)
+		}
+	}
+	for name, full := range seedPods() {
 		before := full.DeepCopy()
 		obj, err := PackTransform(full)
 		if err != nil {
 			t.Fatal(err)
 		}
-		c := obj.(*Packed)
-		if d := cmp.Diff(slim.Of(full), c.Unpack()); d != "" {
-			t.Errorf("%s: Unpack differs from Of (-want +got):\n%s", name, d)
-		}
 		if !cmp.Equal(before, full) {
 			t.Errorf("%s: PackTransform mutated its input", name)
 		}
+		c := obj.(*Packed)
+		check(name, slim.Of(full))
 		// What Unpack returns is the caller's: changing it leaves the cache alone.
+		want := c.Unpack()
 		p := c.Unpack()
 		if p.Labels != nil {
-			p.Labels["a"] = "changed"
+			p.Labels[keys.LabelEnabled] = "changed"
 		}
-		if len(p.Spec.InitContainers) > 1 {
-			*p.Spec.InitContainers[1].RestartPolicy = corev1.ContainerRestartPolicy("Never")
+		for i := range p.Spec.Containers {
+			p.Spec.Containers[i].Name = "changed"
+			if p.Spec.Containers[i].RestartPolicy != nil {
+				*p.Spec.Containers[i].RestartPolicy = "changed"
+			}
 		}
-		if d := cmp.Diff(slim.Of(full), c.Unpack()); d != "" {
+		if d := cmp.Diff(want, c.Unpack()); d != "" {
 			t.Errorf("%s: changing Unpack's result reached the cache:\n%s", name, d)
 		}
 		cp := c.DeepCopyObject().(*Packed)
 		if d := cmp.Diff(c.Unpack(), cp.Unpack()); d != "" {
 			t.Errorf("%s: DeepCopyObject differs:\n%s", name, d)
 		}
-		if len(cp.statuses) > 0 {
-			cp.statuses[0].exitCode = 99
-			if c.statuses[0].exitCode == 99 {
-				t.Errorf("%s: DeepCopyObject shares statuses", name)
+		if len(cp.containers) > 0 {
+			cp.containers[0].exitCode = 99
+			if c.containers[0].exitCode == 99 {
+				t.Errorf("%s: DeepCopyObject shares containers", name)
 			}
 		}
 		if key, err := cache.MetaNamespaceKeyFunc(c); err != nil || key != cache.NewObjectName(full.Namespace, full.Name).String() {
@@ -91,7 +139,140 @@ func TestPackUnpacks(t *testing.T) {
 			t.Errorf("%s: namespace index %q, %v", name, ns, err)
 		}
 	}
+	r := rand.New(rand.NewPCG(4, 3))
+	for i := range 20_000 {
+		check(fmt.Sprintf("random pod %d", i), randomPod(r))
+	}
 }
+
+// comparable is in with what packing may change put in one form: statuses
+// by name, the sidecars annotation as the set of the containers it names.
+func comparable(in *slim.Pod) *slim.Pod {
+	out := *in
+	out.Status.ContainerStatuses = slices.Clone(in.Status.ContainerStatuses)
+	slices.SortStableFunc(out.Status.ContainerStatuses, func(a, b slim.ContainerStatus) int { return strings.Compare(a.Name, b.Name) })
+	// Of a name's statuses the decision reads the first: so does packing.
+	out.Status.ContainerStatuses = slices.CompactFunc(out.Status.ContainerStatuses, func(a, b slim.ContainerStatus) bool { return a.Name == b.Name })
+	out.Status.ContainerStatuses = slices.DeleteFunc(out.Status.ContainerStatuses, func(s slim.ContainerStatus) bool {
+		return !slices.ContainsFunc(in.Spec.Containers, func(c slim.Container) bool { return c.Name == s.Name })
+	})
+	if len(out.Status.ContainerStatuses) == 0 {
+		out.Status.ContainerStatuses = nil
+	}
+	out.Annotations = maps.Clone(in.Annotations)
+	var named []string
+	for _, n := range in.AnnotatedSidecars() {
+		if slices.ContainsFunc(in.Spec.Containers, func(c slim.Container) bool { return c.Name == n }) {
+			named = append(named, n)
+		}
+	}
+	slices.Sort(named)
+	delete(out.Annotations, keys.AnnotationSidecars)
+	if len(named) > 0 {
+		out.Annotations[keys.AnnotationSidecars] = strings.Join(named, ",")
+	}
+	if len(out.Annotations) == 0 {
+		out.Annotations = nil
+	}
+	// The label as the opt-in and the scope read it.
+	out.Labels = optInOf(in.Labels[keys.LabelEnabled], in.Labels != nil && in.Labels[keys.LabelEnabled] != "").put(nil, keys.LabelEnabled)
+	return &out
+}
+
+// randomPod draws a slim pod from the cases the decision and the packing
+// tell apart: proxies classic and native, extra and annotated sidecars
+// (past slim.MaxSidecars too), every pod and container restart policy,
+// rules with every operator and action (and unknown ones), every container
+// state, statuses missing, repeated or of no container, opt-in values
+// valid and not.
+func randomPod(r *rand.Rand) *slim.Pod {
+	pick := func(n int) int { return r.IntN(n) }
+	policies := []*corev1.ContainerRestartPolicy{nil, ptr(corev1.ContainerRestartPolicyAlways),
+		ptr(corev1.ContainerRestartPolicyOnFailure), ptr(corev1.ContainerRestartPolicyNever)}
+	operators := []corev1.ContainerRestartRuleOnExitCodesOperator{corev1.ContainerRestartRuleOnExitCodesOpIn,
+		corev1.ContainerRestartRuleOnExitCodesOpNotIn, "Between"}
+	actions := []corev1.ContainerRestartRuleAction{corev1.ContainerRestartRuleActionRestart,
+		corev1.ContainerRestartRuleActionRestartAllContainers, "Explode"}
+	rules := func() slim.Rules {
+		var out slim.Rules
+		for range pick(4) {
+			rule := slim.Rule{Action: actions[pick(len(actions))]}
+			if pick(5) > 0 {
+				rule.ExitCodes = &slim.ExitCodes{Operator: operators[pick(len(operators))]}
+				for range pick(4) {
+					rule.ExitCodes.Values = append(rule.ExitCodes.Values, int32(pick(4)))
+				}
+			}
+			out = append(out, rule)
+		}
+		return out
+	}
+	state := func() slim.State {
+		switch pick(7) {
+		case 0:
+			return slim.State{Running: &slim.Running{StartedAt: metav1.Unix(1, 0)}}
+		case 1:
+			return slim.State{Waiting: &slim.Waiting{Reason: "CrashLoopBackOff"}}
+		case 2:
+			return slim.State{}
+		}
+		return slim.State{Terminated: &slim.Terminated{ExitCode: int32(pick(4)), Reason: "Error"}}
+	}
+	labels := []string{"", "true", "True", "false", "FALSE", "maybe"}
+	annotations := []string{"", "true", "false", " TRUE ", "maybe"}
+	p := &slim.Pod{APIVersion: "v1", Kind: "Pod", Meta: slim.Meta{Name: "p", Namespace: "ns", UID: "u", ResourceVersion: "9"},
+		Spec:   slim.Spec{RestartPolicy: []corev1.RestartPolicy{"", corev1.RestartPolicyAlways, corev1.RestartPolicyOnFailure, corev1.RestartPolicyNever, corev1.RestartPolicyNever}[pick(5)]},
+		Status: slim.Status{Phase: []corev1.PodPhase{corev1.PodRunning, corev1.PodRunning, corev1.PodPending, corev1.PodSucceeded}[pick(4)]}}
+	if pick(10) == 0 {
+		p.DeletionTimestamp = &metav1.Time{}
+	}
+	if v := labels[pick(len(labels))]; v != "" {
+		p.Labels = slim.Kept{keys.LabelEnabled: v}
+	}
+	if v := annotations[pick(len(annotations))]; v != "" {
+		p.Annotations = slim.Kept{keys.AnnotationEnabled: v}
+	}
+	switch pick(4) {
+	case 0:
+		p.Annotations = slim.Kept{keys.AnnotationSidecars: []string{"b", " c , b", "x,,a", "a,b,c"}[pick(4)]}
+	case 1: // the names past slim.MaxSidecars are not sidecars
+		var names []string
+		for i := range slim.MaxSidecars + 2 {
+			names = append(names, fmt.Sprintf("n%d", i))
+		}
+		names = append(names, "c")
+		if pick(2) == 0 {
+			names = append([]string{"b"}, names...)
+		}
+		p.Annotations = slim.Kept{keys.AnnotationSidecars: strings.Join(names, ",")}
+	}
+	names := []string{"istio-proxy", "a", "b", "c"}
+	for _, n := range names[:1+pick(len(names))] {
+		if n == "istio-proxy" && pick(3) == 0 {
+			p.Spec.InitContainers = append(p.Spec.InitContainers, slim.Container{Name: n, RestartPolicy: policies[pick(len(policies))], RestartPolicyRules: rules()})
+			if pick(4) > 0 {
+				p.Status.InitContainerStatuses = append(p.Status.InitContainerStatuses, slim.ContainerStatus{Name: n, State: state()})
+			}
+			continue
+		}
+		p.Spec.Containers = append(p.Spec.Containers, slim.Container{Name: n, RestartPolicy: policies[pick(len(policies))], RestartPolicyRules: rules()})
+		if pick(5) > 0 {
+			p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, slim.ContainerStatus{Name: n, RestartCount: int32(pick(3)), State: state()})
+		}
+	}
+	if pick(4) == 0 { // an init container that is not the proxy
+		p.Spec.InitContainers = append(p.Spec.InitContainers, slim.Container{Name: "setup", RestartPolicyRules: rules()})
+		p.Status.InitContainerStatuses = append(p.Status.InitContainerStatuses, slim.ContainerStatus{Name: "setup", State: state()})
+	}
+	if pick(6) == 0 { // statuses the kubelet would not write: of no container, or twice
+		p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, slim.ContainerStatus{Name: names[pick(len(names))], State: state()},
+			slim.ContainerStatus{Name: "gone", State: state()})
+		slices.Reverse(p.Status.ContainerStatuses)
+	}
+	return p
+}
+
+func ptr[T any](v T) *T { return &v }
 
 func TestPackTransformTombstone(t *testing.T) {
 	full := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", Annotations: map[string]string{"big": "x"}}}

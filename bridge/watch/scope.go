@@ -60,8 +60,15 @@ func Serves(namespaceLabels, podLabels, podAnnotations map[string]string) bool {
 	return ScopeOf(namespaceLabels).Admits(podLabels) && decision.OptedIn(namespaceLabels, podLabels, podAnnotations)
 }
 
-// StraySelector selects the scope's pods that lack the webhook's label
-// (keys.LabelWatched): those the cluster-wide watch does not bring.
+// widens reports whether s admits pods that old did not: a namespace
+// coming into scope, or opted in as a whole after its pods opted in one by
+// one.
+func (s Scope) widens(old Scope) bool {
+	return s != old && (old == ScopeNone || s == ScopeAll)
+}
+
+// StraySelector selects the scope's pods that the cluster-wide watch does
+// not bring: not labelled keys.LabelWatched=true (StraysSelector).
 func (s Scope) StraySelector() string {
 	sel := StraysSelector
 	if s == ScopeLabelled {

@@ -32,7 +32,7 @@ type strayWatches struct {
 	look sync.Map
 }
 
-// podWatch is one namespace's watch of its pods without the label: a
+// podWatch is one namespace's watch of its pods not labelled: a
 // client-go reflector writing into a podStore.
 type podWatch struct {
 	scope  Scope
@@ -49,7 +49,7 @@ func newStrayWatches(w *Watcher) *strayWatches {
 	}
 }
 
-// lookIn has namespace ns's pods without the label listed and watched, if
+// lookIn has namespace ns's pods not labelled listed and watched, if
 // it is in scope, until it holds none.
 func (p *strayWatches) lookIn(ns string) {
 	p.look.Store(ns, struct{}{})
@@ -89,7 +89,7 @@ func (p *strayWatches) reconcile(ctx context.Context, name string) {
 
 func (p *strayWatches) start(ctx context.Context, ns string, s Scope) {
 	w := p.w
-	store := newPodStore(w)
+	store := newPodStore(w, false)
 	store.shrunk = func() { p.queue.Add(ns) }
 	r := cache.NewReflectorWithOptions(w.lists.Pods(ns, s.StraySelector()), &corev1.Pod{}, store,
 		cache.ReflectorOptions{Name: "strays/" + ns, TypeDescription: "*v1.Pod"})
@@ -103,7 +103,7 @@ func (p *strayWatches) start(ctx context.Context, ns string, s Scope) {
 		r.RunWithContext(wctx)
 	}()
 	w.m.StrayWatches.Inc()
-	logging.FromContext(ctx).Infow("Watching pods without the webhook's label", zap.String("namespace", ns), zap.Stringer("scope", s))
+	logging.FromContext(ctx).Infow("Watching pods not labelled by the webhook", zap.String("namespace", ns), zap.Stringer("scope", s))
 }
 
 // stop ends a namespace's watch and drops its cache. Its pods' keys go
@@ -119,7 +119,7 @@ func (p *strayWatches) stop(ctx context.Context, ns string, pw *podWatch) {
 	for _, key := range keys {
 		p.w.queue.Add(key)
 	}
-	logging.FromContext(ctx).Infow("Stopped watching pods without the webhook's label", zap.String("namespace", ns), zap.Int("dropped", len(keys)))
+	logging.FromContext(ctx).Infow("Stopped watching pods not labelled by the webhook", zap.String("namespace", ns), zap.Int("dropped", len(keys)))
 }
 
 // stopAll ends every watch once the context they run under is done, and
@@ -141,7 +141,8 @@ func (p *strayWatches) halt(pw *podWatch) []string {
 	<-pw.done
 	p.w.m.StrayWatches.Dec()
 	keys := pw.store.allKeys()
-	p.w.counted(-int64(len(keys)))
+	_, units := pw.store.size()
+	p.w.counted(-int64(len(keys)), -units)
 	return keys
 }
 
@@ -151,7 +152,7 @@ func (p *strayWatches) get(ns string) *podWatch {
 	return p.byNS[ns]
 }
 
-// store is namespace ns's cache of pods without the label, nil when none
+// store is namespace ns's cache of pods not labelled, nil when none
 // is watched.
 func (p *strayWatches) store(ns string) *podStore {
 	if pw := p.get(ns); pw != nil {

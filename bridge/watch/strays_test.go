@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -94,15 +95,19 @@ func TestAPodTheWebhookMissedIsFoundBySweep(t *testing.T) {
 
 // TestAPodOutsideTheScopeIsNeverServed: a pod labelled as the webhook
 // would, with its own opt-in label, in a namespace not in scope (the
-// webhook's selectors would never have let it in) gets no quit.
+// webhook's selectors would never have let it in) gets no quit, and is not
+// even cached: the cluster-wide watch brings it, and it is dropped.
 func TestAPodOutsideTheScopeIsNeverServed(t *testing.T) {
 	c, b, s := delivering(t, watch.Options{})
-	c.createStray("plain", "forged", labelled("true"), func(p *corev1.Pod) { p.Labels[keys.LabelWatched] = "true" })
+	c.createStray("plain", "forged", labelled("true"), watchedAs("true"))
 	c.update("plain", "forged", appExits(0))
 	c.createJob("jobs", "x")
 	xDone := c.update("jobs", "x", appExits(0))
 	testenv.Eventually(t, 5*time.Second, "the opted-in pod's quit", func() bool { return s.count(xDone) == 1 })
-	testenv.Eventually(t, 5*time.Second, "both pods evaluated", func() bool { return b.w.CachedPods() == 2 })
+	testenv.Eventually(t, 5*time.Second, "both pods' two states decoded", func() bool { return decoded(b) == 4 })
+	if got := b.w.CachedPods(); got != 1 {
+		t.Errorf("%d pods cached, want 1: the forged pod is not", got)
+	}
 	if s.total() != 1 {
 		t.Errorf("the function saw %v, want only the opted-in pod's quit", s.seen)
 	}
@@ -145,6 +150,29 @@ func TestTooManyPodsRefuses(t *testing.T) {
 	}
 }
 
+// TestLargePodsCountAsSeveral: a pod whose cache entry holds more than
+// watch.CapacityHeapPerPod counts against the capacity as several, so
+// that a few large pods cannot hold more memory than the capacity
+// accounts for: one pod of 40 apps of the longest names makes a watcher of
+// capacity 3 refuse.
+func TestLargePodsCountAsSeveral(t *testing.T) {
+	c := newCluster(t)
+	c.createJob("jobs", "wide", func(p *corev1.Pod) {
+		for i := range 40 {
+			p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: fmt.Sprintf("app-%02d-%s", i, strings.Repeat("x", 56))})
+		}
+	})
+	lists := testenv.NewLists(c.client, watch.PodFieldSelector)
+	w := watch.New(lists.Lists, nopPublisher{}, metrics.NewBridge(nil), watch.Options{Source: "test", MaxPods: 3})
+	ctx, cancel := context.WithTimeout(testenv.Context(t), 10*time.Second)
+	defer cancel()
+	var ce *watch.CapacityError
+	if err := w.Run(ctx); !errors.As(err, &ce) || ce.Pods < 4 {
+		t.Fatalf("Run = %v, want a CapacityError: one pod of 40 apps counts as more than 3", err)
+	}
+	t.Logf("one pod of 40 apps: %v", ce)
+}
+
 // TestCapacity: the model's figures (docs/bench.md, "Memory").
 func TestCapacity(t *testing.T) {
 	for _, tc := range []struct {
@@ -166,4 +194,71 @@ type nopPublisher struct{}
 func (nopPublisher) Publish(_ context.Context, _ *event.Event, _ string, done func(error)) error {
 	done(nil)
 	return nil
+}
+
+func watchedAs(value string) func(*corev1.Pod) {
+	return func(p *corev1.Pod) {
+		if p.Labels == nil {
+			p.Labels = map[string]string{}
+		}
+		p.Labels[keys.LabelWatched] = value
+	}
+}
+
+// TestAnyWatchedValueIsFound: an opted-in pod whose keys.LabelWatched says
+// anything but "true" ("false", empty, garbage: its owner wrote it, or
+// copied it from another pod) is not the cluster-wide watch's, so the sweep
+// finds it and it gets its quit. Once it was in neither selection: no quit
+// ever, the Job never completed.
+func TestAnyWatchedValueIsFound(t *testing.T) {
+	c, b, s := delivering(t, watch.Options{Resync: 200 * time.Millisecond})
+	var done []string
+	for i, value := range []string{"false", "", "garbage"} {
+		name := fmt.Sprintf("labelled-%d", i)
+		c.createStray("jobs", name, watchedAs(value))
+		done = append(done, c.update("jobs", name, appExits(0)))
+	}
+	testenv.Eventually(t, 5*time.Second, "the quit of every pod, whatever its label says", func() bool {
+		for _, id := range done {
+			if s.count(id) != 1 {
+				return false
+			}
+		}
+		return true
+	})
+	if got := b.w.CachedPods(); got != 3 {
+		t.Errorf("%d pods cached, want 3", got)
+	}
+}
+
+// TestAPodWhoseLabelChangesIsServedOnce: a pod whose keys.LabelWatched is
+// rewritten moves from one watch to the other (the API server reports it
+// deleted to the one it leaves and added to the other): it is cached and
+// counted once, and its quit delivered once, whichever watch brings it.
+func TestAPodWhoseLabelChangesIsServedOnce(t *testing.T) {
+	c, b, s := delivering(t, watch.Options{Resync: 200 * time.Millisecond})
+	// A running pod labelled otherwise keeps the namespace's watch of such
+	// pods open throughout.
+	c.createStray("jobs", "anchor", watchedAs("false"))
+	c.createJob("jobs", "moved")
+	testenv.Eventually(t, 5*time.Second, "both pods cached, the namespace watched", func() bool {
+		return b.lists.Watching("jobs") && b.w.CachedPods() == 2
+	})
+	c.update("jobs", "moved", watchedAs("false"))
+	testenv.Eventually(t, 5*time.Second, "the cluster-wide watch to let it go", func() bool {
+		return testutil.ToFloat64(b.m.WatchEvents.WithLabelValues("pod", "delete")) >= 1
+	})
+	done := c.update("jobs", "moved", appExits(0))
+	testenv.Eventually(t, 5*time.Second, "its quit, through the namespace's watch", func() bool { return s.count(done) == 1 })
+	if got := b.w.CachedPods(); got != 2 {
+		t.Errorf("%d pods cached after the label changed, want 2", got)
+	}
+	back := c.update("jobs", "moved", watchedAs("true"))
+	testenv.Eventually(t, 5*time.Second, "the namespace's watch to let it go", func() bool {
+		return testutil.ToFloat64(b.m.WatchEvents.WithLabelValues("pod", "delete")) >= 2
+	})
+	testenv.Eventually(t, 5*time.Second, "two pods cached, each once", func() bool { return b.w.CachedPods() == 2 })
+	if got := s.total(); got != 1 || s.count(done)+s.count(back) != 1 {
+		t.Errorf("the function saw %v, want the moved pod's quit once", s.seen)
+	}
 }

@@ -106,7 +106,7 @@ func (w *Watcher) read(key string) (Input, bool) {
 	if !exists {
 		return Input{}, false
 	}
-	in := Input{Pod: packed.Unpack(), NamespaceLabels: nsLabels}
+	in := Input{Pod: packed.Unpack(), NamespaceLabels: nsLabels, Fingerprint: packed.Fingerprint()}
 	if !ScopeOf(nsLabels).Admits(in.Pod.Labels) {
 		return Input{}, false
 	}

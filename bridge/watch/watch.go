@@ -1,6 +1,6 @@
 // Package watch is the bridge's producer side: a namespace informer, one
 // cluster-wide watch of the pods the webhook labelled (keys.LabelWatched),
-// a sweep and per-namespace watches for opted-in pods without the label
+// a sweep and per-namespace watches for opted-in pods not labelled so
 // (strays.go), a rate-limited work queue keyed by pod, and workers that run
 // the change filter and publish an event for each state worth acting on.
 // What the API server sends the bridge is the pods it serves, however many
@@ -91,12 +91,16 @@ type Watcher struct {
 	scopesMu sync.Mutex
 	scopes   map[string]Scope
 	// labelled is the cluster-wide watch's cache; strays, the
-	// per-namespace watches of pods without the label.
+	// per-namespace watches of pods not labelled; catchUps, the namespaces
+	// whose labelled pods are to be listed (catchup.go).
 	labelled *podStore
 	strays   *strayWatches
-	// cached counts the pods of every cache; over Options.MaxPods, refuse
+	catchUps workqueue.TypedRateLimitingInterface[string]
+	// cached counts the pods of every cache, charged what they count
+	// against the capacity (Packed.Units); over Options.MaxPods, refuse
 	// cancels Run with a *CapacityError.
 	cached    atomic.Int64
+	charged   atomic.Int64
 	refuse    context.CancelCauseFunc
 	queue     workqueue.TypedRateLimitingInterface[string]
 	published *published
@@ -134,8 +138,11 @@ func New(lists Lists, pub Publisher, m *metrics.Bridge, o Options) *Watcher {
 	}
 	w.decision.Store(&o.Decision)
 	w.resync.Store(int64(o.Resync))
-	w.labelled = newPodStore(w)
+	w.labelled = newPodStore(w, true)
 	w.strays = newStrayWatches(w)
+	w.catchUps = workqueue.NewTypedRateLimitingQueueWithConfig(
+		workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Second, time.Minute),
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: "istio-aux-catch-up"})
 	// Registration only fails on a stopped informer; this one is new.
 	reg, _ := w.nss.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { w.onNamespace("add", obj) },
@@ -147,24 +154,25 @@ func New(lists Lists, pub Publisher, m *metrics.Bridge, o Options) *Watcher {
 }
 
 // Synced reports whether the namespaces and the labelled pods have been
-// listed (readiness). Pods without the label are found after it, by the
+// listed (readiness). Pods not labelled are found after it, by the
 // sweep.
 func (w *Watcher) Synced() bool { return w.synced.Load() }
 
 // CachedPods is the number of pods the watches hold.
 func (w *Watcher) CachedPods() int { return int(w.cached.Load()) }
 
-// Run starts the namespace informer and the cluster-wide pod watch, waits
-// for both to list, and runs the workers, the sweep and the resync until
-// ctx is done. It returns a *CapacityError, its caches dropped, if the pods
-// to serve exceed Options.MaxPods.
+// Run starts the namespace informer and, once it has listed, the
+// cluster-wide pod watch; waits for the watch to list; and runs the
+// workers, the sweep and the resync until ctx is done. It returns a
+// *CapacityError, its caches dropped, if the pods to serve exceed
+// Options.MaxPods.
 func (w *Watcher) Run(ctx context.Context) error {
 	logger := logging.FromContext(ctx)
 	ctx, refuse := context.WithCancelCause(ctx)
 	defer refuse(nil)
 	w.refuse = refuse
 	defer w.queue.ShutDown()
-	// Deferred in reverse: cancel the informers and the namespace queue,
+	// Deferred in reverse: cancel the informers and the namespace queues,
 	// wait for their goroutines, stop every stray watch, forget the
 	// watcher's namespaces and pods.
 	defer w.forgetAll()
@@ -174,11 +182,17 @@ func (w *Watcher) Run(ctx context.Context) error {
 	ictx, stop := context.WithCancel(ctx)
 	defer stop()
 	informers.Go(func() { w.nss.RunWithContext(ictx) })
+	// The pod watch starts once every namespace's scope is known: the
+	// store keeps only pods in scope, and drops any other the watch brings.
+	if !cache.WaitForCacheSync(ctx.Done(), w.nss.HasSynced, w.nsSynced) {
+		return w.ended(ctx, errors.New("namespace cache did not sync"))
+	}
 	r := cache.NewReflectorWithOptions(w.lists.Pods("", keys.LabelWatched+"=true"), &corev1.Pod{}, w.labelled,
 		cache.ReflectorOptions{Name: "pods", TypeDescription: "*v1.Pod"})
 	informers.Go(func() { r.RunWithContext(ictx) })
-	if !cache.WaitForCacheSync(ctx.Done(), w.nss.HasSynced, w.nsSynced, w.labelled.synced.Load) {
-		return w.ended(ctx, errors.New("namespace and pod caches did not sync"))
+	informers.Go(func() { w.runCatchUps(ictx) })
+	if !cache.WaitForCacheSync(ctx.Done(), w.labelled.synced.Load) {
+		return w.ended(ctx, errors.New("pod cache did not sync"))
 	}
 	informers.Go(func() { w.strays.run(ictx) })
 	w.synced.Store(true)
@@ -216,7 +230,8 @@ func (w *Watcher) forgetAll() {
 		delete(w.scopes, ns)
 	}
 	w.scopesMu.Unlock()
-	w.counted(-int64(w.labelled.len()))
+	pods, units := w.labelled.size()
+	w.counted(-int64(pods), -units)
 }
 
 // Reconfigure applies a change of settings: the decision's options at once
@@ -272,16 +287,6 @@ func (w *Watcher) resyncAll() {
 	}
 }
 
-// transform packs a pod for the cache and counts it: every pod a watch
-// receives from the API server passes here once (a resync or a deletion
-// tombstone passes objects already packed).
-func (w *Watcher) transform(obj any) (any, error) {
-	if _, ok := obj.(*corev1.Pod); ok {
-		w.m.PodsDecoded.Inc()
-	}
-	return PackTransform(obj)
-}
-
 // onNamespace follows a namespace added, changed or deleted: its scope,
 // which setScope acts on when it changes.
 func (w *Watcher) onNamespace(op string, obj any) {
@@ -297,11 +302,15 @@ func (w *Watcher) onNamespace(op string, obj any) {
 	w.setScope(key, s)
 }
 
-// setScope records namespace ns's scope. A change re-queues its labelled
-// pods (opted out, their quits stop; opted in, those that finished get
-// theirs) and reconciles its stray watch, looking for pods without the
-// label when it comes into scope, those that predate the opt-in (after the
-// first list: the sweep looks at the namespaces there at start).
+// setScope records namespace ns's scope. The caches drop the pods a
+// narrower scope no longer admits (opted out, no quit); a wider one has the
+// namespace's labelled pods listed (catchUp: the cluster-wide watch dropped
+// them while the namespace was out of scope; opted in, those that finished
+// get their quits), unless the cluster-wide watch has not listed yet (its
+// first list reads the scopes in force). The namespace's labelled pods are
+// re-queued, and its stray watch reconciled, looking for pods not labelled
+// when it comes into scope, those that predate the opt-in (after the first
+// list: the sweep looks at the namespaces there at start).
 func (w *Watcher) setScope(ns string, s Scope) {
 	w.scopesMu.Lock()
 	old := w.scopes[ns]
@@ -319,6 +328,12 @@ func (w *Watcher) setScope(ns string, s Scope) {
 		delete(w.scopes, ns)
 	}
 	w.scopesMu.Unlock()
+	if synced := w.labelled.rescope(ns); synced && s.widens(old) {
+		w.catchUps.Add(ns)
+	}
+	if store := w.strays.store(ns); store != nil {
+		store.rescope(ns)
+	}
 	if !w.synced.Load() {
 		return
 	}
@@ -330,6 +345,13 @@ func (w *Watcher) setScope(ns string, s Scope) {
 	} else {
 		w.strays.queue.Add(ns)
 	}
+}
+
+// scopeOf is namespace ns's scope as setScope last recorded it.
+func (w *Watcher) scopeOf(ns string) Scope {
+	w.scopesMu.Lock()
+	defer w.scopesMu.Unlock()
+	return w.scopes[ns]
 }
 
 // inScope is the number of namespaces in scope.

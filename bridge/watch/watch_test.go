@@ -177,6 +177,8 @@ type bridge struct {
 	w     *watch.Watcher
 	lists *testenv.Lists
 	stop  func()
+	// ran receives Run's result if it returns before stop.
+	ran chan error
 }
 
 func startBridge(t *testing.T, ctx context.Context, client kubernetes.Interface, url string, o watch.Options) *bridge {
@@ -187,7 +189,7 @@ func startBridge(t *testing.T, ctx context.Context, client kubernetes.Interface,
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &bridge{nc: nc, m: metrics.NewBridge(nil)}
+	b := &bridge{nc: nc, m: metrics.NewBridge(nil), ran: make(chan error, 1)}
 	pub := publish.New(nc, js, b.m, transport.DefaultName, 128)
 	if o.Source == "" {
 		o.Source = "test"
@@ -199,10 +201,17 @@ func startBridge(t *testing.T, ctx context.Context, client kubernetes.Interface,
 	b.w = watch.New(b.lists.Lists, pub, b.m, o)
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = pub.Run(ctx) })
-	wg.Go(func() { _ = b.w.Run(ctx) })
+	wg.Go(func() { b.ran <- b.w.Run(ctx) })
 	b.stop = func() { cancel(); wg.Wait(); nc.Close() }
 	t.Cleanup(b.stop)
-	testenv.Eventually(t, 5*time.Second, "caches to sync", b.w.Synced)
+	testenv.Eventually(t, 5*time.Second, "caches to sync", func() bool {
+		select {
+		case err := <-b.ran:
+			t.Fatalf("the watcher stopped before its caches synced: %v", err)
+		default:
+		}
+		return b.w.Synced()
+	})
 	return b
 }
 

@@ -11,7 +11,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/singleflight"
+	"k8s.io/client-go/util/flowcontrol"
 )
 
 // Caller authentication. Anything in the cluster can reach the function's
@@ -25,26 +27,26 @@ import (
 // its shape, expiry, audience, issuer, and its signature against the keys
 // the cluster publishes (service account issuer discovery, keys.go). Only a
 // token signed by the cluster for the function's audience, of an allowed
-// caller, is then reviewed (TokenReview), to learn whether the API server
-// still honours it: a bound token whose pod was deleted, or whose
-// ServiceAccount was deleted or re-created, is revoked before it expires.
-// Reviews run on their own client and rate limit, so no caller can spend
-// the budget of the pod reads, the execs and the Events.
+// caller, is then reviewed (TokenReview, review.go), to learn whether the
+// API server still honours it: a bound token whose pod was deleted, or
+// whose ServiceAccount was deleted or re-created, is revoked before it
+// expires. Until the keys are read, a token whose claims pass is reviewed
+// within a small budget only (review.go). Reviews run on their own
+// client and rate limit, so no caller can spend the budget of the pod
+// reads, the execs and the Events.
 
-// Errors of Authenticate, mapped to HTTP statuses by the handler.
+// Errors of Authenticate, mapped to HTTP statuses by the handler; any other
+// is 503 (the caller retries).
 var (
 	// ErrUnauthenticated: no bearer token, or one that is not a valid
 	// token of this cluster for the audience (401).
 	ErrUnauthenticated = errors.New("unauthenticated")
 	// ErrForbidden: a valid token of a caller that is not allowed (403).
 	ErrForbidden = errors.New("caller not allowed")
+	// errReviewDeferred: a token that needs a review the budget of
+	// unverified reviews has no room for (503).
+	errReviewDeferred = errors.New("the cluster's token keys are not read yet, and the reviews of tokens they would verify are spent")
 )
-
-// Reviewer verifies a bearer token for audiences: the authenticated user
-// name, or ok false. An error means no answer (the API is unreachable).
-type Reviewer interface {
-	ReviewToken(ctx context.Context, token string, audiences []string) (user string, ok bool, err error)
-}
 
 // Auth configures caller authentication.
 type Auth struct {
@@ -79,28 +81,47 @@ const (
 // authenticator checks callers against Auth. Tokens that pass the local
 // checks are reviewed at most once per reviewTTL each.
 type authenticator struct {
-	auth    Auth
-	review  Reviewer
-	keys    *issuerKeys
-	now     func() time.Time
-	flights singleflight.Group
+	auth   Auth
+	review Reviewer
+	keys   *issuerKeys
+	now    func() time.Time
+	// unverified is the budget of reviews of tokens whose signature could
+	// not be checked (no keys yet).
+	unverified flowcontrol.PassiveRateLimiter
+	flights    singleflight.Group
+	reviews    *prometheus.CounterVec // Metrics.tokenReviews
+	// refusals keeps the log of refused callers short (http.go).
+	refusals *refusalLog
 
 	mu      sync.Mutex
 	entries map[[32]byte]tokenEntry
 }
 
-type tokenEntry struct {
-	user  string
-	ok    bool
-	until time.Time
+// newAuthenticator checks callers against a, reviewing tokens with r (nil:
+// a token that needs a review is answered 503) and counting the reviews in
+// m (nil: counted nowhere).
+func newAuthenticator(a Auth, r Reviewer, m *Metrics) *authenticator {
+	if m == nil {
+		m, _ = NewMetrics(nil) // cannot fail without a registry
+	}
+	au := &authenticator{auth: a, review: r, keys: &issuerKeys{}, now: time.Now, entries: map[[32]byte]tokenEntry{},
+		reviews: m.tokenReviews}
+	au.unverified = flowcontrol.NewTokenBucketPassiveRateLimiterWithClock(unverifiedReviewsPerSecond, unverifiedReviewsBurst, authClock{au})
+	au.refusals = &refusalLog{now: func() time.Time { return au.now() }, seen: map[string]*refusalCount{}}
+	return au
 }
 
-func newAuthenticator(a Auth, r Reviewer) *authenticator {
-	return &authenticator{auth: a, review: r, keys: &issuerKeys{}, now: time.Now, entries: map[[32]byte]tokenEntry{}}
-}
+// authClock is the authenticator's now (which tests set) as a clock.
+type authClock struct{ a *authenticator }
+
+func (c authClock) Now() time.Time                  { return c.a.now() }
+func (c authClock) Since(t time.Time) time.Duration { return c.a.now().Sub(t) }
 
 // Authenticate returns the caller of r, or ErrUnauthenticated,
-// ErrForbidden or an error of the review itself.
+// ErrForbidden or an error of the review itself. A refused caller is named
+// only when it is known for sure (the cluster's keys verified its token, or
+// a review named it), else "": a token's subject alone is its sender's to
+// choose.
 func (a *authenticator) Authenticate(ctx context.Context, r *http.Request) (string, error) {
 	if a.auth.Disabled {
 		return "", nil
@@ -112,33 +133,25 @@ func (a *authenticator) Authenticate(ctx context.Context, r *http.Request) (stri
 	now := a.now()
 	// Local checks first, on every request: a token expires on time
 	// whatever its review said.
-	claims, err := a.check(token, now)
+	claims, verified, err := a.check(token, now)
 	if err != nil {
+		if !verified {
+			return "", err
+		}
 		return claims.Subject, err
 	}
 	key := sha256.Sum256([]byte(token))
-	e, cached := a.lookup(key, now)
-	if !cached {
-		v, err, _ := a.flights.Do(string(key[:]), func() (any, error) {
-			user, ok, err := a.review.ReviewToken(ctx, token, a.auth.Audiences)
-			if err != nil {
-				return tokenEntry{}, err
-			}
-			until := now.Add(reviewTTL)
-			if exp := claims.Expiry.Time(); exp.Before(until) {
-				until = exp
-			}
-			e := tokenEntry{user: user, ok: ok, until: until}
-			a.store(key, e)
-			return e, nil
-		})
-		if err != nil {
-			return "", fmt.Errorf("reviewing the caller's token: %w", err)
+	e, fresh, vouched := a.lookup(key, now)
+	if !fresh {
+		// A token neither signed by the keys nor honoured before comes out
+		// of the budget of unverified reviews.
+		budgeted := !verified && !vouched
+		if e, err = a.reviewShared(ctx, key, token, claims, now, budgeted); err != nil {
+			return "", err
 		}
-		e = v.(tokenEntry)
 	}
-	if !e.ok {
-		return "", fmt.Errorf("%w: the API server does not honour the token (revoked?)", ErrUnauthenticated)
+	if e.refused != nil {
+		return "", e.refused
 	}
 	if !allowed(a.auth.Callers, e.user) {
 		return e.user, fmt.Errorf("%w: %s", ErrForbidden, e.user)
@@ -153,31 +166,4 @@ func allowed(callers []string, user string) bool {
 		}
 		return c == user
 	})
-}
-
-func (a *authenticator) lookup(key [32]byte, now time.Time) (tokenEntry, bool) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	e, ok := a.entries[key]
-	if !ok || !now.Before(e.until) {
-		return tokenEntry{}, false
-	}
-	return e, true
-}
-
-func (a *authenticator) store(key [32]byte, e tokenEntry) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if len(a.entries) >= maxTokenEntries {
-		now := a.now()
-		for k, old := range a.entries {
-			if !now.Before(old.until) {
-				delete(a.entries, k)
-			}
-		}
-		if len(a.entries) >= maxTokenEntries {
-			clear(a.entries)
-		}
-	}
-	a.entries[key] = e
 }

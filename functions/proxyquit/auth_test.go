@@ -161,7 +161,7 @@ func TestReviewsHonourExpiryAndRevocation(t *testing.T) {
 		if r.Spec.Token != short {
 			return false, nil, nil
 		}
-		r.Status = authenticationv1.TokenReviewStatus{Authenticated: true, User: authenticationv1.UserInfo{Username: dispatcherUser}}
+		r.Status = authenticationv1.TokenReviewStatus{Authenticated: true, Audiences: r.Spec.Audiences, User: authenticationv1.UserInfo{Username: dispatcherUser}}
 		return true, r, nil
 	})
 	if code, _ := post(t, url, "Bearer "+short, h); code != 200 {

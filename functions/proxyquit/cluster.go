@@ -10,12 +10,12 @@ import (
 )
 
 // Cluster is what the function asks the API server: the live objects it
-// decides on, and who a caller is. Errors are the API server's
-// (apierrors.IsNotFound works on them). internal/kube's Client is one,
-// reading straight from the API server: the function is stateless and
-// scales to zero, and a quit must never act on a stale pod.
+// decides on. Errors are the API server's (apierrors.IsNotFound works on
+// them). internal/kube's Client is one, reading straight from the API
+// server: the function is stateless and scales to zero, and a quit must
+// never act on a stale pod. A Cluster that is also a Reviewer reviews the
+// callers' tokens (New).
 type Cluster interface {
-	Reviewer
 	// Pod reads a pod at least as new as the resourceVersion notOlderThan,
 	// which lets the API server answer from its watch cache instead of a
 	// quorum read of etcd; empty asks for the most recent (etcd).

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/util/flowcontrol"
 )
@@ -55,11 +56,11 @@ func (c limitedCluster) Node(ctx context.Context, name string) (*corev1.Node, er
 	return c.next.Node(ctx, name)
 }
 
-func (c limitedCluster) ReviewToken(ctx context.Context, token string, audiences []string) (string, bool, error) {
+func (c limitedCluster) Review(ctx context.Context, token string, audiences []string) (authenticationv1.TokenReviewStatus, error) {
 	if err := c.wait(ctx); err != nil {
-		return "", false, err
+		return authenticationv1.TokenReviewStatus{}, err
 	}
-	return c.next.ReviewToken(ctx, token, audiences)
+	return c.next.(Reviewer).Review(ctx, token, audiences)
 }
 
 // floodArm is one function, wired as NewFromConfig wires it (pods and
@@ -83,7 +84,7 @@ func newFloodArm(t *testing.T, pods int) *floodArm {
 			limiter: flowcontrol.NewTokenBucketRateLimiter(clientQPS, clientBurst)}),
 		reviews: limitedCluster{next: base, calls: &a.revws, limiter: flowcontrol.NewTokenBucketRateLimiter(authQPS, authBurst)},
 	}
-	a.h.fn.auth.review = a.h.fn.cluster
+	a.h.fn.auth.review = a.h.fn.cluster.(Reviewer)
 	// An exec takes what one through the API server to a kubelet takes.
 	a.h.exec.hook = func(ctx context.Context, _ execCall) (ExecOutput, error) {
 		select {

@@ -13,6 +13,7 @@ import (
 	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -96,7 +97,8 @@ func New(cfg Config, cluster Cluster, exec Execer, recorder record.EventRecorder
 	if metrics == nil {
 		metrics, _ = NewMetrics(nil) // cannot fail without a registry
 	}
-	f := &Function{cfg: cfg, auth: newAuthenticator(cfg.Auth, cluster), cluster: cluster, exec: exec,
+	reviewer, _ := cluster.(Reviewer)
+	f := &Function{cfg: cfg, auth: newAuthenticator(cfg.Auth, reviewer, metrics), cluster: cluster, exec: exec,
 		recorder: recorder, metrics: metrics, now: time.Now}
 	f.live.Store(&liveSettings{decision: cfg.Decision, quitCommand: cfg.QuitCommand})
 	return f, nil
@@ -163,7 +165,7 @@ func NewFromConfig(ctx context.Context, rc *rest.Config, cfg Config, reg prometh
 	if err != nil {
 		return nil, fmt.Errorf("creating the authentication client: %w", err)
 	}
-	fn, err := New(cfg, reviewedApart{Cluster: NewNamespaceCache(kc), reviews: ac}, ex, recorder, m)
+	fn, err := New(cfg, reviewedApart{Cluster: NewNamespaceCache(kc), reviews: APIServerReviewer(ac.RESTClient())}, ex, recorder, m)
 	if err != nil {
 		events.broadcaster.Shutdown()
 		return nil, err
@@ -200,8 +202,8 @@ type reviewedApart struct {
 	reviews Reviewer
 }
 
-func (c reviewedApart) ReviewToken(ctx context.Context, token string, audiences []string) (string, bool, error) {
-	return c.reviews.ReviewToken(ctx, token, audiences)
+func (c reviewedApart) Review(ctx context.Context, token string, audiences []string) (authenticationv1.TokenReviewStatus, error) {
+	return c.reviews.Review(ctx, token, audiences)
 }
 
 // Handle is the CloudEvents entry point. Its result carries an HTTP status

@@ -253,15 +253,15 @@ func (c ClientCluster) Pod(ctx context.Context, namespace, name, _ string) (*cor
 	return c.Client.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
 }
 
-// ReviewToken implements Cluster: the fake clientset's TokenReview answers
+// Review implements Reviewer: the fake clientset's TokenReview answers
 // what a reactor says (by default: not authenticated).
-func (c ClientCluster) ReviewToken(ctx context.Context, token string, audiences []string) (string, bool, error) {
+func (c ClientCluster) Review(ctx context.Context, token string, audiences []string) (authenticationv1.TokenReviewStatus, error) {
 	r, err := c.Client.AuthenticationV1().TokenReviews().Create(ctx, &authenticationv1.TokenReview{
 		Spec: authenticationv1.TokenReviewSpec{Token: token, Audiences: audiences}}, metav1.CreateOptions{})
 	if err != nil {
-		return "", false, err
+		return authenticationv1.TokenReviewStatus{}, err
 	}
-	return r.Status.User.Username, r.Status.Authenticated, nil
+	return r.Status, nil
 }
 
 // Namespace implements Cluster.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/cloudevents/sdk-go/v2/binding"
@@ -87,8 +88,8 @@ func (f *Function) serveEvent(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "CloudEvents are POSTed", http.StatusMethodNotAllowed)
 		return
 	}
-	if _, err := f.auth.Authenticate(ctx, r); err != nil {
-		f.refuse(ctx, w, err)
+	if caller, err := f.auth.Authenticate(ctx, r); err != nil {
+		f.refuse(ctx, w, caller, err)
 		return
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, maxRequestBytes)
@@ -115,8 +116,13 @@ func (f *Function) serveEvent(w http.ResponseWriter, r *http.Request) {
 }
 
 // refuse answers a caller that may not deliver events: 401 or 403, or 503
-// when its token could not be reviewed (the caller retries).
-func (f *Function) refuse(ctx context.Context, w http.ResponseWriter, err error) {
+// when its token could not be reviewed (the caller retries). caller is who
+// it is, if known for sure. Every refusal is counted; the log is the
+// sender's to fill (any pod can get a token for the function's audience,
+// and forge one before the keys are read), so a 401 is logged at debug,
+// and any other refusal at warn at most once per refusalLogInterval per
+// caller and kind (refusalLog), at debug in between.
+func (f *Function) refuse(ctx context.Context, w http.ResponseWriter, caller string, err error) {
 	code, outcome := http.StatusServiceUnavailable, OutcomeError
 	switch {
 	case errors.Is(err, ErrUnauthenticated):
@@ -127,14 +133,86 @@ func (f *Function) refuse(ctx context.Context, w http.ResponseWriter, err error)
 	}
 	f.metrics.events.WithLabelValues(typeLabel(""), string(outcome)).Inc()
 	logger := logging.FromContext(ctx)
+	fields := []any{zap.Int("code", code), zap.Error(err)}
+	if caller != "" {
+		fields = append(fields, zap.String("caller", caller))
+	}
 	if code == http.StatusUnauthorized {
-		// Anyone can send these, as fast as they like: the counter shows
-		// them, a log line each would hand the sender our disk and CPU.
-		logger.Debugw("Refused a caller", zap.Int("code", code), zap.Error(err))
+		logger.Debugw("Refused a caller", fields...)
+	} else if warn, unlogged := f.auth.refusals.admit(refusalKey(code, caller, err)); warn {
+		logger.Warnw("Refused a caller (a warning a minute at most for each caller; istio_aux_proxyquit_events_total counts every one)",
+			append(fields, zap.Int("refusedSinceLastWarning", unlogged))...)
 	} else {
-		logger.Warnw("Refused a caller", zap.Int("code", code), zap.Error(err))
+		logger.Debugw("Refused a caller", fields...)
 	}
 	http.Error(w, string(outcome), code)
+}
+
+// refusalKey is what refusals are logged by: the kind of refusal and, for
+// a 403, the caller when it is known for sure. Unverified subjects share
+// one key: their sender chooses them.
+func refusalKey(code int, caller string, err error) string {
+	switch {
+	case code == http.StatusForbidden && caller != "":
+		return "forbidden " + caller
+	case code == http.StatusForbidden:
+		return "forbidden, unverified"
+	case errors.Is(err, errReviewDeferred):
+		return "deferred"
+	}
+	return "error"
+}
+
+// Bounds of the refusal log.
+const (
+	refusalLogInterval = time.Minute
+	maxRefusalLogKeys  = 64
+)
+
+// refusalLog says which refusals to log at warn: the first of a key, then
+// at most one per refusalLogInterval, saying how many went unlogged since.
+type refusalLog struct {
+	now func() time.Time
+
+	mu   sync.Mutex
+	seen map[string]*refusalCount
+}
+
+type refusalCount struct {
+	next     time.Time // no warning for the key before then
+	unlogged int       // refusals since its last warning
+}
+
+// admit counts a refusal of key and says whether to warn of it, and how
+// many refusals of key went unlogged since the last warning. Past
+// maxRefusalLogKeys, keys whose interval is over are forgotten, and new
+// ones share one key until there is room.
+func (l *refusalLog) admit(key string) (warn bool, unlogged int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.now()
+	r, ok := l.seen[key]
+	if !ok && len(l.seen) >= maxRefusalLogKeys {
+		for k, old := range l.seen {
+			if !now.Before(old.next) {
+				delete(l.seen, k)
+			}
+		}
+		if len(l.seen) >= maxRefusalLogKeys {
+			key = "other callers"
+			r, ok = l.seen[key]
+		}
+	}
+	if !ok {
+		r = &refusalCount{}
+		l.seen[key] = r
+	}
+	if now.Before(r.next) {
+		r.unlogged++
+		return false, 0
+	}
+	unlogged, r.unlogged, r.next = r.unlogged, 0, now.Add(refusalLogInterval)
+	return true, unlogged
 }
 
 // rejectUndecodable answers a request that is not a CloudEvent at all with a

@@ -63,12 +63,12 @@ func TestKeysFromTheAPIServer(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond) // polling, with a deadline
 	}
-	a := newAuthenticator(DefaultConfig().Auth, nil)
+	a := newAuthenticator(DefaultConfig().Auth, nil, nil)
 	a.keys = &keys
-	if _, err := a.check(dispatcherToken, time.Now()); err != nil {
-		t.Errorf("the dispatcher's token against the read keys: %v", err)
+	if _, verified, err := a.check(dispatcherToken, time.Now()); err != nil || !verified {
+		t.Errorf("the dispatcher's token against the read keys: verified %v, %v", verified, err)
 	}
-	if _, err := a.check(signToken(tokenSpec{key: otherKey}), time.Now()); err == nil {
+	if _, _, err := a.check(signToken(tokenSpec{key: otherKey}), time.Now()); err == nil {
 		t.Error("a token signed by another key passed")
 	}
 }

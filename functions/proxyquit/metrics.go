@@ -21,7 +21,20 @@ type Metrics struct {
 	// beyondBounds counts events whose pod is beyond the event's bounds,
 	// by action: live (named only, decided on the live pod) or refused.
 	beyondBounds *prometheus.CounterVec
+	// tokenReviews counts the reviews of callers' tokens, by result
+	// (the review* constants).
+	tokenReviews *prometheus.CounterVec
 }
+
+// Results of a token review (tokenReviews).
+const (
+	reviewAccepted = "accepted" // the API server honours the token for the function's audience
+	reviewRefused  = "refused"  // it does not (revoked, another audience)
+	reviewError    = "error"    // no answer
+	// reviewDeferred: not made: the cluster's keys are not read yet and
+	// the budget of reviews of unverified tokens is spent (503).
+	reviewDeferred = "deferred"
+)
 
 // NewMetrics creates the collectors and registers them on reg (nil: not
 // registered, which tests and benchmarks use).
@@ -49,11 +62,15 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "istio_aux_proxyquit_beyond_bounds_total",
 			Help: "Events whose pod is beyond the event's bounds (more than 256 containers), by action: live (the event names the pod, which is decided live) or refused (400, with a Warning Event on the pod).",
 		}, []string{"action"}),
+		tokenReviews: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "istio_aux_proxyquit_token_reviews_total",
+			Help: "TokenReviews of callers' tokens, by result: accepted, refused, error, or deferred (not made: the cluster's token keys are not read yet and the budget of reviews of unverified tokens is spent; answered 503).",
+		}, []string{"result"}),
 	}
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.events, m.execDuration, m.execFailures, m.finalFailures, m.beyondBounds} {
+	for _, c := range []prometheus.Collector{m.events, m.execDuration, m.execFailures, m.finalFailures, m.beyondBounds, m.tokenReviews} {
 		if err := reg.Register(c); err != nil {
 			var already prometheus.AlreadyRegisteredError
 			if errors.As(err, &already) {

@@ -22,42 +22,42 @@ const notBeforeLeeway = time.Minute
 // JWT, expired or not yet valid, for another audience or from another
 // issuer, not signed by the cluster's keys (when it publishes them), of a
 // subject that may not call. What passes is a token of an allowed caller,
-// whose signature was checked if the keys were at hand. The claims are
-// returned in every case (the subject names a refused caller in the log).
-func (a *authenticator) check(token string, now time.Time) (jwt.Claims, error) {
-	var c jwt.Claims
+// whose signature was checked if the keys were at hand (verified). The
+// claims are returned in every case (the subject names a refused caller in
+// the log).
+func (a *authenticator) check(token string, now time.Time) (c jwt.Claims, verified bool, err error) {
 	tok, err := jwt.ParseSigned(token, signatureAlgorithms)
 	if err != nil {
-		return c, fmt.Errorf("%w: not a signed token: %v", ErrUnauthenticated, err)
+		return c, false, fmt.Errorf("%w: not a signed token: %v", ErrUnauthenticated, err)
 	}
 	// The claims are checked before the signature: reading them costs less
 	// than verifying it, and a mismatch refuses the token either way.
 	if err := tok.UnsafeClaimsWithoutVerification(&c); err != nil {
-		return c, fmt.Errorf("%w: unreadable claims: %v", ErrUnauthenticated, err)
+		return c, false, fmt.Errorf("%w: unreadable claims: %v", ErrUnauthenticated, err)
 	}
 	keys, issuer := a.keys.current()
 	switch {
 	case c.Expiry == nil:
-		return c, fmt.Errorf("%w: the token never expires (not a bound ServiceAccount token)", ErrUnauthenticated)
+		return c, false, fmt.Errorf("%w: the token never expires (not a bound ServiceAccount token)", ErrUnauthenticated)
 	case !now.Before(c.Expiry.Time()):
-		return c, fmt.Errorf("%w: the token expired at %v", ErrUnauthenticated, c.Expiry.Time().UTC())
+		return c, false, fmt.Errorf("%w: the token expired at %v", ErrUnauthenticated, c.Expiry.Time().UTC())
 	case c.NotBefore != nil && now.Add(notBeforeLeeway).Before(c.NotBefore.Time()):
-		return c, fmt.Errorf("%w: the token is valid from %v", ErrUnauthenticated, c.NotBefore.Time().UTC())
+		return c, false, fmt.Errorf("%w: the token is valid from %v", ErrUnauthenticated, c.NotBefore.Time().UTC())
 	case !slices.ContainsFunc(a.auth.Audiences, c.Audience.Contains):
-		return c, fmt.Errorf("%w: the token is for %v, not %v", ErrUnauthenticated, []string(c.Audience), a.auth.Audiences)
+		return c, false, fmt.Errorf("%w: the token is for %v, not %v", ErrUnauthenticated, []string(c.Audience), a.auth.Audiences)
 	case issuer != "" && c.Issuer != issuer:
-		return c, fmt.Errorf("%w: the token is from issuer %q, not this cluster's", ErrUnauthenticated, c.Issuer)
+		return c, false, fmt.Errorf("%w: the token is from issuer %q, not this cluster's", ErrUnauthenticated, c.Issuer)
 	}
 	if keys != nil {
-		var verified jwt.Claims
-		if err := tok.Claims(keys, &verified); err != nil {
-			return c, fmt.Errorf("%w: the signature is not by this cluster's keys: %v", ErrUnauthenticated, err)
+		var signed jwt.Claims
+		if err := tok.Claims(keys, &signed); err != nil {
+			return c, false, fmt.Errorf("%w: the signature is not by this cluster's keys: %v", ErrUnauthenticated, err)
 		}
 	}
 	// Without the keys this subject is unverified; refusing a forged one
 	// with 403 rather than 401 tells its sender nothing.
 	if !allowed(a.auth.Callers, c.Subject) {
-		return c, fmt.Errorf("%w: %s", ErrForbidden, c.Subject)
+		return c, keys != nil, fmt.Errorf("%w: %s", ErrForbidden, c.Subject)
 	}
-	return c, nil
+	return c, keys != nil, nil
 }

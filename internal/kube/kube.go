@@ -9,10 +9,7 @@ package kube
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -189,32 +186,4 @@ func (s eventSink) Patch(e *corev1.Event, data []byte) (*corev1.Event, error) {
 	err := s.rest.Patch(types.StrategicMergePatchType).Namespace(e.Namespace).Resource("events").Name(e.Name).
 		Body(data).Do(context.Background()).Into(out)
 	return out, err
-}
-
-// ReviewToken asks the API server who a bearer token belongs to, for
-// audiences (authentication.k8s.io/v1 TokenReview; the caller needs create
-// on tokenreviews). ok is false for a token it does not accept.
-func (c *Client) ReviewToken(ctx context.Context, token string, audiences []string) (user string, ok bool, err error) {
-	body, err := json.Marshal(&authenticationv1.TokenReview{
-		TypeMeta: metav1.TypeMeta{APIVersion: "authentication.k8s.io/v1", Kind: "TokenReview"},
-		Spec:     authenticationv1.TokenReviewSpec{Token: token, Audiences: audiences},
-	})
-	if err != nil {
-		return "", false, err
-	}
-	// Not core/v1: an absolute path, in JSON both ways.
-	raw, err := c.rest.Post().AbsPath("/apis/authentication.k8s.io/v1/tokenreviews").
-		SetHeader("Content-Type", "application/json").SetHeader("Accept", "application/json").
-		Body(body).DoRaw(ctx)
-	if err != nil {
-		return "", false, err
-	}
-	var review authenticationv1.TokenReview
-	if err := json.Unmarshal(raw, &review); err != nil {
-		return "", false, fmt.Errorf("decoding the TokenReview: %w", err)
-	}
-	if !review.Status.Authenticated || review.Status.Error != "" {
-		return "", false, nil
-	}
-	return review.Status.User.Username, true, nil
 }

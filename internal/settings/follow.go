@@ -22,6 +22,9 @@ const (
 	ReasonApplied  = "SettingsApplied"
 	ReasonRejected = "SettingsRejected"
 	ReasonRestart  = "SettingsRestart"
+	// ReasonIgnored is a warning: keys no component reads, or an edited
+	// _example (Ignored). The keys that are known still apply.
+	ReasonIgnored = "SettingsIgnored"
 )
 
 // Follower keeps a component's settings current with config-istio-aux.
@@ -43,8 +46,9 @@ type Follower struct {
 
 	mu      sync.Mutex
 	cur     Settings
-	read    bool    // the ConfigMap has been observed once
-	seenURL *string // nats-url as first seen (nil: not yet)
+	read    bool     // the ConfigMap has been observed once
+	seenURL *string  // nats-url as first seen (nil: not yet)
+	ignored []string // the warnings last given (Ignored)
 	logger  *zap.SugaredLogger
 }
 
@@ -83,6 +87,11 @@ func (f *Follower) Observe(cm *corev1.ConfigMap) {
 	next, errs := Apply(f.cur, f.Base, data)
 	prev, first := f.cur, !f.read
 	f.cur, f.read = next, true
+	// Warnings are given when they change, not at every relist of an
+	// unchanged ConfigMap; a replica starting gives them once.
+	ignored := Ignored(cm)
+	warn := !slices.Equal(ignored, f.ignored)
+	f.ignored = ignored
 	restart := ""
 	if _, ok := data[KeyNATSURL]; ok && f.Restart != nil {
 		switch {
@@ -99,6 +108,14 @@ func (f *Follower) Observe(cm *corev1.ConfigMap) {
 		logger.Errorw("Setting refused; the previous value stays in force", zap.String("component", f.Component), zap.Error(err))
 		if cm != nil && f.Recorder != nil {
 			f.Recorder.Eventf(cm, corev1.EventTypeWarning, ReasonRejected, "%s keeps the previous value: %v", f.Component, err)
+		}
+	}
+	if warn {
+		for _, w := range ignored {
+			logger.Warnw("Ignored in the ConfigMap; the known keys apply", zap.String("component", f.Component), zap.String("ignored", w))
+			if f.Recorder != nil {
+				f.Recorder.Eventf(cm, corev1.EventTypeWarning, ReasonIgnored, "%s: %s", f.Component, w)
+			}
 		}
 	}
 	if !equal(prev, next) {

@@ -102,7 +102,19 @@ type KeyError struct {
 	Err        error
 }
 
-func (e *KeyError) Error() string { return fmt.Sprintf("%s: %q: %v", e.Key, e.Value, e.Err) }
+// Error names the key and quotes its value, or the value's start when it is
+// long: the message goes into a log line and an Event, whatever the size of
+// the value.
+func (e *KeyError) Error() string {
+	if len(e.Value) > maxQuoted {
+		return fmt.Sprintf("%s: %q… (%d bytes): %v", e.Key, strings.ToValidUTF8(e.Value[:maxQuoted], ""), len(e.Value), e.Err)
+	}
+	return fmt.Sprintf("%s: %q: %v", e.Key, e.Value, e.Err)
+}
+
+// maxQuoted bounds the part of a value an error quotes.
+const maxQuoted = 64
+
 func (e *KeyError) Unwrap() error { return e.Err }
 
 // Apply reads data (a ConfigMap's) key by key: a key absent takes base's

@@ -1,6 +1,7 @@
 package settings
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -9,6 +10,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/record"
+
+	"github.com/istio-aux/istio-aux/pkg/decision"
+	"github.com/istio-aux/istio-aux/pkg/slim"
 )
 
 func TestApply(t *testing.T) {
@@ -138,5 +142,57 @@ func TestFollower(t *testing.T) {
 	f.Observe(nil)
 	if got := f.Current(); got.Decision.ExtraSidecars != nil || !got.Decision.QuitNative {
 		t.Errorf("deleted ConfigMap: %+v, want the base", got)
+	}
+}
+
+// TestSidecarsAreBounded: a sidecars value past slim.MaxSidecars names or
+// decision.MaxSidecarsLen bytes is refused as any unusable value is (a
+// SettingsRejected Event naming the bound, the previous list in force),
+// and the Event quotes only the value's start. Unbounded, 1 MiB of names
+// (144,960) made every decision of the bridge and the function cost 17 ms.
+func TestSidecarsAreBounded(t *testing.T) {
+	many := func(n int) string {
+		names := make([]string, n)
+		for i := range names {
+			names[i] = fmt.Sprintf("c%d", i)
+		}
+		return strings.Join(names, ",")
+	}
+	mib := many(144960)
+	for name, tc := range map[string]struct {
+		value, says string
+	}{
+		"1 MiB of names":    {mib, fmt.Sprintf("(%d bytes): %d bytes, more than %d: at most %d names are read", len(mib), len(mib), decision.MaxSidecarsLen, slim.MaxSidecars)},
+		"one name too many": {many(slim.MaxSidecars + 1), fmt.Sprintf("more than %d names", slim.MaxSidecars)},
+	} {
+		t.Run(name, func(t *testing.T) {
+			rec := record.NewFakeRecorder(10)
+			f := &Follower{Component: "test", Instance: "pod-1", Base: Defaults(), Recorder: rec}
+			f.cur = f.Base
+			f.Observe(configMap(map[string]string{KeySidecars: "vault-agent"}))
+			f.Observe(configMap(map[string]string{KeySidecars: tc.value}))
+			if got := f.Current().Decision.ExtraSidecars; !slices.Equal(got, []string{"vault-agent"}) {
+				t.Errorf("sidecars in force: %d names, want the previous one", len(got))
+			}
+			var rejected []string
+			for len(rec.Events) > 0 {
+				if e := <-rec.Events; strings.Contains(e, ReasonRejected) {
+					rejected = append(rejected, e)
+				}
+			}
+			if len(rejected) != 1 || !strings.Contains(rejected[0], tc.says) || len(rejected[0]) > 512 {
+				t.Errorf("events %.600q, want one %s of at most 512 bytes saying %q", rejected, ReasonRejected, tc.says)
+			}
+		})
+	}
+	// Whatever the size, refusing costs little: the length is checked
+	// before the value is split.
+	start := time.Now()
+	const n = 100
+	for range n {
+		Apply(Defaults(), Defaults(), map[string]string{KeySidecars: mib})
+	}
+	if per := time.Since(start) / n; per > 5*time.Millisecond {
+		t.Errorf("refusing 1 MiB of sidecars took %v, want well under the 93 ms that parsing it took", per)
 	}
 }

@@ -228,18 +228,33 @@ func IsNativeProxy(name string, policy *corev1.ContainerRestartPolicy) bool {
 	return name == keys.ProxyContainer && policy != nil && *policy == corev1.ContainerRestartPolicyAlways
 }
 
+// MaxSidecarsLen bounds the length of the sidecars setting: room for
+// slim.MaxSidecars container names of the longest kind (63 characters), each
+// with its comma and a blank or a line break, twice over. Past it the value
+// is refused before it is split, so a 1 MiB value costs nothing.
+const MaxSidecarsLen = 2 * slim.MaxSidecars * (validation.DNS1123LabelMaxLength + 2)
+
 // ParseSidecars reads a comma-separated list of extra sidecar container
-// names (the sidecars setting of ConfigMap config-istio-aux),
-// trimming blanks and dropping empty items. A name that cannot be a
-// container name is an error, so a typo is seen at start.
+// names (the sidecars setting of ConfigMap config-istio-aux), trimming
+// blanks and dropping empty items and repeats. A name that cannot be a
+// container name is an error, so a typo is seen at once; so are more than
+// slim.MaxSidecars names (the bound of a pod's istio-aux.dev/sidecars
+// annotation) and a value longer than MaxSidecarsLen: every decision reads
+// the list, and an unbounded one made each cost milliseconds.
 func ParseSidecars(s string) ([]string, error) {
+	if len(s) > MaxSidecarsLen {
+		return nil, fmt.Errorf("%d bytes, more than %d: at most %d names are read", len(s), MaxSidecarsLen, slim.MaxSidecars)
+	}
 	var out []string
 	for item := range strings.SplitSeq(s, ",") {
-		if item = strings.TrimSpace(item); item == "" {
+		if item = strings.TrimSpace(item); item == "" || slices.Contains(out, item) {
 			continue
 		}
 		if errs := validation.IsDNS1123Label(item); len(errs) > 0 {
 			return nil, fmt.Errorf("sidecar name %q is not a container name: %s", item, strings.Join(errs, "; "))
+		}
+		if len(out) == slim.MaxSidecars {
+			return nil, fmt.Errorf("more than %d names, the most istio-aux reads (as in a pod's %s annotation)", slim.MaxSidecars, keys.AnnotationSidecars)
 		}
 		out = append(out, item)
 	}

@@ -1,6 +1,9 @@
 package decision_test
 
 import (
+	"fmt"
+	"slices"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -171,18 +174,50 @@ func TestDecideContainerLevel(t *testing.T) {
 	}
 }
 
+// TestParseSidecars: the sidecars setting is read as a pod's annotation is,
+// bounded: at most slim.MaxSidecars names, at most MaxSidecarsLen bytes,
+// refused past either (an unbounded 1 MiB list, 144,960 names, made every
+// decision cost 17 ms).
 func TestParseSidecars(t *testing.T) {
-	got, err := decision.ParseSidecars(" vault-agent, ,fluent-bit ")
-	if err != nil || len(got) != 2 || got[0] != "vault-agent" || got[1] != "fluent-bit" {
-		t.Errorf("ParseSidecars = %q, %v", got, err)
+	names := func(n int, sep string) string {
+		var b strings.Builder
+		for i := range n {
+			if i > 0 {
+				b.WriteString(sep)
+			}
+			fmt.Fprintf(&b, "%s-%d", strings.Repeat("s", 60), i) // 62 or 63 characters
+		}
+		return b.String()
+	}
+	for _, tc := range []struct {
+		in      string
+		want    int    // names read
+		refused string // part of the error, "" if accepted
+	}{
+		{" vault-agent, ,fluent-bit ", 2, ""},
+		{"", 0, ""},
+		{"vault-agent,vault-agent", 1, ""},
+		{"vault agent", 0, "not a container name"},
+		{"a/b", 0, "not a container name"},
+		{names(slim.MaxSidecars, ",\n  "), slim.MaxSidecars, ""},
+		{names(slim.MaxSidecars, ",") + "," + names(slim.MaxSidecars, ","), slim.MaxSidecars, ""}, // repeats are one name
+		{names(slim.MaxSidecars+1, ","), 0, "more than 64 names"},
+		{strings.Repeat("c,", decision.MaxSidecarsLen), 0, "bytes, more than"},
+		{strings.Repeat(" ", decision.MaxSidecarsLen+1), 0, "at most 64 names are read"},
+	} {
+		got, err := decision.ParseSidecars(tc.in)
+		switch {
+		case tc.refused == "" && (err != nil || len(got) != tc.want):
+			t.Errorf("ParseSidecars(%.40q…) = %d names, %v; want %d", tc.in, len(got), err, tc.want)
+		case tc.refused != "" && (err == nil || !strings.Contains(err.Error(), tc.refused)):
+			t.Errorf("ParseSidecars(%.40q…) = %d names, %v; want an error saying %q", tc.in, len(got), err, tc.refused)
+		}
+	}
+	if got, _ := decision.ParseSidecars(" vault-agent, ,fluent-bit "); !slices.Equal(got, []string{"vault-agent", "fluent-bit"}) {
+		t.Errorf("ParseSidecars = %q, want the names in their order", got)
 	}
 	if got, err := decision.ParseSidecars(""); err != nil || got != nil {
 		t.Errorf("ParseSidecars(\"\") = %q, %v", got, err)
-	}
-	for _, bad := range []string{"vault agent", "a/b"} {
-		if _, err := decision.ParseSidecars(bad); err == nil {
-			t.Errorf("ParseSidecars(%q) accepted", bad)
-		}
 	}
 }
 

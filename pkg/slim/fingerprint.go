@@ -1,7 +1,6 @@
 package slim
 
 import (
-	"hash/fnv"
 	"slices"
 	"strconv"
 
@@ -17,28 +16,22 @@ import (
 // that name no further container of the pod: no update pattern can make the
 // bridge publish twice for one state.
 func Fingerprint(p *Pod) uint64 {
-	h := fnv.New64a()
-	var buf []byte
-	field := func(s string) {
-		buf = append(buf[:0], s...)
-		buf = append(buf, 0)
-		_, _ = h.Write(buf)
-	}
-	field(string(p.Status.Phase))
-	field(strconv.FormatBool(p.DeletionTimestamp != nil))
-	field(string(p.Spec.RestartPolicy))
+	h := newFNV()
+	h.field(string(p.Status.Phase))
+	h.field(strconv.FormatBool(p.DeletionTimestamp != nil))
+	h.field(string(p.Spec.RestartPolicy))
 	containers := func(kind string, cs Containers) {
 		for _, c := range cs {
-			field(kind + c.Name)
+			h.field(kind, c.Name)
 			if c.RestartPolicy != nil {
-				field(string(*c.RestartPolicy))
+				h.field(string(*c.RestartPolicy))
 			}
 			for _, r := range c.RestartPolicyRules {
-				field(string(r.Action))
+				h.field(string(r.Action))
 				if r.ExitCodes != nil {
-					field(string(r.ExitCodes.Operator))
+					h.field(string(r.ExitCodes.Operator))
 					for _, v := range r.ExitCodes.Values {
-						field(strconv.Itoa(int(v)))
+						h.number("", int64(v))
 					}
 				}
 			}
@@ -50,19 +43,51 @@ func Fingerprint(p *Pod) uint64 {
 	slices.Sort(named)
 	for _, n := range named {
 		if slices.ContainsFunc(p.Spec.Containers, func(c Container) bool { return c.Name == n }) {
-			field("sidecar:" + n)
+			h.field("sidecar:", n)
 		}
 	}
 	statuses := func(kind string, ss Statuses) {
 		for _, s := range ss {
-			field(kind + s.Name)
-			field(stateKey(s.State))
-			field(strconv.Itoa(int(s.RestartCount)))
+			h.field(kind, s.Name)
+			if t := s.State.Terminated; t != nil {
+				h.number("terminated:", int64(t.ExitCode))
+			} else {
+				h.field(stateKey(s.State))
+			}
+			h.number("", int64(s.RestartCount))
 		}
 	}
 	statuses("init:", p.Status.InitContainerStatuses)
 	statuses("app:", p.Status.ContainerStatuses)
-	return h.Sum64()
+	return uint64(*h)
+}
+
+// fnv64a is 64-bit FNV-1a (hash/fnv's New64a), fed each field's bytes and a
+// zero byte after it, without allocating: the bridge fingerprints every
+// pod event it caches.
+type fnv64a uint64
+
+func newFNV() *fnv64a {
+	h := fnv64a(14695981039346656037)
+	return &h
+}
+
+const fnvPrime = 1099511628211
+
+// field hashes the concatenation of parts, then a zero byte.
+func (h *fnv64a) field(parts ...string) {
+	for _, s := range parts {
+		for i := range len(s) {
+			*h = (*h ^ fnv64a(s[i])) * fnvPrime
+		}
+	}
+	*h *= fnvPrime // ^ 0
+}
+
+// number is field of prefix and v in decimal.
+func (h *fnv64a) number(prefix string, v int64) {
+	var b [20]byte
+	h.field(prefix, string(strconv.AppendInt(b[:0], v, 10)))
 }
 
 func stateKey(s State) string {

@@ -1,6 +1,9 @@
 package slim
 
 import (
+	"hash/fnv"
+	"slices"
+	"strconv"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -94,4 +97,79 @@ func TestDedupID(t *testing.T) {
 	if got := DedupID("u", 0xabc); got != "u/abc" {
 		t.Errorf("DedupID = %q", got)
 	}
+}
+
+// TestFingerprintIsStable: the fingerprint is part of every dedup id
+// (DedupID) a running bridge, a restarted one and the bucket of final
+// failures compare: a new version must hash every state as the last did.
+// fingerprintV1 is the first implementation (hash/fnv, a string per field).
+func TestFingerprintIsStable(t *testing.T) {
+	pods := []*Pod{rich(), Of(fullPod()), {}}
+	base := jobPod(corev1.RestartPolicyOnFailure, exited(1))
+	for _, code := range []int32{-1, 0, 7, 255, 1 << 30} {
+		p := base.DeepCopy()
+		p.Status.ContainerStatuses[1].State = exited(code)
+		p.Status.ContainerStatuses[1].RestartCount = code
+		p.Annotations = map[string]string{keys.AnnotationSidecars: "app, istio-proxy,x"}
+		pods = append(pods, Of(p))
+	}
+	for i, p := range pods {
+		if got, want := Fingerprint(p), fingerprintV1(p); got != want {
+			t.Errorf("pod %d: fingerprint %x, was %x", i, got, want)
+		}
+	}
+	// Nothing but the sidecars annotation's names, when there are some.
+	plain := Of(base)
+	if n := testing.AllocsPerRun(100, func() { Fingerprint(plain) }); n > 0 {
+		t.Errorf("Fingerprint allocates %v times a pod", n)
+	}
+}
+
+func fingerprintV1(p *Pod) uint64 {
+	h := fnv.New64a()
+	var buf []byte
+	field := func(s string) {
+		buf = append(buf[:0], s...)
+		buf = append(buf, 0)
+		_, _ = h.Write(buf)
+	}
+	field(string(p.Status.Phase))
+	field(strconv.FormatBool(p.DeletionTimestamp != nil))
+	field(string(p.Spec.RestartPolicy))
+	containers := func(kind string, cs Containers) {
+		for _, c := range cs {
+			field(kind + c.Name)
+			if c.RestartPolicy != nil {
+				field(string(*c.RestartPolicy))
+			}
+			for _, r := range c.RestartPolicyRules {
+				field(string(r.Action))
+				if r.ExitCodes != nil {
+					field(string(r.ExitCodes.Operator))
+					for _, v := range r.ExitCodes.Values {
+						field(strconv.Itoa(int(v)))
+					}
+				}
+			}
+		}
+	}
+	containers("init-spec:", p.Spec.InitContainers)
+	containers("spec:", p.Spec.Containers)
+	named := p.AnnotatedSidecars()
+	slices.Sort(named)
+	for _, n := range named {
+		if slices.ContainsFunc(p.Spec.Containers, func(c Container) bool { return c.Name == n }) {
+			field("sidecar:" + n)
+		}
+	}
+	statuses := func(kind string, ss Statuses) {
+		for _, s := range ss {
+			field(kind + s.Name)
+			field(stateKey(s.State))
+			field(strconv.Itoa(int(s.RestartCount)))
+		}
+	}
+	statuses("init:", p.Status.InitContainerStatuses)
+	statuses("app:", p.Status.ContainerStatuses)
+	return h.Sum64()
 }

@@ -6,7 +6,9 @@
 //	                      token, generating one on the first start
 //	natstoken --copy DIR  in the bridge's and the dispatchers' pods: wait
 //	                      until that Secret has data (or find it absent:
-//	                      no credentials), then write its keys into DIR
+//	                      no credentials), then make DIR a copy of its keys
+//	                      (again over an earlier copy: the kubelet reruns
+//	                      init containers over the emptyDir it kept)
 package main
 
 import (

@@ -115,6 +115,13 @@ func TestCheck(t *testing.T) {
 		"no Lease, a bridge from before leader election": {cluster: healthy, shape: check.ShapeConfig,
 			change: func(t *testing.T, c *cluster) { c.without("Lease", "istio-aux-watcher") },
 			want:   map[string]expect{check.ItemWatcher: {check.StatusWarn, "Deployment istio-aux-bridge (2/2 ready) elects no leader"}}},
+		"a misspelt key in the settings": {cluster: healthy, shape: check.ShapeConfig,
+			change: func(t *testing.T, c *cluster) {
+				c.replace(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: sys, Name: "config-istio-aux"},
+					Data: map[string]string{"nats-url": "nats://istio-aux-nats.istio-aux.svc.cluster.local:4222", "sidecar": "vault-agent"}})
+			},
+			want: map[string]expect{check.ItemConfig: {check.StatusWarn,
+				`extra sidecars none, quit-native off, quit-command the default; ignored, as no component reads it: key "sidecar" (did you mean "sidecars"?)`}}},
 		"no namespace opted in": {cluster: healthy, shape: check.ShapeConfig,
 			change: func(t *testing.T, c *cluster) {
 				for _, n := range []string{"jobs", "legacy", "some"} {

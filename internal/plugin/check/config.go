@@ -4,7 +4,10 @@ import (
 	"fmt"
 	"strings"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/istio-aux/istio-aux/internal/plugin/install"
+	"github.com/istio-aux/istio-aux/internal/settings"
 )
 
 // configItem reads config-istio-aux as the components read it.
@@ -19,7 +22,7 @@ func (r *run) configItem() Item {
 		return fail(ItemConfig, fmt.Sprintf("ConfigMap %s/%s is missing: the exec policy, whose param it is, denies every quit in opted-in namespaces",
 			r.SystemNamespace, install.ConfigMap), show)
 	case len(cfg.Problems) > 0:
-		return fail(ItemConfig, strings.Join(cfg.Problems, "; "), show)
+		return fail(ItemConfig, strings.Join(append(cfg.Problems, r.ignored()...), "; "), show)
 	}
 	sidecars, command := "none", "the default"
 	if len(cfg.Decision.ExtraSidecars) > 0 {
@@ -32,5 +35,19 @@ func (r *run) configItem() Item {
 	if cfg.Decision.QuitNative {
 		native = "on"
 	}
-	return ok(ItemConfig, fmt.Sprintf("mode %s, extra sidecars %s, quit-native %s, quit-command %s", cfg.Mode, sidecars, native, command))
+	says := fmt.Sprintf("mode %s, extra sidecars %s, quit-native %s, quit-command %s", cfg.Mode, sidecars, native, command)
+	if ignored := r.ignored(); len(ignored) > 0 {
+		return warn(ItemConfig, says+"; "+strings.Join(ignored, "; "), show)
+	}
+	return ok(ItemConfig, says)
+}
+
+// ignored is what the bridge and the function warn of in the ConfigMap
+// (SettingsIgnored): keys no component reads, an edited _example.
+func (r *run) ignored() []string {
+	cm, err := r.Client.CoreV1().ConfigMaps(r.SystemNamespace).Get(r.ctx, install.ConfigMap, metav1.GetOptions{})
+	if err != nil {
+		return nil // ReadConfig, just before, said what it could
+	}
+	return settings.Ignored(cm)
 }

@@ -54,9 +54,6 @@ type cluster struct {
 func (c cluster) Pod(context.Context, string, string, string) (*corev1.Pod, error) { return c.pod, nil }
 func (c cluster) Namespace(context.Context, string) (*corev1.Namespace, error)     { return c.ns, nil }
 func (c cluster) Node(context.Context, string) (*corev1.Node, error)               { return &corev1.Node{}, nil }
-func (c cluster) ReviewToken(context.Context, string, []string) (string, bool, error) {
-	return "", false, nil
-}
 
 // failing is an exec that fails with err.
 type failing struct{ err error }
