@@ -110,6 +110,9 @@ func TestDryRun(t *testing.T) {
 func start(ctx context.Context, t *testing.T, opts cluster.Options) (*cluster.Cluster, *applier) {
 	t.Helper()
 	opts.Log = testLog(t)
+	if opts.Version == "" {
+		opts.Version = apiVersion
+	}
 	c, err := cluster.Start(ctx, opts)
 	if err != nil {
 		t.Fatalf("starting the control plane: %v", err)

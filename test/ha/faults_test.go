@@ -67,19 +67,47 @@ const (
 // quit lost, none repeated), none before its app ended, every pod created
 // was held for its proxy, and quits resumed within 30 s of the fault.
 func TestHAFaults(t *testing.T) {
-	m, aux := installedAs(t, istioaux.Config)
-	e := &env{m: m, aux: aux}
-	l := startLoad(t, m.Cluster, jobEvery, jobRunFor)
-	var rows []result
-	for _, f := range []fault{
-		{name: "power-off-watching-bridge-node", target: leaderNode, inject: powerOff, window: 60 * time.Second},
+	runFaults(t, "config", []fault{
+		powerOffWatcher,
 		{name: "power-off-nats-stream-leader-node", target: streamLeaderNode, inject: powerOff, window: 60 * time.Second},
 		{name: "power-off-webhook-node", target: webhookNode, inject: powerOff, window: 90 * time.Second},
 		{name: "partition-watching-bridge-node-60s", target: leaderNode, inject: partition, window: 60 * time.Second},
 		{name: "restart-kube-apiserver", target: none, inject: restart("kube-apiserver"), window: 30 * time.Second},
 		{name: "restart-etcd", target: none, inject: restart("etcd"), window: 30 * time.Second},
 		{name: "rolling-upgrade", target: none, inject: upgrade, window: 30 * time.Second},
-	} {
+	})
+}
+
+// powerOffWatcher powers off the node of the bridge that watches.
+var powerOffWatcher = fault{name: "power-off-watching-bridge-node", target: leaderNode, inject: powerOff, window: 60 * time.Second}
+
+// TestV133MixedNodeLoss: a cluster in the middle of an upgrade
+// (mesh.V133Mixed: control plane and one node at Kubernetes 1.33, two
+// nodes at 1.32), whose istiod (auto) therefore gives every pod a classic
+// sidecar, runs config/ while Jobs finish on every node, and loses the node
+// of the watching bridge: as on the newest, quits resume within 30 s, none
+// is lost or repeated, none comes early, every pod was held.
+func TestV133MixedNodeLoss(t *testing.T) {
+	shared.Use(t, mesh.V133Mixed)
+	t.Logf("cluster: %s", mesh.ShapeOf(mesh.V133Mixed))
+	runFaults(t, "mixed 1.33/1.32", []fault{powerOffWatcher})
+}
+
+// TestV133MixedIstio129NodeLoss is TestV133MixedNodeLoss with Istio 1.29.
+func TestV133MixedIstio129NodeLoss(t *testing.T) {
+	shared.Use(t, mesh.V133MixedIstio129)
+	t.Logf("cluster: %s", mesh.ShapeOf(mesh.V133MixedIstio129))
+	runFaults(t, "mixed 1.33/1.32, Istio 1.29", []fault{powerOffWatcher})
+}
+
+// runFaults runs faults one after another on config/ under a load of
+// Jobs, checks each, and reports them as one table named name.
+func runFaults(t *testing.T, name string, faults []fault) {
+	m, aux := installedAs(t, istioaux.Config)
+	e := &env{m: m, aux: aux}
+	l := startLoad(t, m.Cluster, jobEvery, jobRunFor)
+	var rows []result
+	for _, f := range faults {
 		settled := false
 		t.Run(f.name, func(t *testing.T) {
 			r := runFault(t, e, l, f)
@@ -91,7 +119,7 @@ func TestHAFaults(t *testing.T) {
 			break // the next fault would start on a cluster not yet whole
 		}
 	}
-	report(t, "config", rows)
+	report(t, name, rows)
 }
 
 // runFault runs one fault under the load and checks what it left.

@@ -3,7 +3,9 @@ package istio
 import (
 	"cmp"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -48,9 +50,12 @@ func LoadChart(dir string) (*Chart, error) {
 		return nil, fmt.Errorf("chart values: no _internal_defaults_do_not_set")
 	}
 	c := &Chart{Defaults: defaults, Files: map[string]string{}}
-	for _, f := range templateFiles {
+	for name, f := range templateFiles {
 		b, err := os.ReadFile(filepath.Join(dir, "files", f))
-		if err != nil {
+		switch {
+		case errors.Is(err, fs.ErrNotExist) && name != "sidecar":
+			continue // a template the release does not ship yet (agentgateway before 1.29)
+		case err != nil:
 			return nil, err
 		}
 		c.Files[f] = string(b)
@@ -89,7 +94,9 @@ func (c *Chart) InjectorConfigMap(v map[string]any) (map[string]string, error) {
 	}
 	templates := map[string]any{}
 	for name, file := range templateFiles {
-		templates[name] = strings.TrimSpace(c.Files[file]) + "\n"
+		if t, ok := c.Files[file]; ok {
+			templates[name] = strings.TrimSpace(t) + "\n"
+		}
 	}
 	for name, t := range mapAt(webhook, "templates") {
 		templates[name] = t // the user's templates replace the chart's

@@ -31,15 +31,15 @@ import (
 // over SDS, gets ready and quits normally (agent_e2e_test.go). It does need
 // /var/run/secrets/istio/root-cert.pem, which the pod mounts from the
 // istio-ca-root-cert ConfigMap that istiod publishes in every namespace.
-// binDir is BinDir(); envoy is EnvoyBin(). It fails if a file to copy is
-// missing.
-func ProxyImageContents(binDir, envoy string) (images.Image, error) {
+// r is the release whose pilot-agent and bootstrap template it holds;
+// envoy is EnvoyBin(). It fails if a file to copy is missing.
+func ProxyImageContents(r Release, envoy string) (images.Image, error) {
 	img := images.Image{
 		Ref: ProxyImage,
 		Files: []images.File{
-			{Path: "/usr/local/bin/pilot-agent", Mode: 0o755, Src: filepath.Join(binDir, "pilot-agent")},
+			{Path: "/usr/local/bin/pilot-agent", Mode: 0o755, Src: filepath.Join(r.BinDir(), "pilot-agent")},
 			{Path: "/usr/local/bin/envoy", Mode: 0o755, Src: envoy},
-			{Path: "/" + BootstrapTemplatePath, Mode: 0o644, Src: BootstrapTemplate()},
+			{Path: "/" + BootstrapTemplatePath, Mode: 0o644, Src: r.BootstrapTemplate()},
 			{Path: "/etc/passwd", Mode: 0o644, Data: []byte("root:x:0:0:root:/root:/sbin/nologin\nistio-proxy:x:1337:1337:istio-proxy:/home/istio-proxy:/sbin/nologin\n")},
 			{Path: "/etc/group", Mode: 0o644, Data: []byte("root:x:0:\nistio-proxy:x:1337:\n")},
 		},

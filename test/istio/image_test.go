@@ -6,23 +6,30 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/istio-aux/istio-aux/test/cluster"
 	"github.com/istio-aux/istio-aux/test/images"
 )
 
 func TestProxyImageContents(t *testing.T) {
 	dir := t.TempDir()
-	for _, f := range []string{"pilot-agent", "envoy"} {
-		if err := os.WriteFile(filepath.Join(dir, f), []byte("#!"), 0o755); err != nil {
+	t.Setenv("ISTIO_AUX_CACHE", dir) // where a release's build is looked for
+	r := R126
+	envoy := filepath.Join(dir, "envoy")
+	if err := os.MkdirAll(r.BinDir(), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{filepath.Join(r.BinDir(), "pilot-agent"), envoy} {
+		if err := os.WriteFile(f, []byte("#!"), 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := ProxyImageContents(dir, filepath.Join(dir, "envoy")); err == nil && Built() != nil {
+	if _, err := ProxyImageContents(r, envoy); err == nil {
 		t.Fatal("no error though the bootstrap template is missing")
 	}
-	if Built() != nil {
-		t.Skip("the bootstrap template comes from hack/build-istio.sh")
+	if err := os.WriteFile(r.BootstrapTemplate(), []byte("{}"), 0o644); err != nil {
+		t.Fatal(err)
 	}
-	img, err := ProxyImageContents(dir, filepath.Join(dir, "envoy"))
+	img, err := ProxyImageContents(r, envoy)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,5 +59,17 @@ func TestProxyImageContents(t *testing.T) {
 	}
 	if img.Ref != ProxyImage || img.Entrypoint[0] != "/usr/local/bin/pilot-agent" {
 		t.Errorf("ref %s, entrypoint %v", img.Ref, img.Entrypoint)
+	}
+}
+
+// TestReleasesMatchTheirModuleFiles keeps each Istio release the harness
+// runs equal to what its module file in hack/tools/istio requires, which is
+// what hack/build-istio.sh builds and caches it under.
+func TestReleasesMatchTheirModuleFiles(t *testing.T) {
+	for _, r := range Releases {
+		got, err := cluster.ToolsVersionIn("istio", r.ModFile(), "istio.io/istio")
+		if err != nil || got != r.version() {
+			t.Errorf("Istio %s: hack/tools/istio/%s requires %s (%v), the harness runs %s", r, r.ModFile(), got, err, r.version())
+		}
 	}
 }

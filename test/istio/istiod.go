@@ -41,6 +41,9 @@ type Options struct {
 	// sidecar), or "auto" (Istio's default: native when every node's
 	// kubelet is 1.33 or newer, and when there are no nodes at all).
 	NativeSidecars string
+	// Release is the Istio release istiod runs, with its own chart (zero:
+	// Main).
+	Release Release
 	// Values are merged over the chart's defaults and the harness's
 	// overrides, like helm --set.
 	Values map[string]any
@@ -60,7 +63,8 @@ type Istiod struct {
 // injects, and registers its webhook as the chart does. On error
 // everything started is stopped.
 func Start(ctx context.Context, c *cluster.Cluster, opts Options) (_ *Istiod, err error) {
-	if err := Built(); err != nil {
+	r := opts.Release
+	if err := r.Built(); err != nil {
 		return nil, err
 	}
 	native := opts.NativeSidecars
@@ -73,7 +77,7 @@ func Start(ctx context.Context, c *cluster.Cluster, opts Options) (_ *Istiod, er
 	if opts.Log == nil {
 		opts.Log = io.Discard
 	}
-	chart, err := LoadChart(ChartDir())
+	chart, err := LoadChart(r.ChartDir())
 	if err != nil {
 		return nil, err
 	}
@@ -130,7 +134,7 @@ func Start(ctx context.Context, c *cluster.Cluster, opts Options) (_ *Istiod, er
 		fmt.Sprintf("--domain=%v", mapAt(global, "proxy")["clusterDomain"]),
 		fmt.Sprintf("--keepaliveMaxServerConnectionAge=%v", values["keepaliveMaxServerConnectionAge"]),
 	}
-	i.proc, err = cluster.StartProcess("istiod", opts.Log, istiodEnv(values, c.Kubeconfig()), filepath.Join(BinDir(), "pilot-discovery"), args...)
+	i.proc, err = cluster.StartProcess("istiod", opts.Log, istiodEnv(values, c.Kubeconfig()), filepath.Join(r.BinDir(), "pilot-discovery"), args...)
 	if err != nil {
 		return nil, err
 	}

@@ -32,6 +32,22 @@ const ServingVersion = "v0.50.0"
 
 // toolsDir is the tools module ko runs in, so that it builds Knative's
 // ko:// import paths at the version that module requires.
+// MinKubernetesMinor is the oldest Kubernetes minor (1.x) the Knative
+// Serving the harness runs starts on: knative.dev/pkg's minimum at its
+// release (1.23: 1.34). On an older cluster the suites run the function as
+// the Deployment Knative would make of it (test/istioaux), as a Knative
+// release that supports such a cluster (1.19 or 1.20 for 1.32) is not the
+// one istio-aux builds with.
+const MinKubernetesMinor = 34
+
+// Supports reports whether the harness's Knative Serving runs on a control
+// plane of Kubernetes version ("v1.32.13").
+func Supports(version string) bool {
+	var minor int
+	_, err := fmt.Sscanf(version, "v1.%d.", &minor)
+	return err == nil && minor >= MinKubernetesMinor
+}
+
 func toolsDir() string { return filepath.Join(cluster.RepoRoot(), "hack", "tools", "knative") }
 
 // moduleDirs asks the tools module where knative.dev/serving and the

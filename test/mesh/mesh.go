@@ -30,6 +30,14 @@ type Options struct {
 	Node bool
 	// Nodes is how many real nodes (default 1).
 	Nodes int
+	// Kubernetes is the control plane's version (one of
+	// cluster.K8sVersions; "" the newest).
+	Kubernetes string
+	// Kubelets are the real nodes' kubelet and kube-proxy versions, node
+	// by node ("" or missing: the control plane's).
+	Kubelets []string
+	// Istio is the release istiod and the proxies run (zero: istio.Main).
+	Istio istio.Release
 	// NativeSidecars is istiod's ENABLE_NATIVE_SIDECARS: "false" (the
 	// default: classic sidecars), "true" or "auto".
 	NativeSidecars string
@@ -47,6 +55,7 @@ type Mesh struct {
 	// Nodes are the real nodes (Options.Node), nil on kwok.
 	Nodes *realnode.Nodes
 	log   io.Writer
+	istio istio.Release
 }
 
 // Start brings the stack up; on error everything started is stopped.
@@ -57,10 +66,10 @@ func Start(ctx context.Context, o Options) (m *Mesh, err error) {
 	if o.NativeSidecars == "" {
 		o.NativeSidecars = "false"
 	}
-	if err := istio.Built(); err != nil {
+	if err := o.Istio.Built(); err != nil {
 		return nil, err
 	}
-	m = &Mesh{log: o.Log}
+	m = &Mesh{log: o.Log, istio: o.Istio}
 	defer func() {
 		if err != nil {
 			_ = m.Stop()
@@ -69,18 +78,18 @@ func Start(ctx context.Context, o Options) (m *Mesh, err error) {
 	}()
 	var node cluster.Node
 	if o.Node {
-		m.Nodes = realnode.New(o.Nodes)
+		m.Nodes = realnode.New(o.Nodes, o.Kubelets...)
 		node = m.Nodes
 	}
-	if m.Cluster, err = cluster.Start(ctx, cluster.Options{ControllerManager: true, Kwok: !o.Node, Node: node, Log: o.Log}); err != nil {
+	if m.Cluster, err = cluster.Start(ctx, cluster.Options{Version: o.Kubernetes, ControllerManager: true, Kwok: !o.Node, Node: node, Log: o.Log}); err != nil {
 		return m, err
 	}
 	if o.Node {
-		if err := PushImages(ctx, m.Cluster); err != nil {
+		if err := PushImages(ctx, m.Cluster, o.Istio); err != nil {
 			return m, err
 		}
 	}
-	if m.Istiod, err = istio.Start(ctx, m.Cluster, istio.Options{NativeSidecars: o.NativeSidecars, Log: o.Log}); err != nil {
+	if m.Istiod, err = istio.Start(ctx, m.Cluster, istio.Options{Release: o.Istio, NativeSidecars: o.NativeSidecars, Log: o.Log}); err != nil {
 		return m, fmt.Errorf("starting istiod: %w", err)
 	}
 	if o.IstioAux {
@@ -109,7 +118,7 @@ func (m *Mesh) RestartIstiod(ctx context.Context, native string) error {
 		fmt.Fprintf(m.log, "mesh| stopping istiod: %v\n", err)
 	}
 	var err error
-	m.Istiod, err = istio.Start(ctx, m.Cluster, istio.Options{NativeSidecars: native, Log: m.log})
+	m.Istiod, err = istio.Start(ctx, m.Cluster, istio.Options{Release: m.istio, NativeSidecars: native, Log: m.log})
 	return err
 }
 
@@ -130,14 +139,15 @@ func (m *Mesh) Stop() error {
 
 // PushImages builds the real node's images and pushes them to its
 // registry: the training app and the stand-in proxy (test/images), and the
-// proxy image with the real pilot-agent and the Envoy stand-in (test/istio).
-func PushImages(ctx context.Context, c *cluster.Cluster) error {
+// proxy image with the real pilot-agent of release r and the Envoy stand-in
+// (test/istio).
+func PushImages(ctx context.Context, c *cluster.Cluster, r istio.Release) error {
 	if err := istio.EnsureEnvoy(ctx); err != nil {
 		return err
 	}
 	dir := filepath.Join(c.Dir(), "test-images")
 	proxy := func(context.Context, string) (images.Image, error) {
-		return istio.ProxyImageContents(istio.BinDir(), istio.EnvoyBin())
+		return istio.ProxyImageContents(r, istio.EnvoyBin())
 	}
 	g, ctx := errgroup.WithContext(ctx)
 	for _, build := range []func(context.Context, string) (images.Image, error){images.App, proxy} {

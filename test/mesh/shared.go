@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -18,9 +19,11 @@ import (
 // namespaces of its own): started on first use, istio-aux installed as users
 // install it and moved between config/ and config/standalone/ as tests ask.
 // The one-node suite (test/node) and the three-node one (test/ha) are two
-// values of it.
+// values of it. A run serves one shape of cluster: Options, unless its
+// first test asks for another (Use).
 type Shared struct {
-	// Options for Start; Node is implied, Log is set from LogName.
+	// Options for Start, the suite's default shape; Node is implied, Log
+	// is set from LogName.
 	Options Options
 	// LogName is the processes' log in /tmp, echoed with $Verbose set.
 	LogName, Verbose string
@@ -34,6 +37,8 @@ type Shared struct {
 	once     sync.Once
 	m        *Mesh
 	err      error
+	shape    string // ShapeOf what runs, once started
+	owner    string // the test that chose a shape other than Options (Use)
 	log      io.Writer
 	closeLog func()
 	mu       sync.Mutex
@@ -61,20 +66,61 @@ func (s *Shared) Main(m *testing.M) int {
 	})
 }
 
-// Mesh returns the stack, starting it on first use. It skips the test where
-// the machine cannot host a node (fails it with CI=true).
+// Mesh returns the stack the run serves, starting it with Options on first
+// use. It skips the test where the machine cannot host a node (fails it
+// with CI=true).
 func (s *Shared) Mesh(t *testing.T) *Mesh {
+	t.Helper()
+	if s.owner != "" && !strings.HasPrefix(t.Name(), s.owner+"/") {
+		s.refuse(t, s.Options)
+	}
+	return s.start(t, s.Options)
+}
+
+// Use makes o the shape of the stack the run serves, and returns it: a
+// test named after a shape (test/node's TestV132) calls it first, and the
+// scenarios it runs as its subtests then find that stack through Mesh and
+// Installed. A run serves one shape, as the real nodes' addresses and
+// ports are the machine's once: if another test of the run has started
+// the stack already with another shape, the test is skipped, saying how to
+// run it on its own (failed with CI=true, where make e2e runs each shape
+// in a run of its own).
+func (s *Shared) Use(t *testing.T, o Options) *Mesh {
+	t.Helper()
+	if s.shape != "" && s.shape != ShapeOf(o) {
+		s.refuse(t, o)
+	}
+	if s.shape == "" && ShapeOf(o) != ShapeOf(s.Options) {
+		s.owner = t.Name()
+	}
+	return s.start(t, o)
+}
+
+// refuse skips a test that needs a cluster of shape o in a run that serves
+// another (fails it under CI=true).
+func (s *Shared) refuse(t *testing.T, o Options) {
+	t.Helper()
+	msg := fmt.Sprintf("this run's cluster is %s; %s needs %s: run it on its own (go test -run '^%s$')",
+		s.shape, t.Name(), ShapeOf(o), strings.SplitN(t.Name(), "/", 2)[0])
+	if os.Getenv("CI") == "true" {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
+}
+
+// start starts the stack with o on first use, and returns it.
+func (s *Shared) start(t *testing.T, o Options) *Mesh {
 	t.Helper()
 	realnode.RequireNode(t)
 	s.once.Do(func() {
 		s.log, s.closeLog = cluster.ProcessLog(s.LogName, s.Verbose)
-		o := s.Options
 		o.Node, o.Log = true, s.log
+		s.shape = ShapeOf(o)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
 		start := time.Now()
 		s.m, s.err = Start(ctx, o)
-		fmt.Fprintf(os.Stderr, "%d real node(s), images and istiod up in %s\n", max(o.Nodes, 1), time.Since(start).Round(time.Millisecond))
+		fmt.Fprintf(os.Stderr, "%s: real nodes, images and istiod up in %s\n", s.shape, time.Since(start).Round(time.Millisecond))
 	})
 	if s.err != nil {
 		t.Fatal(s.err)

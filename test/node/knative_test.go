@@ -37,6 +37,10 @@ var knativeOnce struct {
 }
 
 func installKnative(ctx context.Context, c *cluster.Cluster, log io.Writer) error {
+	if !knative.Supports(c.Version()) {
+		fmt.Fprintf(log, "harness| Kubernetes %s: no Knative Serving (it needs 1.%d); the function runs as the Deployment Knative would make\n", c.Version(), knative.MinKubernetesMinor)
+		return nil
+	}
 	knativeOnce.Do(func() { knativeOnce.err = knative.Install(ctx, c, log) })
 	return knativeOnce.err
 }

@@ -1,0 +1,61 @@
+package mesh
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/istio-aux/istio-aux/test/cluster"
+	"github.com/istio-aux/istio-aux/test/istio"
+)
+
+// The shapes of cluster the suites run besides their own default one, each
+// a cell of the README's compatibility matrix, and named in the tests that
+// run it (test/node's TestV132, test/ha's TestV133Mixed...). What a shape
+// varies is what users run differently: the control plane's version, each
+// node's kubelet, and what Istio then does. Every scenario is written once
+// and run on each shape it belongs to.
+var (
+	// V132 is one node of Kubernetes 1.32 (EKS and AKS's long-term support)
+	// with istiod's own default, ENABLE_NATIVE_SIDECARS=auto (Istio 1.27 and
+	// newer), which gives every pod a classic sidecar there: the kubelet is
+	// older than 1.33.
+	V132 = Options{Kubernetes: cluster.K8sV132, NativeSidecars: "auto"}
+	// V132Istio124 is V132 with Istio 1.24 (OpenShift Service Mesh 3.0),
+	// classic by default.
+	V132Istio124 = Options{Kubernetes: cluster.K8sV132, Istio: istio.R124, NativeSidecars: "false"}
+	// V133 is one node of Kubernetes 1.33 with Istio 1.26 (OpenShift
+	// Service Mesh 3.1), classic by default: Istio's auto, from 1.27, would
+	// make every sidecar native on a kubelet of 1.33.
+	V133 = Options{Kubernetes: cluster.K8sV133, Istio: istio.R126, NativeSidecars: "false"}
+	// V133Mixed is a cluster in the middle of an upgrade: the control plane
+	// and one node at 1.33, two nodes still at 1.32 (within Kubernetes'
+	// skew policy). istiod's auto then keeps every sidecar classic, on the
+	// 1.33 node too: one older kubelet is enough.
+	V133Mixed = Options{Kubernetes: cluster.K8sV133, Nodes: 3,
+		Kubelets: []string{cluster.K8sV133, cluster.K8sV132, cluster.K8sV132}, NativeSidecars: "auto"}
+	// V133MixedIstio129 is V133Mixed with Istio 1.29, a current release.
+	V133MixedIstio129 = Options{Kubernetes: cluster.K8sV133, Nodes: 3, Istio: istio.R129,
+		Kubelets: []string{cluster.K8sV133, cluster.K8sV132, cluster.K8sV132}, NativeSidecars: "auto"}
+)
+
+// ShapeOf names o's shape in words: its control plane's version, each
+// node's kubelet where it differs, and istiod's native-sidecar setting.
+func ShapeOf(o Options) string {
+	cp := o.Kubernetes
+	if cp == "" {
+		cp = cluster.K8sVersion
+	}
+	nodes := max(o.Nodes, 1)
+	kubelets := make([]string, nodes)
+	for i := range kubelets {
+		kubelets[i] = cp
+		if i < len(o.Kubelets) && o.Kubelets[i] != "" {
+			kubelets[i] = o.Kubelets[i]
+		}
+	}
+	native := o.NativeSidecars
+	if native == "" {
+		native = "false"
+	}
+	return fmt.Sprintf("Kubernetes %s, %d node(s) with kubelets %s, Istio %s with ENABLE_NATIVE_SIDECARS=%s", cp, nodes, strings.Join(kubelets, ","), o.Istio, native)
+}
