@@ -7,7 +7,7 @@
 export CGO_ENABLED := 0
 export GOFLAGS := $(strip $(GOFLAGS) -trimpath)
 
-.PHONY: test e2e e2e-node e2e-ha bench chaos fuzz run record release verify-config build clean
+.PHONY: test e2e e2e-node e2e-ha e2e-matrix bench chaos fuzz run record release verify-config build clean
 
 test:          ## fast tests: no cluster (embedded NATS is fine)
 	hack/test.sh
@@ -17,6 +17,8 @@ e2e-node:      ## the harness's real node (containerd, runc, kubelet in a networ
 	hack/e2e-node.sh
 e2e-ha:        ## three real nodes, istio-aux highly available, under faults (node loss, partition, restarts, upgrade); needs root
 	hack/e2e-ha.sh
+e2e-matrix:    ## every cell of the compatibility matrix (Kubernetes 1.32/1.33/1.36 x Istio releases x shapes); writes _output/matrix.md
+	hack/e2e-matrix.sh
 chaos:         ## faults: processes killed, NATS stopped, webhook down, garbage on the wire
 	hack/chaos.sh
 bench:         ## benchmarks, printed as one table

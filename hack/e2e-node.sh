@@ -5,7 +5,8 @@
 # Debian packages when missing (needs root), builds or reuses the cached
 # Kubernetes binaries; the test builds and imports its own images. Without
 # root the tests skip and say why; with CI=true they fail instead.
-# Arguments go to `go test` (e.g. -run TestNodeExec).
+# Arguments go to `go test` (e.g. -run TestNodeExec, or -run '^TestV132$' for
+# a version's run); without any, the newest's tests run.
 set -o errexit -o nounset -o pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -14,6 +15,8 @@ STAGES_TITLE="e2e-node stage times"
 # shellcheck source=hack/stages.sh
 source hack/stages.sh
 
+# shellcheck source=hack/versions.sh
+source hack/versions.sh
 # shellcheck source=hack/node-builds.sh
 source hack/node-builds.sh
 node_builds
@@ -23,4 +26,5 @@ timed "knative serving + traefik" hack/build-knative.sh >/dev/null
 # The operators whose pods the TestOwner* tests run (test/operators).
 timed "training operator, trainer, jobset" hack/build-operators.sh
 # The tests mostly wait on the kubelet: run them all at once, not two by two.
+((${#})) || set -- -skip "${VERSIONED}"
 timed "real-node tests" go test -tags e2e -count=1 -timeout 20m -parallel 8 -v ./test/node/... "$@"

@@ -6,7 +6,12 @@
 # as the node (test/e2e); checks config/ against the real API and builds its
 # images; then runs the real-node suite (test/node) on a whole cluster with
 # istio-aux installed from config/ by ko; then the three-node suite
-# (test/ha) under faults; and prints the wall time of every stage at the end.
+# (test/ha) under faults; then the oldest Kubernetes the suites prove (1.32:
+# config/ against its API server, the real node's core scenarios) and a
+# cluster mid-upgrade (control plane 1.33, kubelets 1.33, 1.32, 1.32) losing
+# a node; and prints the wall time of every stage at the end. The other
+# cells of the compatibility matrix (Kubernetes 1.33 alone, Istio's
+# releases) are make e2e-matrix's.
 set -o errexit -o nounset -o pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -14,8 +19,13 @@ cd "${root}"
 STAGES_TITLE="e2e stage times"
 # shellcheck source=hack/stages.sh
 source hack/stages.sh
+# shellcheck source=hack/versions.sh
+source hack/versions.sh
 
 timed "kubernetes binaries" hack/build-k8s.sh >/dev/null
+# The oldest version (a whole cluster of it), and 1.33 for the cluster
+# mid-upgrade's control plane and newest node.
+timed "kubernetes 1.32 and 1.33" hack/build-k8s.sh "${K8S_OLDEST}" "${K8S_MIXED}" >/dev/null
 timed "kwok" hack/build-kwok.sh >/dev/null
 timed "istiod + pilot-agent" hack/build-istio.sh >/dev/null
 timed "istio-aux binaries + stubs" hack/build-ours.sh
@@ -27,9 +37,10 @@ timed "ko + crane" hack/build-tools.sh >/dev/null
 timed "knative serving + traefik" hack/build-knative.sh >/dev/null
 # The operators whose pods the real node's owner tests run (test/operators).
 timed "training operator, trainer, jobset" hack/build-operators.sh
-# pkg/decision's copy of the kubelet's restart rule, against the kubelet's
-# own function (k8s.io/kubernetes, in the tools module that builds it).
-timed "kubelet restart parity" bash -c 'cd hack/tools/k8s && GOFLAGS=-mod=mod go test -count=1 ./kubeletparity/'
+# pkg/decision's copy of the kubelet's restart rule, against the kubelets'
+# own function, of each version built here (k8s.io/kubernetes, in the tools
+# module that builds it); make e2e-matrix adds 1.34 and 1.35.
+timed "kubelet restart parity" hack/kubelet-parity.sh go.mod v1.33.mod v1.32.mod
 timed "harness test" go test -tags e2e -count=1 -timeout 5m ./test/cluster/...
 # istiod's injection of every pod shape, and the real pilot-agent with the
 # Envoy stand-in (wait, quit, SIGTERM drain, native stop; needs root).
@@ -42,12 +53,16 @@ timed "e2e tests" go test -tags e2e -count=1 -timeout 20m -v ./test/e2e/... "$@"
 # config/ against the real API with the real Knative CRDs, and each component
 # under its own ServiceAccount; then every ko:// image built offline, which
 # also fills the build cache the real node's installs use.
-timed "config: dry-run + RBAC" go test -tags e2e -count=1 -timeout 10m ./test/config/...
+timed "config: dry-run + RBAC" go test -tags e2e -count=1 -timeout 10m -skip "${VERSIONED}" ./test/config/...
+timed "config on 1.32 and 1.33" go test -tags e2e -count=1 -timeout 10m -run '^TestV13[23]$' ./test/config/...
 timed "ko resolve (offline)" hack/ko-resolve.sh
 if ((EUID == 0)); then
   timed "node packages" hack/node-deps.sh
 fi
-timed "real-node tests" go test -tags e2e -count=1 -timeout 20m -parallel 8 -v ./test/node/...
+timed "real-node tests" go test -tags e2e -count=1 -timeout 20m -parallel 8 -v -skip "${VERSIONED}" ./test/node/...
+# The same core scenarios on Kubernetes 1.32, a run (and a cluster) of its own.
+timed "real-node tests, 1.32" go test -tags e2e -count=1 -timeout 15m -parallel 8 -v -run '^TestV132$' ./test/node/...
 # Three real nodes, istio-aux in its highly available shape, under faults
 # (test/ha): one fault after another.
-timed "three-node tests" go test -tags e2e -count=1 -timeout 45m -v ./test/ha/...
+timed "three-node tests" go test -tags e2e -count=1 -timeout 45m -v -skip "${VERSIONED}" ./test/ha/...
+timed "three nodes mid-upgrade" go test -tags e2e -count=1 -timeout 15m -v -run '^TestV133MixedNodeLoss$' ./test/ha/...
