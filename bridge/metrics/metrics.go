@@ -8,27 +8,36 @@ import "github.com/prometheus/client_golang/prometheus"
 type Bridge struct {
 	// WatchEvents by kind (pod, namespace) and op (add, update, delete, resync).
 	WatchEvents *prometheus.CounterVec
-	// PodsDecoded counts pod objects the watches received and packed into
-	// the cache: what watching costs. Pods outside the opt-in never count.
+	// PodsDecoded counts pod objects the watches and lists received from
+	// the API server and decoded: what watching costs. Those the scope of
+	// their namespace does not admit count too (anyone may label a pod
+	// istio-aux.dev/watched=true, and the cluster-wide watch brings it):
+	// decoded, then dropped before they are packed, cached or queued.
 	PodsDecoded prometheus.Counter
 	// WatchedNamespaces is the number of namespaces in scope, by scope
 	// (all, labelled): those whose pods the watcher serves.
 	WatchedNamespaces *prometheus.GaugeVec
-	// StrayWatches is the number of namespaces whose pods without the
-	// webhook's label are watched on their own, until none is left.
+	// StrayWatches is the number of namespaces whose pods not labelled
+	// istio-aux.dev/watched=true are watched on their own, until none is
+	// left.
 	StrayWatches prometheus.Gauge
-	// Sweeps counts the searches for opted-in pods without the webhook's
-	// label, by result (ok, error).
+	// Sweeps counts the searches for opted-in pods not labelled
+	// istio-aux.dev/watched=true (the selector istio-aux.dev/watched!=true:
+	// without the label, or with any other value), by result (ok, error).
 	Sweeps *prometheus.CounterVec
 	// Strays is the number of such pods the last sweep found.
 	Strays prometheus.Gauge
-	// CachedPods is the number of pods the watcher holds.
+	// CachedPods is the number of pods the watcher holds (only those in
+	// scope).
 	CachedPods prometheus.Gauge
-	// CapacityPods is the most pods the watcher holds before it refuses
-	// (0: no limit).
+	// CapacityPods is what the watcher holds before it refuses (0: no
+	// limit), in units of watch.CapacityHeapPerPod (512 B) of cached heap:
+	// a typical pod counts once, a large one (many containers, long names)
+	// several (watch.Packed.Units), so it is no count of pods to compare
+	// with CachedPods.
 	CapacityPods prometheus.Gauge
 	// OverCapacity is 1 while the watcher refuses to run because the pods
-	// it would serve exceed CapacityPods.
+	// it would serve, each counted by its size, exceed CapacityPods.
 	OverCapacity prometheus.Gauge
 	// Filtered counts evaluated pod states by filter reason (publish, unchanged, ...).
 	Filtered *prometheus.CounterVec
@@ -61,21 +70,21 @@ func NewBridge(reg prometheus.Registerer) *Bridge {
 		WatchEvents: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "istio_aux_bridge_watch_events_total", Help: "Informer notifications by kind and op."}, []string{"kind", "op"}),
 		PodsDecoded: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "istio_aux_bridge_pods_decoded_total", Help: "Pod objects received from the API server and packed into the cache."}),
+			Name: "istio_aux_bridge_pods_decoded_total", Help: "Pod objects received from the API server and decoded, those outside the opt-in included (dropped before they are cached)."}),
 		WatchedNamespaces: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "istio_aux_bridge_watched_namespaces", Help: "Namespaces whose pods are served (opted in), by scope."}, []string{"scope"}),
 		StrayWatches: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "istio_aux_bridge_stray_watches", Help: "Namespaces whose opted-in pods without the webhook's label are watched on their own."}),
+			Name: "istio_aux_bridge_stray_watches", Help: "Namespaces whose opted-in pods not labelled istio-aux.dev/watched=true are watched on their own."}),
 		Sweeps: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "istio_aux_bridge_sweeps_total", Help: "Searches for opted-in pods without the webhook's label, by result."}, []string{"result"}),
+			Name: "istio_aux_bridge_sweeps_total", Help: "Searches for opted-in pods not labelled istio-aux.dev/watched=true (selector istio-aux.dev/watched!=true), by result."}, []string{"result"}),
 		Strays: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "istio_aux_bridge_strays", Help: "Opted-in pods without the webhook's label found by the last sweep."}),
+			Name: "istio_aux_bridge_strays", Help: "Opted-in pods not labelled istio-aux.dev/watched=true found by the last sweep."}),
 		CachedPods: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "istio_aux_bridge_cached_pods", Help: "Pods the watcher holds."}),
+			Name: "istio_aux_bridge_cached_pods", Help: "Pods in scope the watcher holds."}),
 		CapacityPods: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "istio_aux_bridge_capacity_pods", Help: "Most pods the watcher holds within its memory limit before it refuses (0: no limit)."}),
+			Name: "istio_aux_bridge_capacity_pods", Help: "What the watcher holds within its memory limit before it refuses, in 512 B units of cached heap: a typical pod counts once, a large pod several (0: no limit)."}),
 		OverCapacity: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "istio_aux_bridge_over_capacity", Help: "1 while the watcher refuses to run: the pods it would serve exceed its capacity."}),
+			Name: "istio_aux_bridge_over_capacity", Help: "1 while the watcher refuses to run: the pods it would serve, each counted by its size, exceed its capacity."}),
 		Filtered: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "istio_aux_bridge_filtered_total", Help: "Pod states evaluated by the change filter, by result."}, []string{"reason"}),
 		Published: prometheus.NewCounter(prometheus.CounterOpts{
