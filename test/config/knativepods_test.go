@@ -191,9 +191,9 @@ func withIstioSidecar(pod corev1.PodTemplateSpec, cni, seccomp bool) corev1.PodT
 // then the function's pods too; istio-aux's own Deployments and NATS opt
 // out). Such a pod is refused unless Istio runs with its CNI and
 // global.proxy.seccompProfile {type: RuntimeDefault} (Istio 1.29 has it);
-// otherwise label the namespace istio-injection=disabled, which none of
-// those pods needs. baseline would not help: Istio's own init container
-// breaks it too.
+// otherwise label the namespace istio-injection=disabled (the webhook, the
+// bridge and NATS opt out of the sidecar already). baseline would not
+// help: Istio's own init container breaks it too.
 func TestIstioSidecarInTheNamespace(t *testing.T) {
 	eval, err := policy.NewEvaluator(policy.DefaultChecks(), nil)
 	if err != nil {
