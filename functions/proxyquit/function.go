@@ -63,13 +63,17 @@ type Function struct {
 	events   *eventLog // nil when the recorder was handed to New
 	metrics  *Metrics
 	now      func() time.Time
+	// eventTimeout bounds the write of a quit's Event (record).
+	eventTimeout time.Duration
 }
 
-// Close writes the Kubernetes Events recorded so far, waiting for them at
-// most closeTimeout (a warning on ctx's logger says what was left), and
-// stops writing. Call it once the events under way have been handled (the
-// HTTP server shut down, the dispatcher drained), with the process's
-// context, done or not.
+// Close waits for the Kubernetes Events still being written, at most
+// closeTimeout (each one left is counted and logged, and a warning on
+// ctx's logger says how many), and stops writing. A quit's Events are
+// written before its request is answered; what Close waits for are the
+// writes of requests the drain cut off and the settings' Events. Call it
+// once the events under way have been handled (the HTTP server shut down,
+// the dispatcher drained), with the process's context, done or not.
 func (f *Function) Close(ctx context.Context) {
 	if f.events == nil {
 		return
@@ -85,6 +89,12 @@ func (f *Function) Close(ctx context.Context) {
 // dispatcher, inside a pod's default 30 s of grace.
 const closeTimeout = 5 * time.Second
 
+// eventTimeout bounds the write of a quit's Event, tries included: long
+// enough to ride out an API server restarting or an etcd election (a few
+// seconds), short enough that the request, with its exec (10 s) and
+// reads, stays within the dispatcher's and Knative's 30 s.
+const eventTimeout = 10 * time.Second
+
 // New assembles a Function from its dependencies. metrics may be nil (not
 // exported anywhere); the others are required.
 func New(cfg Config, cluster Cluster, exec Execer, recorder record.EventRecorder, metrics *Metrics) (*Function, error) {
@@ -99,7 +109,7 @@ func New(cfg Config, cluster Cluster, exec Execer, recorder record.EventRecorder
 	}
 	reviewer, _ := cluster.(Reviewer)
 	f := &Function{cfg: cfg, auth: newAuthenticator(cfg.Auth, reviewer, metrics), cluster: cluster, exec: exec,
-		recorder: recorder, metrics: metrics, now: time.Now}
+		recorder: recorder, metrics: metrics, now: time.Now, eventTimeout: eventTimeout}
 	f.live.Store(&liveSettings{decision: cfg.Decision, quitCommand: cfg.QuitCommand})
 	return f, nil
 }
@@ -151,30 +161,43 @@ func NewFromConfig(ctx context.Context, rc *rest.Config, cfg Config, reg prometh
 	if err != nil {
 		return nil, err
 	}
+	// Events go through a client of their own, whose rate limit (its own
+	// token bucket, with the reads' limits) is theirs: a quit's Event never
+	// waits behind the pod and namespace reads that hundreds of deliveries
+	// under way queue, and never spends their budget. Its limits are no
+	// bound to lift: a quit writes one Event, and quits are execs, which
+	// have a client and the same limits of their own (NewRemoteExecer).
+	erc := rest.CopyConfig(rc)
+	erc.RateLimiter = nil
+	ec, err := kube.NewForConfig(erc)
+	if err != nil {
+		return nil, fmt.Errorf("creating the events client: %w", err)
+	}
 	// Events are written until Close, not until ctx is done: the events
 	// under way when the process is told to stop still get theirs.
-	events, recorder := newEventLog(kc.EventSink(), corev1.EventSource{Component: Component}, kube.Scheme)
+	events := newEventLog(apiEventSink{ec.RESTClient()}, corev1.EventSource{Component: Component}, kube.Scheme)
+	events.lost = unwrittenEvent(logging.FromContext(ctx), m)
 	// Token reviews and the issuer's keys go through a client of their
 	// own: its rate limit is theirs, so authentication can never spend the
 	// budget of the pod reads and the Events (and callers cannot spend this
 	// one at will: the keys are read on a timer, and only tokens signed by
 	// the cluster, of allowed callers, are reviewed).
 	arc := rest.CopyConfig(rc)
-	arc.QPS, arc.Burst = authQPS, authBurst
+	arc.QPS, arc.Burst, arc.RateLimiter = authQPS, authBurst, nil
 	ac, err := kube.NewForConfig(arc)
 	if err != nil {
 		return nil, fmt.Errorf("creating the authentication client: %w", err)
 	}
-	fn, err := New(cfg, reviewedApart{Cluster: NewNamespaceCache(kc), reviews: APIServerReviewer(ac.RESTClient())}, ex, recorder, m)
+	fn, err := New(cfg, reviewedApart{Cluster: NewNamespaceCache(kc), reviews: APIServerReviewer(ac.RESTClient())}, ex, events, m)
 	if err != nil {
-		events.broadcaster.Shutdown()
+		events.stop()
 		return nil, err
 	}
 	fn.events = events
 	if cfg.SystemNamespace != "" {
 		base := settings.Defaults()
 		base.Decision, base.QuitCommand = cfg.Decision, cfg.QuitCommand
-		follower := &settings.Follower{Component: Component, Base: base, Apply: fn.SetSettings, Recorder: recorder}
+		follower := &settings.Follower{Component: Component, Base: base, Apply: fn.SetSettings, Recorder: events}
 		synced := follower.Start(ctx, kc, cfg.SystemNamespace)
 		wctx, cancel := context.WithTimeout(ctx, followWait)
 		if !cache.WaitForCacheSync(wctx.Done(), synced) && ctx.Err() == nil {
@@ -240,7 +263,7 @@ func (f *Function) handleAndLog(ctx context.Context, e cloudevents.Event) result
 func (f *Function) handle(ctx context.Context, e cloudevents.Event) result {
 	pod, err := podevent.Decode(e)
 	if errors.Is(err, slim.ErrBeyondBounds) {
-		f.refuseBeyondBounds(e, err)
+		f.refuseBeyondBounds(ctx, e, err)
 	}
 	if err != nil {
 		return result{code: http.StatusBadRequest, outcome: OutcomeInvalid, detail: "invalid event", err: err}
@@ -353,7 +376,7 @@ func (f *Function) quit(ctx context.Context, pod *corev1.Pod, d decision.Decisio
 	elapsed := f.now().Sub(start).Seconds()
 	if err == nil {
 		f.metrics.execDuration.WithLabelValues("ok").Observe(elapsed)
-		f.recorder.Eventf(pod, corev1.EventTypeNormal, ReasonProxyQuit, "Quit istio-proxy: %s", d.Reason)
+		f.record(ctx, pod, true, corev1.EventTypeNormal, ReasonProxyQuit, "Quit istio-proxy: "+d.Reason)
 		return result{code: http.StatusOK, outcome: OutcomeQuit, detail: "quit istio-proxy: " + d.Reason}
 	}
 	f.metrics.execDuration.WithLabelValues("error").Observe(elapsed)
@@ -371,11 +394,11 @@ func (f *Function) quit(ctx context.Context, pod *corev1.Pod, d decision.Decisio
 	}
 	if reason, final := finalFailure(err); final {
 		f.metrics.finalFailures.WithLabelValues(reason).Inc()
-		f.recorder.Eventf(pod, corev1.EventTypeWarning, ReasonProxyQuitFailed,
-			"Quitting istio-proxy failed for good (%s); istio-aux tries again when the pod changes: %s", reason, msg)
+		f.record(ctx, pod, false, corev1.EventTypeWarning, ReasonProxyQuitFailed,
+			fmt.Sprintf("Quitting istio-proxy failed for good (%s); istio-aux tries again when the pod changes: %s", reason, msg))
 		return result{code: http.StatusUnprocessableEntity, outcome: OutcomeFailedFinal, detail: "quit command failed for good: " + reason, err: err}
 	}
-	f.recorder.Eventf(pod, corev1.EventTypeWarning, ReasonProxyQuitFailed, "Quitting istio-proxy failed (will retry): %s", msg)
+	f.record(ctx, pod, false, corev1.EventTypeWarning, ReasonProxyQuitFailed, "Quitting istio-proxy failed (will retry): "+msg)
 	return result{code: http.StatusInternalServerError, outcome: OutcomeFailed, detail: "quit command failed", err: err}
 }
 
@@ -418,13 +441,13 @@ func (f *Function) proxyGone(ctx context.Context, pod *corev1.Pod) (bool, string
 // slim.MaxContainers containers: the bridge's events never are), that
 // istio-aux will not quit its proxy: a Warning Event and a metric rather
 // than a silent 400.
-func (f *Function) refuseBeyondBounds(e cloudevents.Event, err error) {
+func (f *Function) refuseBeyondBounds(ctx context.Context, e cloudevents.Event, err error) {
 	f.metrics.beyondBounds.WithLabelValues("refused").Inc()
 	id, idErr := podevent.DecodeIdentity(e)
 	if idErr != nil {
 		return
 	}
-	f.recorder.Eventf(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: id.Namespace, Name: id.Name, UID: id.UID}},
-		corev1.EventTypeWarning, ReasonProxyQuitFailed,
-		"istio-aux does not quit istio-proxy from this event: %v. Its bridge sends such pods by name and reads them live", err)
+	f.record(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: id.Namespace, Name: id.Name, UID: id.UID}},
+		false, corev1.EventTypeWarning, ReasonProxyQuitFailed,
+		fmt.Sprintf("istio-aux does not quit istio-proxy from this event: %v. Its bridge sends such pods by name and reads them live", err))
 }
