@@ -63,8 +63,10 @@ type Function struct {
 	events   *eventLog // nil when the recorder was handed to New
 	metrics  *Metrics
 	now      func() time.Time
-	// eventTimeout bounds the write of a quit's Event (record).
-	eventTimeout time.Duration
+	// eventTimeout bounds the write of a quit's Event (record), and
+	// exitWait how long a failed exec's pod is watched for its proxy to
+	// stop (proxyGone).
+	eventTimeout, exitWait time.Duration
 }
 
 // Close waits for the Kubernetes Events still being written, at most
@@ -95,6 +97,12 @@ const closeTimeout = 5 * time.Second
 // reads, stays within the dispatcher's and Knative's 30 s.
 const eventTimeout = 10 * time.Second
 
+// exitWait bounds how long proxyGone watches a pod whose exec failed in a
+// way that may be the quit itself (the command killed with its container,
+// the stream cut): the kubelet reports a stopped container within a
+// second or two.
+const exitWait = 3 * time.Second
+
 // New assembles a Function from its dependencies. metrics may be nil (not
 // exported anywhere); the others are required.
 func New(cfg Config, cluster Cluster, exec Execer, recorder record.EventRecorder, metrics *Metrics) (*Function, error) {
@@ -109,7 +117,7 @@ func New(cfg Config, cluster Cluster, exec Execer, recorder record.EventRecorder
 	}
 	reviewer, _ := cluster.(Reviewer)
 	f := &Function{cfg: cfg, auth: newAuthenticator(cfg.Auth, reviewer, metrics), cluster: cluster, exec: exec,
-		recorder: recorder, metrics: metrics, now: time.Now, eventTimeout: eventTimeout}
+		recorder: recorder, metrics: metrics, now: time.Now, eventTimeout: eventTimeout, exitWait: exitWait}
 	f.live.Store(&liveSettings{decision: cfg.Decision, quitCommand: cfg.QuitCommand})
 	return f, nil
 }
@@ -383,8 +391,23 @@ func (f *Function) quit(ctx context.Context, pod *corev1.Pod, d decision.Decisio
 
 	// The proxy may have exited between our GET and the exec (another
 	// replica quit it, or the quit itself tore the stream down): that is
-	// success, and only a fresh read can tell it apart from a failure.
-	if gone, why := f.proxyGone(ctx, pod); gone {
+	// success, and only a fresh read can tell it apart from a failure. A
+	// failure that may be the quit itself is watched a little longer: the
+	// kubelet reports the stopped proxy a moment later.
+	wait := time.Duration(0)
+	if quitMayBeUnderWay(err) {
+		wait = f.exitWait
+	}
+	if gone, stopped, why := f.proxyGone(ctx, pod, wait); gone {
+		if stopped {
+			// The proxy stopped as it was told to quit, or before (a
+			// delivery whose quit went through but whose Event did
+			// not): this is the quit's record, and it may be the last
+			// chance to write it. Written once per pod, so that it
+			// never doubles one already there.
+			f.record(ctx, pod, true, corev1.EventTypeNormal, ReasonProxyQuit,
+				fmt.Sprintf("Quit istio-proxy: %s (%s; the exec of the quit command ended with: %v)", d.Reason, why, err))
+		}
 		return result{code: http.StatusOK, outcome: OutcomeGone, detail: "exec failed but " + why}
 	}
 	f.metrics.execFailures.Inc()
@@ -411,29 +434,51 @@ func cacheableVersion(rv string) string {
 	return ""
 }
 
-// proxyGone re-reads the pod after a failed exec.
-func (f *Function) proxyGone(ctx context.Context, pod *corev1.Pod) (bool, string) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), apiTimeout)
+// proxyGone re-reads the pod after a failed exec, and again for up to wait
+// while its proxy still runs. gone is true if there is nothing left to
+// quit, stopped if that is because istio-proxy has terminated.
+func (f *Function) proxyGone(ctx context.Context, pod *corev1.Pod, wait time.Duration) (gone, stopped bool, why string) {
+	ctx = context.WithoutCancel(ctx)
+	until := time.Now().Add(wait)
+	for every := exitPoll; ; every *= 2 {
+		if gone, stopped, why = f.readProxy(ctx, pod); gone {
+			return gone, stopped, why
+		}
+		left := time.Until(until)
+		if left <= 0 {
+			return false, false, ""
+		}
+		t := time.NewTimer(min(every, left))
+		<-t.C
+	}
+}
+
+// exitPoll is the first interval between proxyGone's reads (doubling).
+const exitPoll = 200 * time.Millisecond
+
+// readProxy reads the pod once for proxyGone.
+func (f *Function) readProxy(ctx context.Context, pod *corev1.Pod) (gone, stopped bool, why string) {
+	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()
 	// The most recent state (etcd): whether the proxy has stopped since.
 	live, err := f.cluster.Pod(ctx, pod.Namespace, pod.Name, "")
 	switch {
 	case apierrors.IsNotFound(err):
-		return true, "the pod is gone"
+		return true, false, "the pod is gone"
 	case err != nil:
-		return false, ""
+		return false, false, ""
 	case live.UID != pod.UID:
-		return true, "the pod was replaced"
+		return true, false, "the pod was replaced"
 	case live.DeletionTimestamp != nil:
-		return true, "the pod is being deleted"
+		return true, false, "the pod is being deleted"
 	}
 	// A classic proxy's status, or a native one's (QuitNative).
 	for _, s := range append(live.Status.ContainerStatuses, live.Status.InitContainerStatuses...) {
 		if s.Name == keys.ProxyContainer && s.State.Terminated != nil {
-			return true, "istio-proxy has terminated"
+			return true, true, "istio-proxy has terminated"
 		}
 	}
-	return false, ""
+	return false, false, ""
 }
 
 // refuseBeyondBounds tells the pod an event names, when its pod is beyond
