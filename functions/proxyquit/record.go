@@ -14,17 +14,23 @@ type eventWaiter interface {
 	EventAndWait(ctx context.Context, object runtime.Object, once bool, eventtype, reason, message string) error
 }
 
-// record writes an Event about pod before the request answers. Why before:
-// the answer to a quit acks its message, after which nothing delivers it
-// again; an Event still to be written then lives only in this process,
-// which Knative may stop as soon as the burst is over (eventLog says how
-// that lost quits' records). The wait is bounded by eventTimeout, not by
-// the caller: a caller that gave up (its timeout) delivers the event
-// again, and that delivery most often finds the proxy stopped and nothing
-// to do, so this write is the record. An Event with once set is written once per pod and
-// reason (a pod's proxy is quit once). An Event left unwritten is counted
-// and logged with the pod's name (unwrittenEvent). A recorder that cannot
-// wait (New's caller's) records as it does.
+// record writes an Event about pod and returns once it is written or
+// given up; the request answers after it. Why here, rather than a flush
+// at shutdown that waits for each Event's outcome: the answer to a quit
+// acks its message, after which nothing delivers it again, and under
+// Knative the process gets SIGTERM only about 2 s before its SIGKILL
+// (eventLog), while a request under way is waited for by queue-proxy, by
+// the HTTP server's drain and by the dispatcher. The wait is bounded by
+// eventTimeout, not by the caller: a caller that gave up delivers the
+// event again, and that delivery most often finds the proxy stopped and
+// nothing to do, so this write is still the record. An Event that cannot
+// be written is counted and logged with the pod's name (unwrittenEvent),
+// and a quit is still answered 2xx: a redelivery could not write it
+// either, as it cannot tell that quit from a proxy stopped by other means
+// (it writes one only when the proxy stops under its own exec: quit). An
+// Event with once set is written once per pod and reason (a pod's proxy
+// is quit once). A recorder that cannot wait (New's caller's) records as
+// it does.
 func (f *Function) record(ctx context.Context, pod *corev1.Pod, once bool, eventtype, reason, message string) {
 	w, ok := f.recorder.(eventWaiter)
 	if !ok {
