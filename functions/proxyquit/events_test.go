@@ -2,8 +2,11 @@ package proxyquit
 
 import (
 	"context"
+	"errors"
+	"maps"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -11,47 +14,80 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	apiwait "k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 )
 
 // gatedSink is an API server's events endpoint that answers only once
-// released.
+// released, or fails when the write's context ends.
 type gatedSink struct {
 	release chan struct{}
 	mu      sync.Mutex
-	reasons []string
+	names   map[string]string // reason by name
 }
 
-func (s *gatedSink) write(e *corev1.Event) (*corev1.Event, error) {
-	<-s.release
+func newGatedSink() *gatedSink {
+	return &gatedSink{release: make(chan struct{}), names: map[string]string{}}
+}
+
+func (s *gatedSink) CreateEvent(ctx context.Context, e *corev1.Event) error {
+	select {
+	case <-s.release:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.reasons = append(s.reasons, e.Reason)
-	return e, nil
-}
-
-func (s *gatedSink) Create(e *corev1.Event) (*corev1.Event, error) { return s.write(e) }
-func (s *gatedSink) Update(e *corev1.Event) (*corev1.Event, error) { return s.write(e) }
-func (s *gatedSink) Patch(e *corev1.Event, _ []byte) (*corev1.Event, error) {
-	return s.write(e)
+	if _, ok := s.names[e.Name]; ok {
+		return apierrors.NewAlreadyExists(schema.GroupResource{Resource: "events"}, e.Name)
+	}
+	s.names[e.Name] = e.Reason
+	return nil
 }
 
 func (s *gatedSink) written() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return append([]string(nil), s.reasons...)
+	return slices.Sorted(maps.Values(s.names))
 }
 
-// TestCloseWritesTheLastEvents: the Events of the quits made just before
-// the process stops are written before Close returns; client-go's Shutdown
-// alone drops the ones it has not written yet.
+// lostEvents collects what an eventLog gives up.
+type lostEvents struct {
+	mu   sync.Mutex
+	seen []string // "name reason cause"
+}
+
+func (l *lostEvents) lost(e *corev1.Event, cause string, _ error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.seen = append(l.seen, e.InvolvedObject.Name+" "+e.Reason+" "+cause)
+}
+
+func (l *lostEvents) all() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.seen)
+}
+
+func testPod(name string) *corev1.Pod {
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID("uid-" + name)}}
+}
+
+// TestCloseWritesTheLastEvents: the Events recorded in the background
+// just before the process stops are written before Close returns.
 func TestCloseWritesTheLastEvents(t *testing.T) {
-	sink := &gatedSink{release: make(chan struct{})}
-	l, rec := newEventLog(sink, corev1.EventSource{Component: Component}, scheme.Scheme)
-	for i := range 3 {
-		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "job-" + string(rune('a'+i)), UID: "uid"}}
-		rec.Eventf(pod, corev1.EventTypeNormal, ReasonProxyQuit, "Quit istio-proxy: %s", "test")
+	sink := newGatedSink()
+	l := newEventLog(sink, corev1.EventSource{Component: Component}, scheme.Scheme)
+	var lost lostEvents
+	l.lost = lost.lost
+	for _, name := range []string{"a", "b", "c"} {
+		l.Eventf(testPod(name), corev1.EventTypeNormal, "SettingsApplied", "applied %s", name)
 	}
 	go close(sink.release) // the API server answers whenever it does
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -62,21 +98,131 @@ func TestCloseWritesTheLastEvents(t *testing.T) {
 	if got := sink.written(); len(got) != 3 {
 		t.Errorf("%d Events written when Close returned (%v), want 3", len(got), got)
 	}
+	if got := lost.all(); len(got) != 0 {
+		t.Errorf("Events given up: %v", got)
+	}
 }
 
 // TestCloseGivesUpAtItsDeadline: an API server that never answers holds
-// Close only until its deadline, and Close says what was not written.
+// Close only until its deadline; each Event left, written in the
+// background or waited for by a request the drain cut off, is given up
+// once, as lost at shutdown.
 func TestCloseGivesUpAtItsDeadline(t *testing.T) {
-	sink := &gatedSink{release: make(chan struct{})}
+	sink := newGatedSink()
 	t.Cleanup(func() { close(sink.release) })
-	l, rec := newEventLog(sink, corev1.EventSource{Component: Component}, scheme.Scheme)
-	rec.Eventf(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "job", UID: "uid"}},
-		corev1.EventTypeNormal, ReasonProxyQuit, "Quit istio-proxy")
+	l := newEventLog(sink, corev1.EventSource{Component: Component}, scheme.Scheme)
+	var lost lostEvents
+	l.lost = lost.lost
+	l.Eventf(testPod("settings"), corev1.EventTypeNormal, "SettingsApplied", "applied")
+	waited := make(chan error, 1)
+	go func() {
+		waited <- l.EventAndWait(context.Background(), testPod("job"), true, corev1.EventTypeNormal, ReasonProxyQuit, "Quit istio-proxy")
+	}()
+	// Both writes are under way once the log tracks two.
+	if err := apiwait.PollUntilContextTimeout(context.Background(), time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return len(l.pending) == 2, nil
+	}); err != nil {
+		t.Fatal("the two writes never got under way")
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	err := l.flush(ctx)
-	if err == nil || !strings.Contains(err.Error(), "1 of 1 Kubernetes Events not written") {
-		t.Errorf("flush = %v, want the one Event left unwritten", err)
+	if err == nil || !strings.Contains(err.Error(), "2 Kubernetes Events not written") {
+		t.Errorf("flush = %v, want the two Events left unwritten", err)
+	}
+	want := []string{"job ProxyQuit shutdown", "settings SettingsApplied shutdown"}
+	if got := lost.all(); !slices.Equal(slices.Sorted(slices.Values(got)), want) {
+		t.Errorf("given up: %v, want %v", got, want)
+	}
+	select {
+	case err := <-waited:
+		t.Errorf("the request's write ended (%v) at Close's deadline; it has a deadline of its own", err)
+	default:
+	}
+}
+
+// TestEventWrittenOnce: a pod's ProxyQuit Event is written once, however
+// many deliveries write it (a redelivery, a second replica): the second
+// finds it there, which is written, not lost. Other Events add up.
+func TestEventWrittenOnce(t *testing.T) {
+	sink := newGatedSink()
+	close(sink.release)
+	l := newEventLog(sink, corev1.EventSource{Component: Component}, scheme.Scheme)
+	var lost lostEvents
+	l.lost = lost.lost
+	ctx := context.Background()
+	for range 2 {
+		if err := l.EventAndWait(ctx, testPod("job"), true, corev1.EventTypeNormal, ReasonProxyQuit, "Quit istio-proxy"); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.EventAndWait(ctx, testPod("job"), false, corev1.EventTypeWarning, ReasonProxyQuitFailed, "will retry"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Another pod of the same name (re-created) has its own.
+	if err := l.EventAndWait(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "job", UID: "uid-2"}},
+		true, corev1.EventTypeNormal, ReasonProxyQuit, "Quit istio-proxy"); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{ReasonProxyQuit, ReasonProxyQuit, ReasonProxyQuitFailed, ReasonProxyQuitFailed}
+	if got := sink.written(); !slices.Equal(got, want) {
+		t.Errorf("written %v, want %v", got, want)
+	}
+	if got := lost.all(); len(got) != 0 {
+		t.Errorf("given up: %v", got)
+	}
+}
+
+func TestOnceEventName(t *testing.T) {
+	long := strings.Repeat("a", 62) + "." + strings.Repeat("b", 62) + "." + strings.Repeat("c", 62) + "." + strings.Repeat("d", 62)
+	for name, ref := range map[string]*corev1.ObjectReference{
+		"a Job's pod":           {Namespace: "ns", Name: "train-x7k2p", UID: "8f0c"},
+		"the longest pod name":  {Namespace: "ns", Name: long, UID: "8f0c"},
+		"cut before a dot":      {Namespace: "ns", Name: strings.Repeat("a", 236) + ".b", UID: "8f0c"},
+		"no uid (a named pod)":  {Namespace: "ns", Name: "job"},
+		"a name with a hyphen-": {Namespace: "ns", Name: strings.Repeat("a", 235) + "-bb", UID: "8f0c"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			n := onceEventName(ref, ReasonProxyQuit)
+			if errs := validation.NameIsDNSSubdomain(n, false); len(errs) > 0 {
+				t.Errorf("%q: %v", n, errs)
+			}
+			if n != onceEventName(ref.DeepCopy(), ReasonProxyQuit) {
+				t.Error("not the same name for the same pod")
+			}
+			other := ref.DeepCopy()
+			other.UID = "another"
+			if n == onceEventName(other, ReasonProxyQuit) || n == onceEventName(ref, ReasonProxyQuitFailed) {
+				t.Error("the same name for another pod or reason")
+			}
+		})
+	}
+}
+
+func TestRetryable(t *testing.T) {
+	gr := schema.GroupResource{Resource: "events"}
+	for name, tc := range map[string]struct {
+		err  error
+		want bool
+	}{
+		"connection lost":        {errors.New(`Post "https://10.96.0.1/api/v1/namespaces/ns/events": EOF`), true},
+		"a try's timeout":        {context.DeadlineExceeded, true},
+		"429":                    {apierrors.NewTooManyRequests("slow down", 1), true},
+		"500 etcd":               {apierrors.NewInternalError(errors.New("etcdserver: request timed out")), true},
+		"503":                    {apierrors.NewServiceUnavailable("apiserver is shutting down"), true},
+		"504":                    {apierrors.NewTimeoutError("the server was unable to return a response", 0), true},
+		"server timeout":         {apierrors.NewServerTimeout(gr, "create", 1), true},
+		"403 RBAC":               {apierrors.NewForbidden(gr, "", errors.New("cannot create resource events")), false},
+		"404 namespace gone":     {apierrors.NewNotFound(schema.GroupResource{Resource: "namespaces"}, "ns"), false},
+		"422 invalid":            {apierrors.NewInvalid(schema.GroupKind{Kind: "Event"}, "e", nil), false},
+		"request not made":       {&rest.RequestConstructionError{Err: errors.New("bad body")}, false},
+		"namespace being delete": {apierrors.NewForbidden(gr, "", errors.New("namespace ns is being terminated")), false},
+	} {
+		if got := retryable(tc.err); got != tc.want {
+			t.Errorf("%s: retryable = %v, want %v", name, got, tc.want)
+		}
 	}
 }
 

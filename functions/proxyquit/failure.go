@@ -58,3 +58,26 @@ func finalFailure(err error) (string, bool) {
 	}
 	return "", false
 }
+
+// quitMayBeUnderWay says whether an exec error leaves open that the quit
+// command ran and istio-proxy is stopping: the command killed with its
+// container (an exit code of 128 or more: a signal), the stream cut, a
+// timeout. An exec the API server answered with an error did not run, nor
+// did one that found no program; a command that exited on its own with a
+// code below 128 did not quit the proxy (pilot-agent's 255: Envoy refused).
+func quitMayBeUnderWay(err error) bool {
+	var exit utilexec.ExitError
+	if errors.As(err, &exit) {
+		return exit.ExitStatus() > 128 && exit.ExitStatus() < 255
+	}
+	var upgrade *httpstream.UpgradeFailureError
+	if errors.As(err, &upgrade) {
+		return false
+	}
+	var status apierrors.APIStatus
+	if errors.As(err, &status) {
+		return false
+	}
+	reason, final := finalFailure(err)
+	return !final || reason == FinalExitCode
+}

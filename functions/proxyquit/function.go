@@ -63,13 +63,19 @@ type Function struct {
 	events   *eventLog // nil when the recorder was handed to New
 	metrics  *Metrics
 	now      func() time.Time
+	// eventTimeout bounds the write of a quit's Event (record), and
+	// exitWait how long a failed exec's pod is watched for its proxy to
+	// stop (proxyGone).
+	eventTimeout, exitWait time.Duration
 }
 
-// Close writes the Kubernetes Events recorded so far, waiting for them at
-// most closeTimeout (a warning on ctx's logger says what was left), and
-// stops writing. Call it once the events under way have been handled (the
-// HTTP server shut down, the dispatcher drained), with the process's
-// context, done or not.
+// Close waits for the Kubernetes Events still being written, at most
+// closeTimeout (each one left is counted and logged, and a warning on
+// ctx's logger says how many), and stops writing. A quit's Events are
+// written before its request is answered; what Close waits for are the
+// writes of requests the drain cut off and the settings' Events. Call it
+// once the events under way have been handled (the HTTP server shut down,
+// the dispatcher drained), with the process's context, done or not.
 func (f *Function) Close(ctx context.Context) {
 	if f.events == nil {
 		return
@@ -85,6 +91,18 @@ func (f *Function) Close(ctx context.Context) {
 // dispatcher, inside a pod's default 30 s of grace.
 const closeTimeout = 5 * time.Second
 
+// eventTimeout bounds the write of a quit's Event, tries included: long
+// enough to ride out an API server restarting or an etcd election (a few
+// seconds), short enough that the request, with its exec (10 s) and
+// reads, stays within the dispatcher's and Knative's 30 s.
+const eventTimeout = 10 * time.Second
+
+// exitWait bounds how long proxyGone watches a pod whose exec failed in a
+// way that may be the quit itself (the command killed with its container,
+// the stream cut): the kubelet reports a stopped container within a
+// second or two.
+const exitWait = 3 * time.Second
+
 // New assembles a Function from its dependencies. metrics may be nil (not
 // exported anywhere); the others are required.
 func New(cfg Config, cluster Cluster, exec Execer, recorder record.EventRecorder, metrics *Metrics) (*Function, error) {
@@ -99,7 +117,7 @@ func New(cfg Config, cluster Cluster, exec Execer, recorder record.EventRecorder
 	}
 	reviewer, _ := cluster.(Reviewer)
 	f := &Function{cfg: cfg, auth: newAuthenticator(cfg.Auth, reviewer, metrics), cluster: cluster, exec: exec,
-		recorder: recorder, metrics: metrics, now: time.Now}
+		recorder: recorder, metrics: metrics, now: time.Now, eventTimeout: eventTimeout, exitWait: exitWait}
 	f.live.Store(&liveSettings{decision: cfg.Decision, quitCommand: cfg.QuitCommand})
 	return f, nil
 }
@@ -151,30 +169,43 @@ func NewFromConfig(ctx context.Context, rc *rest.Config, cfg Config, reg prometh
 	if err != nil {
 		return nil, err
 	}
+	// Events go through a client of their own, whose rate limit (its own
+	// token bucket, with the reads' limits) is theirs: a quit's Event never
+	// waits behind the pod and namespace reads that hundreds of deliveries
+	// under way queue, and never spends their budget. Its limits are no
+	// bound to lift: a quit writes one Event, and quits are execs, which
+	// have a client and the same limits of their own (NewRemoteExecer).
+	erc := rest.CopyConfig(rc)
+	erc.RateLimiter = nil
+	ec, err := kube.NewForConfig(erc)
+	if err != nil {
+		return nil, fmt.Errorf("creating the events client: %w", err)
+	}
 	// Events are written until Close, not until ctx is done: the events
 	// under way when the process is told to stop still get theirs.
-	events, recorder := newEventLog(kc.EventSink(), corev1.EventSource{Component: Component}, kube.Scheme)
+	events := newEventLog(apiEventSink{ec.RESTClient()}, corev1.EventSource{Component: Component}, kube.Scheme)
+	events.lost = unwrittenEvent(logging.FromContext(ctx), m)
 	// Token reviews and the issuer's keys go through a client of their
 	// own: its rate limit is theirs, so authentication can never spend the
 	// budget of the pod reads and the Events (and callers cannot spend this
 	// one at will: the keys are read on a timer, and only tokens signed by
 	// the cluster, of allowed callers, are reviewed).
 	arc := rest.CopyConfig(rc)
-	arc.QPS, arc.Burst = authQPS, authBurst
+	arc.QPS, arc.Burst, arc.RateLimiter = authQPS, authBurst, nil
 	ac, err := kube.NewForConfig(arc)
 	if err != nil {
 		return nil, fmt.Errorf("creating the authentication client: %w", err)
 	}
-	fn, err := New(cfg, reviewedApart{Cluster: NewNamespaceCache(kc), reviews: APIServerReviewer(ac.RESTClient())}, ex, recorder, m)
+	fn, err := New(cfg, reviewedApart{Cluster: NewNamespaceCache(kc), reviews: APIServerReviewer(ac.RESTClient())}, ex, events, m)
 	if err != nil {
-		events.broadcaster.Shutdown()
+		events.stop()
 		return nil, err
 	}
 	fn.events = events
 	if cfg.SystemNamespace != "" {
 		base := settings.Defaults()
 		base.Decision, base.QuitCommand = cfg.Decision, cfg.QuitCommand
-		follower := &settings.Follower{Component: Component, Base: base, Apply: fn.SetSettings, Recorder: recorder}
+		follower := &settings.Follower{Component: Component, Base: base, Apply: fn.SetSettings, Recorder: events}
 		synced := follower.Start(ctx, kc, cfg.SystemNamespace)
 		wctx, cancel := context.WithTimeout(ctx, followWait)
 		if !cache.WaitForCacheSync(wctx.Done(), synced) && ctx.Err() == nil {
@@ -240,7 +271,7 @@ func (f *Function) handleAndLog(ctx context.Context, e cloudevents.Event) result
 func (f *Function) handle(ctx context.Context, e cloudevents.Event) result {
 	pod, err := podevent.Decode(e)
 	if errors.Is(err, slim.ErrBeyondBounds) {
-		f.refuseBeyondBounds(e, err)
+		f.refuseBeyondBounds(ctx, e, err)
 	}
 	if err != nil {
 		return result{code: http.StatusBadRequest, outcome: OutcomeInvalid, detail: "invalid event", err: err}
@@ -353,15 +384,30 @@ func (f *Function) quit(ctx context.Context, pod *corev1.Pod, d decision.Decisio
 	elapsed := f.now().Sub(start).Seconds()
 	if err == nil {
 		f.metrics.execDuration.WithLabelValues("ok").Observe(elapsed)
-		f.recorder.Eventf(pod, corev1.EventTypeNormal, ReasonProxyQuit, "Quit istio-proxy: %s", d.Reason)
+		f.record(ctx, pod, true, corev1.EventTypeNormal, ReasonProxyQuit, "Quit istio-proxy: "+d.Reason)
 		return result{code: http.StatusOK, outcome: OutcomeQuit, detail: "quit istio-proxy: " + d.Reason}
 	}
 	f.metrics.execDuration.WithLabelValues("error").Observe(elapsed)
 
 	// The proxy may have exited between our GET and the exec (another
 	// replica quit it, or the quit itself tore the stream down): that is
-	// success, and only a fresh read can tell it apart from a failure.
-	if gone, why := f.proxyGone(ctx, pod); gone {
+	// success, and only a fresh read can tell it apart from a failure. A
+	// failure that may be the quit itself is watched a little longer: the
+	// kubelet reports the stopped proxy a moment later.
+	wait := time.Duration(0)
+	if quitMayBeUnderWay(err) {
+		wait = f.exitWait
+	}
+	if gone, stopped, why := f.proxyGone(ctx, pod, wait); gone {
+		if stopped {
+			// The proxy stopped as it was told to quit, or before (a
+			// delivery whose quit went through but whose Event did
+			// not): this is the quit's record, and it may be the last
+			// chance to write it. Written once per pod, so that it
+			// never doubles one already there.
+			f.record(ctx, pod, true, corev1.EventTypeNormal, ReasonProxyQuit,
+				fmt.Sprintf("Quit istio-proxy: %s (%s; the exec of the quit command ended with: %v)", d.Reason, why, err))
+		}
 		return result{code: http.StatusOK, outcome: OutcomeGone, detail: "exec failed but " + why}
 	}
 	f.metrics.execFailures.Inc()
@@ -371,11 +417,11 @@ func (f *Function) quit(ctx context.Context, pod *corev1.Pod, d decision.Decisio
 	}
 	if reason, final := finalFailure(err); final {
 		f.metrics.finalFailures.WithLabelValues(reason).Inc()
-		f.recorder.Eventf(pod, corev1.EventTypeWarning, ReasonProxyQuitFailed,
-			"Quitting istio-proxy failed for good (%s); istio-aux tries again when the pod changes: %s", reason, msg)
+		f.record(ctx, pod, false, corev1.EventTypeWarning, ReasonProxyQuitFailed,
+			fmt.Sprintf("Quitting istio-proxy failed for good (%s); istio-aux tries again when the pod changes: %s", reason, msg))
 		return result{code: http.StatusUnprocessableEntity, outcome: OutcomeFailedFinal, detail: "quit command failed for good: " + reason, err: err}
 	}
-	f.recorder.Eventf(pod, corev1.EventTypeWarning, ReasonProxyQuitFailed, "Quitting istio-proxy failed (will retry): %s", msg)
+	f.record(ctx, pod, false, corev1.EventTypeWarning, ReasonProxyQuitFailed, "Quitting istio-proxy failed (will retry): "+msg)
 	return result{code: http.StatusInternalServerError, outcome: OutcomeFailed, detail: "quit command failed", err: err}
 }
 
@@ -388,29 +434,51 @@ func cacheableVersion(rv string) string {
 	return ""
 }
 
-// proxyGone re-reads the pod after a failed exec.
-func (f *Function) proxyGone(ctx context.Context, pod *corev1.Pod) (bool, string) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), apiTimeout)
+// proxyGone re-reads the pod after a failed exec, and again for up to wait
+// while its proxy still runs. gone is true if there is nothing left to
+// quit, stopped if that is because istio-proxy has terminated.
+func (f *Function) proxyGone(ctx context.Context, pod *corev1.Pod, wait time.Duration) (gone, stopped bool, why string) {
+	ctx = context.WithoutCancel(ctx)
+	until := time.Now().Add(wait)
+	for every := exitPoll; ; every *= 2 {
+		if gone, stopped, why = f.readProxy(ctx, pod); gone {
+			return gone, stopped, why
+		}
+		left := time.Until(until)
+		if left <= 0 {
+			return false, false, ""
+		}
+		t := time.NewTimer(min(every, left))
+		<-t.C
+	}
+}
+
+// exitPoll is the first interval between proxyGone's reads (doubling).
+const exitPoll = 200 * time.Millisecond
+
+// readProxy reads the pod once for proxyGone.
+func (f *Function) readProxy(ctx context.Context, pod *corev1.Pod) (gone, stopped bool, why string) {
+	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()
 	// The most recent state (etcd): whether the proxy has stopped since.
 	live, err := f.cluster.Pod(ctx, pod.Namespace, pod.Name, "")
 	switch {
 	case apierrors.IsNotFound(err):
-		return true, "the pod is gone"
+		return true, false, "the pod is gone"
 	case err != nil:
-		return false, ""
+		return false, false, ""
 	case live.UID != pod.UID:
-		return true, "the pod was replaced"
+		return true, false, "the pod was replaced"
 	case live.DeletionTimestamp != nil:
-		return true, "the pod is being deleted"
+		return true, false, "the pod is being deleted"
 	}
 	// A classic proxy's status, or a native one's (QuitNative).
 	for _, s := range append(live.Status.ContainerStatuses, live.Status.InitContainerStatuses...) {
 		if s.Name == keys.ProxyContainer && s.State.Terminated != nil {
-			return true, "istio-proxy has terminated"
+			return true, true, "istio-proxy has terminated"
 		}
 	}
-	return false, ""
+	return false, false, ""
 }
 
 // refuseBeyondBounds tells the pod an event names, when its pod is beyond
@@ -418,13 +486,13 @@ func (f *Function) proxyGone(ctx context.Context, pod *corev1.Pod) (bool, string
 // slim.MaxContainers containers: the bridge's events never are), that
 // istio-aux will not quit its proxy: a Warning Event and a metric rather
 // than a silent 400.
-func (f *Function) refuseBeyondBounds(e cloudevents.Event, err error) {
+func (f *Function) refuseBeyondBounds(ctx context.Context, e cloudevents.Event, err error) {
 	f.metrics.beyondBounds.WithLabelValues("refused").Inc()
 	id, idErr := podevent.DecodeIdentity(e)
 	if idErr != nil {
 		return
 	}
-	f.recorder.Eventf(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: id.Namespace, Name: id.Name, UID: id.UID}},
-		corev1.EventTypeWarning, ReasonProxyQuitFailed,
-		"istio-aux does not quit istio-proxy from this event: %v. Its bridge sends such pods by name and reads them live", err)
+	f.record(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: id.Namespace, Name: id.Name, UID: id.UID}},
+		false, corev1.EventTypeWarning, ReasonProxyQuitFailed,
+		fmt.Sprintf("istio-aux does not quit istio-proxy from this event: %v. Its bridge sends such pods by name and reads them live", err))
 }

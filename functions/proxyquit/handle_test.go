@@ -232,6 +232,40 @@ func TestHandle(t *testing.T) {
 		},
 		wantCode: 200, wantOut: OutcomeGone,
 		wantExec: []execCall{{testNS, "job-1", "istio-proxy", defaultArgv}},
+		// The quit's record: the proxy stopped as it was told to quit,
+		// or before, by a delivery whose Event was not written.
+		wantKube: []string{"Normal ProxyQuit Quit istio-proxy: all apps terminated (istio-proxy has terminated; the exec of the quit command ended with: container not found"},
+	}, {
+		name:     "the quit command killed with its container, the kubelet reporting it a moment later: success, recorded",
+		nsLabels: optedIn, live: done, event: ev(done),
+		setup: func(h *harness) {
+			h.exec.hook = func(context.Context, execCall) (ExecOutput, error) {
+				return ExecOutput{}, utilexec.CodeExitError{Err: errors.New("command terminated with exit code 137"), Code: 137}
+			}
+			// The event's read and the first read after the exec see
+			// the proxy running; the next sees it stopped.
+			reads := 0
+			h.client.PrependReactor("get", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+				if reads++; reads < 3 {
+					return true, done.DeepCopy(), nil
+				}
+				return true, proxyExited.DeepCopy(), nil
+			})
+		},
+		wantCode: 200, wantOut: OutcomeGone,
+		wantExec: []execCall{{testNS, "job-1", "istio-proxy", defaultArgv}},
+		wantKube: []string{"Normal ProxyQuit Quit istio-proxy: all apps terminated (istio-proxy has terminated; the exec of the quit command ended with: command terminated with exit code 137)"},
+	}, {
+		name:     "the quit command killed, the proxy still running after the wait: 422, for good",
+		nsLabels: optedIn, live: done, event: ev(done),
+		setup: func(h *harness) {
+			h.exec.hook = func(context.Context, execCall) (ExecOutput, error) {
+				return ExecOutput{}, utilexec.CodeExitError{Err: errors.New("command terminated with exit code 137"), Code: 137}
+			}
+		},
+		wantCode: 422, wantOut: OutcomeFailedFinal,
+		wantExec: []execCall{{testNS, "job-1", "istio-proxy", defaultArgv}},
+		wantKube: []string{"Warning ProxyQuitFailed Quitting istio-proxy failed for good (exit_code)"},
 	}, {
 		name:     "exec fails because the pod was deleted: success",
 		nsLabels: optedIn, live: done, event: ev(done),

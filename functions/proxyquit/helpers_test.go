@@ -92,6 +92,9 @@ func newHarness(t testing.TB, cfg Config, nsLabels map[string]string, objects ..
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A failed exec's pod is watched for its proxy to stop for a moment,
+	// not for the seconds a kubelet may take.
+	h.fn.exitWait = 500 * time.Millisecond
 	// The keys the cluster publishes, as NewFromConfig reads them.
 	issuer, keys, _ := testKeys{}.Discover(context.Background())
 	h.fn.auth.keys.set(issuer, keys)

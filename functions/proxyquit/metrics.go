@@ -24,6 +24,9 @@ type Metrics struct {
 	// tokenReviews counts the reviews of callers' tokens, by result
 	// (the review* constants).
 	tokenReviews *prometheus.CounterVec
+	// eventsUnwritten counts the Kubernetes Events given up, by their
+	// reason and the cause (the unwritten* constants).
+	eventsUnwritten *prometheus.CounterVec
 }
 
 // Results of a token review (tokenReviews).
@@ -66,11 +69,15 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "istio_aux_proxyquit_token_reviews_total",
 			Help: "TokenReviews of callers' tokens, by result: accepted, refused, error, or deferred (not made: the cluster's token keys are not read yet and the budget of reviews of unverified tokens is spent; answered 503).",
 		}, []string{"result"}),
+		eventsUnwritten: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "istio_aux_proxyquit_events_unwritten_total",
+			Help: "Kubernetes Events (not CloudEvents) the function gave up writing, each also logged with its pod's name, by the Event's reason (ProxyQuit: a quit that left no record on its pod) and cause: timeout (the API server slow or failing past the write's deadline), rejected (refused for good: RBAC, a namespace being deleted), shutdown (the process stopped first).",
+		}, []string{"reason", "cause"}),
 	}
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.events, m.execDuration, m.execFailures, m.finalFailures, m.beyondBounds, m.tokenReviews} {
+	for _, c := range []prometheus.Collector{m.events, m.execDuration, m.execFailures, m.finalFailures, m.beyondBounds, m.tokenReviews, m.eventsUnwritten} {
 		if err := reg.Register(c); err != nil {
 			var already prometheus.AlreadyRegisteredError
 			if errors.As(err, &already) {
