@@ -243,6 +243,17 @@ func WaitEvent(t testing.TB, c *cluster.Cluster, ns, pod, reason string) {
 	})
 }
 
+// OneEvent checks that pod has exactly one Event of reason, once it has
+// one: a quit's Event may land a moment after its Job completes (the proxy
+// exits before the function writes it), so the first is waited for.
+func OneEvent(t testing.TB, c *cluster.Cluster, ns, pod, reason string) {
+	t.Helper()
+	WaitEvent(t, c, ns, pod, reason)
+	if n := CountEvents(Events(t, c, ns, pod), reason); n != 1 {
+		t.Errorf("%s/%s: %d %s Events, want exactly 1", ns, pod, n, reason)
+	}
+}
+
 // Stuck is what the pod of a Job istio-aux leaves alone looks like: its
 // app container has terminated, istio-proxy still runs, so the pod stays
 // Running and the Job never completes.

@@ -110,9 +110,7 @@ func seedStory(t *testing.T, c *cluster.Cluster) {
 			t.Errorf("%s: containers %v, app restarts %d: want the hold and a first attempt that worked",
 				p.Name, mesh.ContainerNames(&p), cluster.ContainerStatus(&p, "tensorflow").RestartCount)
 		}
-		if n := mesh.CountEvents(mesh.Events(t, c, ns, p.Name), "ProxyQuit"); n != 1 {
-			t.Errorf("%s: %d ProxyQuit Events, want 1", p.Name, n)
-		}
+		mesh.OneEvent(t, c, ns, p.Name, "ProxyQuit")
 	}
 }
 
@@ -168,9 +166,7 @@ func runWhileDeleting(t *testing.T, c *cluster.Cluster, aux *istioaux.Installed,
 			t.Errorf("%s: no ProxyQuit Event", p.Name)
 			continue
 		}
-		if n := mesh.CountEvents(mesh.Events(t, c, ns, p.Name), "ProxyQuit"); n != 1 {
-			t.Errorf("%s: %d ProxyQuit Events, want exactly 1", p.Name, n)
-		}
+		mesh.OneEvent(t, c, ns, p.Name, "ProxyQuit")
 		if s := cluster.ContainerStatus(&p, keys.ProxyContainer); s.RestartCount != 0 {
 			t.Errorf("%s: istio-proxy restarted %d times", p.Name, s.RestartCount)
 		}

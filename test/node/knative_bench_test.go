@@ -227,9 +227,7 @@ func burstLatencies(t *testing.T, c *cluster.Cluster, pods []corev1.Pod) burstRe
 	var last time.Time
 	for _, p := range pods {
 		exit, d := quitLatency(t, c, &p)
-		if n := mesh.CountEvents(mesh.Events(t, c, p.Namespace, p.Name), "ProxyQuit"); n != 1 {
-			t.Errorf("%s: %d ProxyQuit Events, want 1", p.Name, n)
-		}
+		mesh.OneEvent(t, c, p.Namespace, p.Name, "ProxyQuit")
 		r.lat = append(r.lat, d)
 		if q := exit.Add(d); q.After(r.lastQuit) {
 			r.lastQuit = q

@@ -77,9 +77,7 @@ func TestNodeKnativeBurst(t *testing.T) {
 	done := time.Now()
 	checkPolicy(t, c)
 	for _, p := range jobs {
-		if n := mesh.CountEvents(mesh.Events(t, c, p.Namespace, p.Name), "ProxyQuit"); n != 1 {
-			t.Errorf("%s: %d ProxyQuit Events, want exactly 1", p.Name, n)
-		}
+		mesh.OneEvent(t, c, p.Namespace, p.Name, "ProxyQuit")
 	}
 	if err := poll.Until(ctx, 2*time.Minute, func(ctx context.Context) (bool, error) {
 		return knative.ScaledToZero(ctx, c, ns, name)

@@ -72,9 +72,7 @@ func TestOwnerCronJob(t *testing.T) {
 			t.Errorf("Job %s is not the CronJob's: owner %+v", job.Name, owner)
 		}
 		for _, p := range mesh.Pods(t, c, ns, job.Name) {
-			if n := mesh.CountEvents(mesh.Events(t, c, ns, p.Name), "ProxyQuit"); n != 1 {
-				t.Errorf("pod %s of %s: %d ProxyQuit Events, want 1", p.Name, job.Name, n)
-			}
+			mesh.OneEvent(t, c, ns, p.Name, "ProxyQuit")
 		}
 	}
 	if done == 0 {
@@ -122,9 +120,7 @@ func TestOwnerIndexedJob(t *testing.T) {
 		if s := terminated(&p, keys.ProxyContainer); s == nil {
 			t.Errorf("%s: proxy not quit", p.Name)
 		}
-		if n := mesh.CountEvents(mesh.Events(t, c, ns, p.Name), "ProxyQuit"); n != 1 {
-			t.Errorf("%s: %d ProxyQuit Events, want 1", p.Name, n)
-		}
+		mesh.OneEvent(t, c, ns, p.Name, "ProxyQuit")
 	}
 	want := []string{"Failed/1/failures=0", "Succeeded/0/failures=1"}
 	for _, idx := range []string{"0", "1", "2"} {
@@ -168,9 +164,7 @@ func TestOwnerPodFailurePolicy(t *testing.T) {
 			continue
 		}
 		phases = append(phases, fmt.Sprintf("%s/%d", p.Status.Phase, app.ExitCode))
-		if n := mesh.CountEvents(mesh.Events(t, c, ns, p.Name), "ProxyQuit"); n != 1 {
-			t.Errorf("%s: %d ProxyQuit Events, want 1", p.Name, n)
-		}
+		mesh.OneEvent(t, c, ns, p.Name, "ProxyQuit")
 	}
 	sort.Strings(phases)
 	if fmt.Sprint(phases) != fmt.Sprint([]string{"Failed/42", "Succeeded/0"}) {

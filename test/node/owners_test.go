@@ -152,10 +152,7 @@ func checkQuitOnce(t *testing.T, c *cluster.Cluster, ns string, p *corev1.Pod, a
 	if st := terminated(p, keys.ProxyContainer); st == nil || st.ExitCode != 0 {
 		t.Errorf("%s: istio-proxy %+v, want it quit with exit 0", p.Name, cluster.ContainerStatus(p, keys.ProxyContainer).State)
 	}
-	mesh.WaitEvent(t, c, ns, p.Name, "ProxyQuit")
-	if n := mesh.CountEvents(mesh.Events(t, c, ns, p.Name), "ProxyQuit"); n != 1 {
-		t.Errorf("%s: %d ProxyQuit Events, want 1", p.Name, n)
-	}
+	mesh.OneEvent(t, c, ns, p.Name, "ProxyQuit")
 }
 
 // checkJoined checks in the container's log that the training app joined
