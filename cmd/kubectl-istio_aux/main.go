@@ -6,8 +6,8 @@
 //	kubectl istio-aux check            whether the install is healthy
 //
 // Install it with `go install github.com/istio-aux/istio-aux/cmd/kubectl-istio_aux@latest`.
-// Its commands, flags, output and exit codes are package
-// internal/plugin's; docs/kubectl-plugin.md describes them.
+// Its commands, flags, output and exit codes are package kubectl's (the
+// top-level kubectl/ folder); docs/kubectl-plugin.md describes them.
 package main
 
 import (
@@ -16,12 +16,12 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/istio-aux/istio-aux/internal/plugin"
+	"github.com/istio-aux/istio-aux/kubectl"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := plugin.Main(ctx, os.Args[1:], os.Stdout, os.Stderr, plugin.Connect)
+	code := kubectl.Main(ctx, os.Args[1:], os.Stdout, os.Stderr, kubectl.Connect)
 	stop()
 	os.Exit(code)
 }

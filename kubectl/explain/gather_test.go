@@ -14,7 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/istio-aux/istio-aux/internal/plugin/explain"
+	"github.com/istio-aux/istio-aux/kubectl/explain"
 )
 
 // TestSelections: named pods in the order named, a label selector, every

@@ -1,4 +1,4 @@
-package plugin
+package kubectl
 
 import (
 	"bytes"
@@ -9,8 +9,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/istio-aux/istio-aux/internal/plugin/check"
-	"github.com/istio-aux/istio-aux/internal/plugin/explain"
+	"github.com/istio-aux/istio-aux/kubectl/check"
+	"github.com/istio-aux/istio-aux/kubectl/explain"
 )
 
 // write prints report as JSON, or as text with text, in one write whose

@@ -1,7 +1,7 @@
-// Package plugin is kubectl istio-aux: its commands, flags, output and
-// exit codes (Main). The commands' logic is in explain and check; the names
-// of what it reads in install.
-package plugin
+// Package kubectl is kubectl istio-aux, the kubectl plugin: its commands,
+// flags, output and exit codes (Main). The commands' logic is in explain
+// and check; the names of what it reads in install.
+package kubectl
 
 import (
 	"fmt"

@@ -1,8 +1,8 @@
-package plugin
+package kubectl
 
 import (
-	"github.com/istio-aux/istio-aux/internal/plugin/check"
-	"github.com/istio-aux/istio-aux/internal/plugin/explain"
+	"github.com/istio-aux/istio-aux/kubectl/check"
+	"github.com/istio-aux/istio-aux/kubectl/explain"
 )
 
 // Exit codes, for scripts (the help text documents them).

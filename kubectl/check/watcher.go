@@ -9,7 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/istio-aux/istio-aux/bridge/watch"
-	"github.com/istio-aux/istio-aux/internal/plugin/install"
+	"github.com/istio-aux/istio-aux/kubectl/install"
 	"github.com/istio-aux/istio-aux/pkg/keys"
 )
 

@@ -14,7 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	utilexec "k8s.io/client-go/util/exec"
 
-	"github.com/istio-aux/istio-aux/internal/plugin/explain"
+	"github.com/istio-aux/istio-aux/kubectl/explain"
 )
 
 // TestExplainFailures: for each way the function's quit fails, the Event it

@@ -10,7 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/istio-aux/istio-aux/internal/plugin/install"
+	"github.com/istio-aux/istio-aux/kubectl/install"
 )
 
 // execPolicy checks the ValidatingAdmissionPolicies that confine the

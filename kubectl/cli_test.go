@@ -1,4 +1,4 @@
-package plugin_test
+package kubectl_test
 
 import (
 	"bytes"
@@ -18,8 +18,8 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/istio-aux/istio-aux/internal/plugin"
-	"github.com/istio-aux/istio-aux/internal/plugin/check"
+	"github.com/istio-aux/istio-aux/kubectl"
+	"github.com/istio-aux/istio-aux/kubectl/check"
 )
 
 // kubeconfig writes a kubeconfig whose context's namespace is ns: the
@@ -43,14 +43,14 @@ current-context: x
 // run runs the plugin against fakes holding objects.
 func run(t *testing.T, objects []runtime.Object, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
-	connect := func(cc clientcmd.ClientConfig) (plugin.Clients, error) {
+	connect := func(cc clientcmd.ClientConfig) (kubectl.Clients, error) {
 		ns, _, err := cc.Namespace()
 		dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
 			map[schema.GroupVersionResource]string{check.KnativeServices: "ServiceList"})
-		return plugin.Clients{Kube: fake.NewClientset(objects...), Dynamic: dyn, Namespace: ns}, err
+		return kubectl.Clients{Kube: fake.NewClientset(objects...), Dynamic: dyn, Namespace: ns}, err
 	}
 	var out, errOut bytes.Buffer
-	code = plugin.Main(context.Background(), args, &out, &errOut, connect)
+	code = kubectl.Main(context.Background(), args, &out, &errOut, connect)
 	return out.String(), errOut.String(), code
 }
 
@@ -87,28 +87,28 @@ func TestExitCodes(t *testing.T) {
 		stdout string // a part of it
 		stderr string
 	}{
-		"no command":                   {nil, plugin.ExitUsage, "", "Usage:"},
-		"help":                         {[]string{"--help"}, plugin.ExitOK, "Exit codes:", ""},
-		"an unknown command":           {[]string{"describe"}, plugin.ExitUsage, "", `unknown command "describe"`},
-		"explain's help":               {[]string{"explain", "-h"}, plugin.ExitOK, "3  nothing is wrong", ""},
-		"explain nothing":              {[]string{"explain", jobs}, plugin.ExitUsage, "", "name the pods, or give -l SELECTOR or --all"},
-		"names and a selector":         {[]string{"explain", jobs, "held", "-l", "job=held"}, plugin.ExitUsage, "", "only one of them"},
-		"not a pod":                    {[]string{"explain", jobs, "deploy/held"}, plugin.ExitUsage, "", `"deploy/held" is not a pod`},
-		"an unknown flag":              {[]string{"explain", jobs, "--watch", "held"}, plugin.ExitUsage, "", "unknown flag: --watch"},
-		"an unknown output":            {[]string{"check", jobs, "-o", "yaml"}, plugin.ExitUsage, "", `--output "yaml": want text or json`},
-		"check takes no argument":      {[]string{"check", jobs, "all"}, plugin.ExitUsage, "", "check takes no arguments"},
-		"a missing pod":                {[]string{"explain", jobs, "gone"}, plugin.ExitUsage, "", `pods "gone" not found`},
-		"a selector matching nothing":  {[]string{"explain", jobs, "-l", "job=none"}, plugin.ExitUsage, "", "no pods matched selector job=none in namespace jobs"},
-		"a pod handled":                {[]string{"explain", jobs, "held"}, plugin.ExitOK, "pod jobs/held: ok", ""},
-		"kubectl's spelling of a pod":  {[]string{"explain", jobs, "pod/held"}, plugin.ExitOK, "pod jobs/held: ok", ""},
-		"a pod without the hold":       {[]string{"explain", jobs, "unheld"}, plugin.ExitProblem, "PROBLEM:   admitted without the hold", ""},
-		"-n wins over the context":     {[]string{"explain", jobs, "-n", "plain", "outside"}, plugin.ExitAttention, "pod plain/outside: outside", ""},
-		"every pod: the worst counts":  {[]string{"explain", jobs, "--all"}, plugin.ExitProblem, "pod jobs/held: ok", ""},
-		"a selector":                   {[]string{"explain", jobs, "-l", "job=held"}, plugin.ExitOK, "pod jobs/held: ok", ""},
-		"outside beats ok":             {[]string{"explain", jobs, "-n", "plain", "--all"}, plugin.ExitAttention, "pod plain/outside-2: outside", ""},
-		"check an empty cluster":       {[]string{"check", jobs}, plugin.ExitProblem, "FAIL  webhook-configuration", ""},
-		"check's help":                 {[]string{"check", "--help"}, plugin.ExitOK, "--verbose", ""},
-		"a kubeconfig that is missing": {[]string{"check", "--kubeconfig=" + filepath.Join(t.TempDir(), "none")}, plugin.ExitProblem, "", "none: no such file or directory"},
+		"no command":                   {nil, kubectl.ExitUsage, "", "Usage:"},
+		"help":                         {[]string{"--help"}, kubectl.ExitOK, "Exit codes:", ""},
+		"an unknown command":           {[]string{"describe"}, kubectl.ExitUsage, "", `unknown command "describe"`},
+		"explain's help":               {[]string{"explain", "-h"}, kubectl.ExitOK, "3  nothing is wrong", ""},
+		"explain nothing":              {[]string{"explain", jobs}, kubectl.ExitUsage, "", "name the pods, or give -l SELECTOR or --all"},
+		"names and a selector":         {[]string{"explain", jobs, "held", "-l", "job=held"}, kubectl.ExitUsage, "", "only one of them"},
+		"not a pod":                    {[]string{"explain", jobs, "deploy/held"}, kubectl.ExitUsage, "", `"deploy/held" is not a pod`},
+		"an unknown flag":              {[]string{"explain", jobs, "--watch", "held"}, kubectl.ExitUsage, "", "unknown flag: --watch"},
+		"an unknown output":            {[]string{"check", jobs, "-o", "yaml"}, kubectl.ExitUsage, "", `--output "yaml": want text or json`},
+		"check takes no argument":      {[]string{"check", jobs, "all"}, kubectl.ExitUsage, "", "check takes no arguments"},
+		"a missing pod":                {[]string{"explain", jobs, "gone"}, kubectl.ExitUsage, "", `pods "gone" not found`},
+		"a selector matching nothing":  {[]string{"explain", jobs, "-l", "job=none"}, kubectl.ExitUsage, "", "no pods matched selector job=none in namespace jobs"},
+		"a pod handled":                {[]string{"explain", jobs, "held"}, kubectl.ExitOK, "pod jobs/held: ok", ""},
+		"kubectl's spelling of a pod":  {[]string{"explain", jobs, "pod/held"}, kubectl.ExitOK, "pod jobs/held: ok", ""},
+		"a pod without the hold":       {[]string{"explain", jobs, "unheld"}, kubectl.ExitProblem, "PROBLEM:   admitted without the hold", ""},
+		"-n wins over the context":     {[]string{"explain", jobs, "-n", "plain", "outside"}, kubectl.ExitAttention, "pod plain/outside: outside", ""},
+		"every pod: the worst counts":  {[]string{"explain", jobs, "--all"}, kubectl.ExitProblem, "pod jobs/held: ok", ""},
+		"a selector":                   {[]string{"explain", jobs, "-l", "job=held"}, kubectl.ExitOK, "pod jobs/held: ok", ""},
+		"outside beats ok":             {[]string{"explain", jobs, "-n", "plain", "--all"}, kubectl.ExitAttention, "pod plain/outside-2: outside", ""},
+		"check an empty cluster":       {[]string{"check", jobs}, kubectl.ExitProblem, "FAIL  webhook-configuration", ""},
+		"check's help":                 {[]string{"check", "--help"}, kubectl.ExitOK, "--verbose", ""},
+		"a kubeconfig that is missing": {[]string{"check", "--kubeconfig=" + filepath.Join(t.TempDir(), "none")}, kubectl.ExitProblem, "", "none: no such file or directory"},
 	}
 	for name, tc := range tests {
 		stdout, stderr, code := run(t, objects, tc.args...)
@@ -124,7 +124,7 @@ func TestJSONFieldNames(t *testing.T) {
 	objects := []runtime.Object{ns("jobs", optedIn), pod("jobs", "unheld", false)}
 	jobs := "--kubeconfig=" + kubeconfig(t, "jobs")
 	stdout, stderr, code := run(t, objects, "explain", jobs, "unheld", "-o", "json")
-	if code != plugin.ExitProblem {
+	if code != kubectl.ExitProblem {
 		t.Fatalf("exit %d, stderr %s", code, stderr)
 	}
 	var e map[string]any

@@ -27,7 +27,7 @@ import (
 	"k8s.io/utils/ptr"
 	certresources "knative.dev/pkg/webhook/certificates/resources"
 
-	"github.com/istio-aux/istio-aux/internal/plugin/check"
+	"github.com/istio-aux/istio-aux/kubectl/check"
 	"github.com/istio-aux/istio-aux/test/modroot"
 	"github.com/istio-aux/istio-aux/webhook"
 )

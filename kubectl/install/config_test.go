@@ -9,7 +9,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/istio-aux/istio-aux/internal/plugin/install"
+	"github.com/istio-aux/istio-aux/kubectl/install"
 	"github.com/istio-aux/istio-aux/pkg/decision"
 	"github.com/istio-aux/istio-aux/webhook"
 )

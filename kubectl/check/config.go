@@ -6,8 +6,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/istio-aux/istio-aux/internal/plugin/install"
 	"github.com/istio-aux/istio-aux/internal/settings"
+	"github.com/istio-aux/istio-aux/kubectl/install"
 )
 
 // configItem reads config-istio-aux as the components read it.

@@ -12,7 +12,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/istio-aux/istio-aux/internal/plugin/install"
+	"github.com/istio-aux/istio-aux/kubectl/install"
 )
 
 // Checker checks the install in SystemNamespace. Dynamic reads the Knative

@@ -8,7 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 
-	"github.com/istio-aux/istio-aux/internal/plugin/install"
+	"github.com/istio-aux/istio-aux/kubectl/install"
 	"github.com/istio-aux/istio-aux/pkg/decision"
 	"github.com/istio-aux/istio-aux/pkg/keys"
 )

@@ -15,7 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	certresources "knative.dev/pkg/webhook/certificates/resources"
 
-	"github.com/istio-aux/istio-aux/internal/plugin/install"
+	"github.com/istio-aux/istio-aux/kubectl/install"
 	"github.com/istio-aux/istio-aux/webhook"
 )
 

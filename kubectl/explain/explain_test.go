@@ -15,7 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/httpstream"
 	"k8s.io/client-go/kubernetes/fake"
 
-	"github.com/istio-aux/istio-aux/internal/plugin/explain"
+	"github.com/istio-aux/istio-aux/kubectl/explain"
 )
 
 // want is what a test expects of one pod's explanation. Text fields are

@@ -1,4 +1,4 @@
-package plugin
+package kubectl
 
 import (
 	"context"
@@ -12,9 +12,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/istio-aux/istio-aux/internal/plugin/check"
-	"github.com/istio-aux/istio-aux/internal/plugin/explain"
-	"github.com/istio-aux/istio-aux/internal/plugin/install"
+	"github.com/istio-aux/istio-aux/kubectl/check"
+	"github.com/istio-aux/istio-aux/kubectl/explain"
+	"github.com/istio-aux/istio-aux/kubectl/install"
 )
 
 const usage = `kubectl istio-aux: why istio-aux does what it does to a pod, and whether its install is healthy.

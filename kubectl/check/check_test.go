@@ -13,7 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/istio-aux/istio-aux/internal/plugin/check"
+	"github.com/istio-aux/istio-aux/kubectl/check"
 )
 
 // expect is an item's expected status and a part of its message.
