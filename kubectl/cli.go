@@ -14,7 +14,7 @@ import (
 
 	"github.com/istio-aux/istio-aux/kubectl/check"
 	"github.com/istio-aux/istio-aux/kubectl/explain"
-	"github.com/istio-aux/istio-aux/kubectl/install"
+	"github.com/istio-aux/istio-aux/pkg/names"
 )
 
 const usage = `kubectl istio-aux: why istio-aux does what it does to a pod, and whether its install is healthy.
@@ -84,7 +84,7 @@ func newCommon(name string) *common {
 	fs.StringVar(&c.rules.ExplicitPath, clientcmd.RecommendedConfigPathFlag, "", "Path to the kubeconfig file to use")
 	clientcmd.BindOverrideFlags(&c.overrides, fs, clientcmd.RecommendedConfigOverrideFlags(""))
 	fs.StringVarP(&c.output, "output", "o", "text", "Output format: text or json")
-	fs.StringVar(&c.system, "system-namespace", install.DefaultNamespace, "The namespace istio-aux is installed in")
+	fs.StringVar(&c.system, "system-namespace", names.DefaultNamespace, "The namespace istio-aux is installed in")
 	fs.BoolVarP(&c.help, "help", "h", false, "Print this help")
 	c.flags = fs
 	return c

@@ -1,6 +1,3 @@
-// Package kubectl is kubectl istio-aux, the kubectl plugin: its commands,
-// flags, output and exit codes (Main). The commands' logic is in explain
-// and check; the names of what it reads in install.
 package kubectl
 
 import (

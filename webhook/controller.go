@@ -20,13 +20,15 @@ import (
 	pkgreconciler "knative.dev/pkg/reconciler"
 	"knative.dev/pkg/system"
 	"knative.dev/pkg/webhook"
+
+	"github.com/istio-aux/istio-aux/pkg/names"
 )
 
 // NewController is an injection.ControllerConstructor: the reconciler of the
-// MutatingWebhookConfiguration ConfigurationName, and the admission it
-// answers on Path, which a Server found in ctx (WithServer) serves. The mode
-// comes from ConfigMap ConfigMapName through cmw and changes without a
-// restart.
+// MutatingWebhookConfiguration names.WebhookConfiguration, and the
+// admission it answers on Path, which a Server found in ctx (WithServer)
+// serves. The mode comes from ConfigMap names.ConfigMap through cmw and
+// changes without a restart.
 func NewController(ctx context.Context, cmw configmap.Watcher) *controller.Impl {
 	logger := logging.FromContext(ctx)
 	client := kubeclient.Get(ctx)
@@ -34,7 +36,7 @@ func NewController(ctx context.Context, cmw configmap.Watcher) *controller.Impl 
 	secretInformer := secretinformer.Get(ctx)
 	nsInformer := nsinformer.Get(ctx)
 
-	secretName := SecretName
+	secretName := names.WebhookSecret
 	disableOwnership := false
 	if opts := webhook.GetOptions(ctx); opts != nil {
 		if opts.SecretName != "" {
@@ -46,7 +48,7 @@ func NewController(ctx context.Context, cmw configmap.Watcher) *controller.Impl 
 		disableOwnership = *v
 	}
 
-	key := types.NamespacedName{Name: ConfigurationName}
+	key := types.NamespacedName{Name: names.WebhookConfiguration}
 	r := &reconciler{
 		LeaderAwareFuncs: pkgreconciler.LeaderAwareFuncs{
 			// Reconcile the singleton configuration on becoming leader.
@@ -71,7 +73,7 @@ func NewController(ctx context.Context, cmw configmap.Watcher) *controller.Impl 
 	impl := controller.NewContext(ctx, r, controller.ControllerOptions{WorkQueueName: queueName, Logger: logger.Named(queueName)})
 	// Whatever changed, the singleton key is what gets reconciled.
 	mwhInformer.Informer().AddEventHandler(cache.FilteringResourceEventHandler{
-		FilterFunc: controller.FilterWithName(ConfigurationName),
+		FilterFunc: controller.FilterWithName(names.WebhookConfiguration),
 		Handler:    controller.HandleAll(impl.Enqueue),
 	})
 	secretInformer.Informer().AddEventHandler(cache.FilteringResourceEventHandler{
@@ -109,8 +111,8 @@ func watchConfig(logger *zap.SugaredLogger, cmw configmap.Watcher, r *reconciler
 		}
 	}
 	if dw, ok := cmw.(configmap.DefaultingWatcher); ok {
-		dw.WatchWithDefault(corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: ConfigMapName, Namespace: system.Namespace()}}, observe)
+		dw.WatchWithDefault(corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: names.ConfigMap, Namespace: system.Namespace()}}, observe)
 		return
 	}
-	cmw.Watch(ConfigMapName, observe)
+	cmw.Watch(names.ConfigMap, observe)
 }

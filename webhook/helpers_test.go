@@ -21,6 +21,8 @@ import (
 	rtesting "knative.dev/pkg/reconciler/testing"
 	"knative.dev/pkg/system"
 	knwebhook "knative.dev/pkg/webhook"
+
+	"github.com/istio-aux/istio-aux/pkg/names"
 )
 
 // fixture is a reconciler built by NewController on knative's fake
@@ -37,7 +39,7 @@ type fixture struct {
 func newFixture(t testing.TB, cmw configmap.Watcher, namespaces ...*corev1.Namespace) *fixture {
 	t.Helper()
 	ctx, _ := rtesting.SetupFakeContext(t, func(ctx context.Context) context.Context {
-		return knwebhook.WithOptions(ctx, knwebhook.Options{SecretName: SecretName, ServiceName: ConfigurationName})
+		return knwebhook.WithOptions(ctx, knwebhook.Options{SecretName: names.WebhookSecret, ServiceName: names.WebhookService})
 	})
 	for _, ns := range namespaces {
 		if _, err := fakekube.Get(ctx).CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
@@ -48,7 +50,7 @@ func newFixture(t testing.TB, cmw configmap.Watcher, namespaces ...*corev1.Names
 		}
 	}
 	if cmw == nil {
-		cmw = configmap.NewStaticWatcher(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: ConfigMapName, Namespace: system.Namespace()}})
+		cmw = configmap.NewStaticWatcher(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: names.ConfigMap, Namespace: system.Namespace()}})
 	}
 	impl := NewController(ctx, cmw)
 	r, ok := impl.Reconciler.(*reconciler)

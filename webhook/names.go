@@ -15,22 +15,14 @@ package webhook
 
 import "time"
 
-// Names shared with config/ and the e2e harness.
+// The webhook's own names. Those of the objects it shares with config/ and
+// kubectl istio-aux (its MutatingWebhookConfiguration, its Secret, the
+// ConfigMap) are pkg/names'.
 const (
-	// ConfigurationName is the MutatingWebhookConfiguration's name. The API
-	// server calls mutating configurations in name order, and this must run
-	// before Istio's injector ("istio-sidecar-injector*",
-	// "istio-revision-tag-*") so that the injector sees our annotation.
-	ConfigurationName = "istio-aux-webhook"
 	// Path is where the API server sends pod admission reviews.
 	Path = "/mutate-pods"
 	// Port is the HTTPS port the webhook serves on.
 	Port = 8443
-	// SecretName holds the serving certificate (filled by knative's
-	// certificates controller; the YAML creates it empty).
-	SecretName = "istio-aux-webhook-certs"
-	// ConfigMapName is istio-aux's ConfigMap in the system namespace.
-	ConfigMapName = "config-istio-aux"
 	// DefaultTimeout is the timeoutSeconds set on each webhook when unset:
 	// short, because a request to a replica on a dead node gets no answer,
 	// and the pod's controller creates it again sooner. Admit answers in

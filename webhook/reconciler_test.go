@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/istio-aux/istio-aux/pkg/keys"
+	"github.com/istio-aux/istio-aux/pkg/names"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -30,7 +31,7 @@ var caCert = []byte("-----BEGIN CERTIFICATE-----\nfake\n-----END CERTIFICATE----
 
 func serviceConfig() admissionregistrationv1.WebhookClientConfig {
 	return admissionregistrationv1.WebhookClientConfig{Service: &admissionregistrationv1.ServiceReference{
-		Namespace: "istio-aux", Name: ConfigurationName, Port: ptr.To(int32(443)),
+		Namespace: "istio-aux", Name: names.WebhookConfiguration, Port: ptr.To(int32(443)),
 	}}
 }
 
@@ -50,7 +51,7 @@ func asWritten(cc admissionregistrationv1.WebhookClientConfig) *admissionregistr
 		}
 	}
 	return &admissionregistrationv1.MutatingWebhookConfiguration{
-		ObjectMeta: metav1.ObjectMeta{Name: ConfigurationName},
+		ObjectMeta: metav1.ObjectMeta{Name: names.WebhookConfiguration},
 		Webhooks:   whs,
 	}
 }
@@ -62,7 +63,7 @@ func reconcileWith(t *testing.T, mwh *admissionregistrationv1.MutatingWebhookCon
 	f := newFixture(t, nil, namespace(system.Namespace(), nil))
 	ctx := f.ctx
 	kc := fakekube.Get(ctx)
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: SecretName, Namespace: system.Namespace()}, Data: secretData}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: names.WebhookSecret, Namespace: system.Namespace()}, Data: secretData}
 	if err := fakesecret.Get(ctx).Informer().GetIndexer().Add(secret); err != nil {
 		t.Fatal(err)
 	}
@@ -76,8 +77,8 @@ func reconcileWith(t *testing.T, mwh *admissionregistrationv1.MutatingWebhookCon
 		t.Fatal(err)
 	}
 	kc.ClearActions()
-	rerr := f.r.Reconcile(ctx, ConfigurationName)
-	got, err := kc.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, ConfigurationName, metav1.GetOptions{})
+	rerr := f.r.Reconcile(ctx, names.WebhookConfiguration)
+	got, err := kc.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, names.WebhookConfiguration, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +156,7 @@ func TestReconcileKeepsUserSettings(t *testing.T) {
 
 func TestReconcileCurrentIsNoUpdate(t *testing.T) {
 	current := &admissionregistrationv1.MutatingWebhookConfiguration{
-		ObjectMeta: metav1.ObjectMeta{Name: ConfigurationName},
+		ObjectMeta: metav1.ObjectMeta{Name: names.WebhookConfiguration},
 		Webhooks:   Webhooks(system.Namespace(), serviceConfig()),
 	}
 	for i := range current.Webhooks {
@@ -166,13 +167,13 @@ func TestReconcileCurrentIsNoUpdate(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The first pass adds the namespace owner; the second has nothing to do.
-	got, _ := fakekube.Get(f.ctx).AdmissionregistrationV1().MutatingWebhookConfigurations().Get(f.ctx, ConfigurationName, metav1.GetOptions{})
+	got, _ := fakekube.Get(f.ctx).AdmissionregistrationV1().MutatingWebhookConfigurations().Get(f.ctx, names.WebhookConfiguration, metav1.GetOptions{})
 	if err := fakemwh.Get(f.ctx).Informer().GetIndexer().Update(got); err != nil {
 		t.Fatal(err)
 	}
 	kc := fakekube.Get(f.ctx)
 	kc.ClearActions()
-	if err := f.r.Reconcile(f.ctx, ConfigurationName); err != nil {
+	if err := f.r.Reconcile(f.ctx, names.WebhookConfiguration); err != nil {
 		t.Fatal(err)
 	}
 	for _, a := range kc.Actions() {
@@ -203,7 +204,7 @@ func TestReconcileErrors(t *testing.T) {
 
 func TestReconcileSkipsWhenNotLeader(t *testing.T) {
 	f := newFixture(t, nil)
-	if err := f.r.Reconcile(f.ctx, ConfigurationName); !controller.IsSkipKey(err) {
+	if err := f.r.Reconcile(f.ctx, names.WebhookConfiguration); !controller.IsSkipKey(err) {
 		t.Errorf("Reconcile as follower = %v, want a skip key", err)
 	}
 }
@@ -211,10 +212,10 @@ func TestReconcileSkipsWhenNotLeader(t *testing.T) {
 // The API server calls mutating configurations in name order; ours must come
 // before Istio's injector so the injector sees the annotation.
 func TestConfigurationSortsBeforeIstio(t *testing.T) {
-	names := []string{"istio-sidecar-injector", "istio-revision-tag-default", "istio-sidecar-injector-1-24", ConfigurationName}
-	sort.Strings(names)
-	if names[0] != ConfigurationName {
-		t.Errorf("order = %v, want %s first", names, ConfigurationName)
+	order := []string{"istio-sidecar-injector", "istio-revision-tag-default", "istio-sidecar-injector-1-24", names.WebhookConfiguration}
+	sort.Strings(order)
+	if order[0] != names.WebhookConfiguration {
+		t.Errorf("order = %v, want %s first", order, names.WebhookConfiguration)
 	}
 }
 
@@ -286,7 +287,7 @@ func TestModeFollowsConfigMap(t *testing.T) {
 	// Observers of one ConfigMap run in registration order, so once this one
 	// has seen a value, the webhook's observer has handled it.
 	seen := make(chan string, 10)
-	cmw.Watch(ConfigMapName, func(cm *corev1.ConfigMap) { seen <- cm.Data["mode"] })
+	cmw.Watch(names.ConfigMap, func(cm *corev1.ConfigMap) { seen <- cm.Data["mode"] })
 	if err := cmw.Start(ctx.Done()); err != nil {
 		t.Fatalf("Start with no ConfigMap: %v", err)
 	}
@@ -294,7 +295,7 @@ func TestModeFollowsConfigMap(t *testing.T) {
 		t.Fatalf("default mode = %s", got)
 	}
 	cms := kc.CoreV1().ConfigMaps(system.Namespace())
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: ConfigMapName, Namespace: system.Namespace()}, Data: map[string]string{"mode": "native"}}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: names.ConfigMap, Namespace: system.Namespace()}, Data: map[string]string{"mode": "native"}}
 	if _, err := cms.Create(ctx, cm, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}

@@ -25,6 +25,7 @@ import (
 	certresources "knative.dev/pkg/webhook/certificates/resources"
 
 	"github.com/istio-aux/istio-aux/pkg/keys"
+	"github.com/istio-aux/istio-aux/pkg/names"
 )
 
 // startServer runs NewController with a Server in its context, on a free
@@ -37,13 +38,13 @@ func startServer(t *testing.T, port int) (*Server, string, *x509.CertPool, conte
 	srv := NewServer()
 	ctx, cancel, informers := rtesting.SetupFakeContextWithCancel(t, func(ctx context.Context) context.Context {
 		ctx = knwebhook.WithOptions(ctx, knwebhook.Options{
-			ServiceName: ConfigurationName, SecretName: SecretName, Port: port, GracePeriod: 100 * time.Millisecond,
+			ServiceName: names.WebhookService, SecretName: names.WebhookSecret, Port: port, GracePeriod: 100 * time.Millisecond,
 		})
 		return WithServer(ctx, srv)
 	})
 	// The server's goroutine logs through t: it must be done before t is.
 	t.Cleanup(func() { cancel(); _ = srv.Wait() })
-	key, cert, ca, err := certresources.CreateCerts(ctx, ConfigurationName, system.Namespace(), time.Now().Add(time.Hour))
+	key, cert, ca, err := certresources.CreateCerts(ctx, names.WebhookService, system.Namespace(), time.Now().Add(time.Hour))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,12 +53,12 @@ func startServer(t *testing.T, port int) (*Server, string, *x509.CertPool, conte
 	if _, err := kc.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: SecretName, Namespace: system.Namespace()},
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: names.WebhookSecret, Namespace: system.Namespace()},
 		Data: map[string][]byte{certresources.ServerKey: key, certresources.ServerCert: cert, certresources.CACert: ca}}
 	if _, err := kc.CoreV1().Secrets(system.Namespace()).Create(ctx, secret, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	NewController(ctx, configmap.NewStaticWatcher(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: ConfigMapName, Namespace: system.Namespace()}}))
+	NewController(ctx, configmap.NewStaticWatcher(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: names.ConfigMap, Namespace: system.Namespace()}}))
 	if err := controller.StartInformers(ctx.Done(), informers...); err != nil && ctx.Err() == nil {
 		t.Fatal(err)
 	}
@@ -82,7 +83,7 @@ func freePort(t *testing.T) int {
 func TestServerServesAndDrains(t *testing.T) {
 	srv, addr, ca, _, cancel := startServer(t, freePort(t))
 	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{
-		RootCAs: ca, ServerName: ConfigurationName + "." + system.Namespace() + ".svc",
+		RootCAs: ca, ServerName: names.WebhookService + "." + system.Namespace() + ".svc",
 	}}}
 	body := reviewBody(t, podRequest(t, "ml", nil, nil))
 	post := func() (*admissionv1.AdmissionResponse, error) {

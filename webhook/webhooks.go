@@ -8,10 +8,10 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-// Names of the three webhooks of ConfigurationName. There are three because
-// selectors can only OR across webhooks, and can match labels but not
-// annotations (a pod opted out by annotation still reaches Admit, which
-// then skips it).
+// Names of the three webhooks of names.WebhookConfiguration. There are
+// three because selectors can only OR across webhooks, and can match
+// labels but not annotations (a pod opted out by annotation still reaches
+// Admit, which then skips it).
 const (
 	WebhookEnabled = "enabled.istio-aux.dev"
 	WebhookLegacy  = "legacy.istio-aux.dev"

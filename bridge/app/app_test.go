@@ -16,6 +16,7 @@ import (
 	"github.com/istio-aux/istio-aux/bridge/publish"
 	"github.com/istio-aux/istio-aux/bridge/transport"
 	"github.com/istio-aux/istio-aux/internal/settings"
+	"github.com/istio-aux/istio-aux/pkg/names"
 	"github.com/istio-aux/istio-aux/pkg/podevent"
 	"github.com/istio-aux/istio-aux/pkg/slim"
 )
@@ -34,7 +35,7 @@ func TestConfigFromLookup(t *testing.T) {
 		// under its pod's name.
 		"election": {env: map[string]string{"SYSTEM_NAMESPACE": "istio-aux", "POD_NAME": "istio-aux-bridge-7d9f-x2"}, check: func(c Config) bool {
 			e := c.Election
-			return e.Lease == DefaultLease && e.Namespace == "istio-aux" && e.Identity == "istio-aux-bridge-7d9f-x2" &&
+			return e.Lease == names.WatcherLease && e.Namespace == "istio-aux" && e.Identity == "istio-aux-bridge-7d9f-x2" &&
 				e.LeaseDuration == 15*time.Second && e.RenewDeadline == 10*time.Second && e.RetryPeriod == 2*time.Second
 		}},
 		"election without a pod name takes the host name": {env: map[string]string{"SYSTEM_NAMESPACE": "istio-aux"}, check: func(c Config) bool {

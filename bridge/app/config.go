@@ -12,11 +12,8 @@ import (
 
 	"github.com/istio-aux/istio-aux/bridge/transport"
 	"github.com/istio-aux/istio-aux/internal/settings"
+	"github.com/istio-aux/istio-aux/pkg/names"
 )
-
-// Component is the bridge's logger name and its level's key in
-// config-logging (loglevel.istio-aux-bridge).
-const Component = "istio-aux-bridge"
 
 // Role says which halves of the pipeline a process runs.
 type Role string
@@ -92,7 +89,7 @@ func configFromLookup(lookup func(string) (string, bool)) (Config, error) {
 		Sink:          get("K_SINK", ""),
 		Role:          Role(get("ISTIO_AUX_ROLE", string(RoleAll))),
 		ClusterName:   get("ISTIO_AUX_CLUSTER_NAME", ""),
-		MetricsAddr:   get("METRICS_ADDR", ":9090"),
+		MetricsAddr:   get("METRICS_ADDR", ":"+names.MetricsPort),
 		SinkTokenFile: get("ISTIO_AUX_SINK_TOKEN_FILE", ""),
 		NATSSecretDir: get("NATS_SECRET_DIR", ""),
 	}
@@ -121,7 +118,7 @@ func configFromLookup(lookup func(string) (string, bool)) (Config, error) {
 }
 
 // electionFromLookup reads the election: ISTIO_AUX_LEASE names the Lease
-// (DefaultLease when unset; set and empty, no election), in the namespace
+// (names.WatcherLease when unset; set and empty, no election), in the namespace
 // SYSTEM_NAMESPACE, held under the name POD_NAME (else the host name).
 func electionFromLookup(lookup func(string) (string, bool)) (Election, error) {
 	e := DefaultElection()

@@ -11,6 +11,8 @@ import (
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"knative.dev/pkg/logging"
+
+	"github.com/istio-aux/istio-aux/pkg/names"
 )
 
 // Election is who may watch: exactly one replica at a time, the holder of a
@@ -32,14 +34,12 @@ type Election struct {
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 }
 
-// DefaultLease is the Lease both install shapes use: the bridges of
-// config/ and the all-in-ones of config/standalone/ stand for the same
-// one, so moving between the shapes never runs two watchers.
-const DefaultLease = "istio-aux-watcher"
-
 // DefaultElection is the election's production timing.
 func DefaultElection() Election {
-	return Election{Lease: DefaultLease, LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second}
+	// Both install shapes stand for the same Lease: the bridges of config/
+	// and the all-in-ones of config/standalone/, so moving between the
+	// shapes never runs two watchers.
+	return Election{Lease: names.WatcherLease, LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second}
 }
 
 // lockFor is the Lease lock for e, with a client whose requests give up

@@ -11,12 +11,14 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+
+	"github.com/istio-aux/istio-aux/pkg/names"
 )
 
 // fastElection is the production election, faster: a Lease counts its
 // duration in whole seconds, so one second is as short as it goes.
 func fastElection(identity string) Election {
-	return Election{Lease: DefaultLease, Namespace: "istio-aux", Identity: identity,
+	return Election{Lease: names.WatcherLease, Namespace: "istio-aux", Identity: identity,
 		LeaseDuration: 2 * time.Second, RenewDeadline: time.Second, RetryPeriod: 100 * time.Millisecond}
 }
 

@@ -33,6 +33,7 @@ import (
 	"github.com/istio-aux/istio-aux/internal/kube"
 	"github.com/istio-aux/istio-aux/internal/serving"
 	"github.com/istio-aux/istio-aux/internal/settings"
+	"github.com/istio-aux/istio-aux/pkg/names"
 )
 
 // maxPending bounds unacknowledged publishes per bridge.
@@ -140,7 +141,7 @@ func run(ctx context.Context, cfg Config, rc *rest.Config, newSink NewSink, list
 		if err != nil {
 			return fmt.Errorf("kubernetes client for config-istio-aux and Events: %w", err)
 		}
-		recorder = client.Recorder(ctx, Component)
+		recorder = client.Recorder(ctx, names.SourceBridge)
 		live.follow(ctx, cfg, client, recorder, restart)
 	}
 	g, ctx := errgroup.WithContext(ctx)

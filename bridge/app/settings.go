@@ -13,6 +13,7 @@ import (
 	"github.com/istio-aux/istio-aux/bridge/watch"
 	"github.com/istio-aux/istio-aux/internal/kube"
 	"github.com/istio-aux/istio-aux/internal/settings"
+	"github.com/istio-aux/istio-aux/pkg/names"
 )
 
 // followWait bounds how long the bridge waits for config-istio-aux's first
@@ -68,7 +69,7 @@ func (l *liveSettings) apply(s settings.Settings) {
 // all-in-one's embedded server has none). Events go on the ConfigMap.
 func (l *liveSettings) follow(ctx context.Context, cfg Config, client *kube.Client, recorder record.EventRecorder, restart context.CancelCauseFunc) {
 	f := &settings.Follower{
-		Component: Component,
+		Component: names.SourceBridge,
 		Base:      cfg.Settings,
 		Apply:     l.apply,
 		Recorder:  recorder,

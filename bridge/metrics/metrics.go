@@ -2,7 +2,11 @@
 // metrics in one place, so names and labels stay stable and documented.
 package metrics
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/istio-aux/istio-aux/pkg/names"
+)
 
 // Bridge counts what the watcher and the publisher do.
 type Bridge struct {
@@ -144,10 +148,6 @@ type Dispatch struct {
 	Backlog prometheus.Gauge
 }
 
-// MetricDispatchBacklog is the name of Dispatch.Backlog, which kubectl
-// istio-aux check reads through the API server's pod proxy.
-const MetricDispatchBacklog = "istio_aux_dispatch_backlog"
-
 // NewDispatch registers the dispatcher metrics on reg (nil: not registered).
 func NewDispatch(reg prometheus.Registerer) *Dispatch {
 	m := &Dispatch{
@@ -173,7 +173,7 @@ func NewDispatch(reg prometheus.Registerer) *Dispatch {
 		ConsumerRestores: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "istio_aux_dispatch_consumer_restores_total", Help: "Re-creations of the durable consumer after it had gone."}),
 		Backlog: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: MetricDispatchBacklog, Help: "Events the durable consumer has not settled (not yet delivered, or awaiting their ack), as of this replica's last look."}),
+			Name: names.MetricDispatchBacklog, Help: "Events the durable consumer has not settled (not yet delivered, or awaiting their ack), as of this replica's last look."}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.Delivered, m.Poison, m.Redeliveries, m.Exhausted, m.InFlight, m.Duration, m.ConsumerRestores,

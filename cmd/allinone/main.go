@@ -17,6 +17,7 @@ import (
 	"github.com/istio-aux/istio-aux/bridge/dispatch"
 	"github.com/istio-aux/istio-aux/functions/proxyquit"
 	"github.com/istio-aux/istio-aux/internal/startup"
+	"github.com/istio-aux/istio-aux/pkg/names"
 )
 
 func main() {
@@ -25,7 +26,7 @@ func main() {
 	fcfg, fnErr := proxyquit.ConfigFromEnv()
 	fcfg.Decision, fcfg.QuitCommand = cfg.Settings.Decision, cfg.Settings.QuitCommand // read once, shared
 	rc, rcErr := app.RESTConfig(cfg)
-	logger := startup.Logger(ctx, rc, app.Component, cfgErr, fnErr, rcErr)
+	logger := startup.Logger(ctx, rc, names.SourceBridge, cfgErr, fnErr, rcErr)
 	var fn *proxyquit.Function
 	inProcess := func(ctx context.Context, rc *rest.Config, reg prometheus.Registerer) (dispatch.Sink, error) {
 		if cfg.Sink != "" {

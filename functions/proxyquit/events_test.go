@@ -22,6 +22,8 @@ import (
 	apiwait "k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+
+	"github.com/istio-aux/istio-aux/pkg/names"
 )
 
 // gatedSink is an API server's events endpoint that answers only once
@@ -83,7 +85,7 @@ func testPod(name string) *corev1.Pod {
 // just before the process stops are written before Close returns.
 func TestCloseWritesTheLastEvents(t *testing.T) {
 	sink := newGatedSink()
-	l := newEventLog(sink, corev1.EventSource{Component: Component}, scheme.Scheme)
+	l := newEventLog(sink, corev1.EventSource{Component: names.SourceProxyQuit}, scheme.Scheme)
 	var lost lostEvents
 	l.lost = lost.lost
 	for _, name := range []string{"a", "b", "c"} {
@@ -110,13 +112,13 @@ func TestCloseWritesTheLastEvents(t *testing.T) {
 func TestCloseGivesUpAtItsDeadline(t *testing.T) {
 	sink := newGatedSink()
 	t.Cleanup(func() { close(sink.release) })
-	l := newEventLog(sink, corev1.EventSource{Component: Component}, scheme.Scheme)
+	l := newEventLog(sink, corev1.EventSource{Component: names.SourceProxyQuit}, scheme.Scheme)
 	var lost lostEvents
 	l.lost = lost.lost
 	l.Eventf(testPod("settings"), corev1.EventTypeNormal, "SettingsApplied", "applied")
 	waited := make(chan error, 1)
 	go func() {
-		waited <- l.EventAndWait(context.Background(), testPod("job"), true, corev1.EventTypeNormal, ReasonProxyQuit, "Quit istio-proxy")
+		waited <- l.EventAndWait(context.Background(), testPod("job"), true, corev1.EventTypeNormal, names.ReasonProxyQuit, "Quit istio-proxy")
 	}()
 	// Both writes are under way once the log tracks two.
 	if err := apiwait.PollUntilContextTimeout(context.Background(), time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
@@ -149,24 +151,24 @@ func TestCloseGivesUpAtItsDeadline(t *testing.T) {
 func TestEventWrittenOnce(t *testing.T) {
 	sink := newGatedSink()
 	close(sink.release)
-	l := newEventLog(sink, corev1.EventSource{Component: Component}, scheme.Scheme)
+	l := newEventLog(sink, corev1.EventSource{Component: names.SourceProxyQuit}, scheme.Scheme)
 	var lost lostEvents
 	l.lost = lost.lost
 	ctx := context.Background()
 	for range 2 {
-		if err := l.EventAndWait(ctx, testPod("job"), true, corev1.EventTypeNormal, ReasonProxyQuit, "Quit istio-proxy"); err != nil {
+		if err := l.EventAndWait(ctx, testPod("job"), true, corev1.EventTypeNormal, names.ReasonProxyQuit, "Quit istio-proxy"); err != nil {
 			t.Fatal(err)
 		}
-		if err := l.EventAndWait(ctx, testPod("job"), false, corev1.EventTypeWarning, ReasonProxyQuitFailed, "will retry"); err != nil {
+		if err := l.EventAndWait(ctx, testPod("job"), false, corev1.EventTypeWarning, names.ReasonProxyQuitFailed, "will retry"); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// Another pod of the same name (re-created) has its own.
 	if err := l.EventAndWait(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "job", UID: "uid-2"}},
-		true, corev1.EventTypeNormal, ReasonProxyQuit, "Quit istio-proxy"); err != nil {
+		true, corev1.EventTypeNormal, names.ReasonProxyQuit, "Quit istio-proxy"); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{ReasonProxyQuit, ReasonProxyQuit, ReasonProxyQuitFailed, ReasonProxyQuitFailed}
+	want := []string{names.ReasonProxyQuit, names.ReasonProxyQuit, names.ReasonProxyQuitFailed, names.ReasonProxyQuitFailed}
 	if got := sink.written(); !slices.Equal(got, want) {
 		t.Errorf("written %v, want %v", got, want)
 	}
@@ -185,16 +187,16 @@ func TestOnceEventName(t *testing.T) {
 		"a name with a hyphen-": {Namespace: "ns", Name: strings.Repeat("a", 235) + "-bb", UID: "8f0c"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			n := onceEventName(ref, ReasonProxyQuit)
+			n := onceEventName(ref, names.ReasonProxyQuit)
 			if errs := validation.NameIsDNSSubdomain(n, false); len(errs) > 0 {
 				t.Errorf("%q: %v", n, errs)
 			}
-			if n != onceEventName(ref.DeepCopy(), ReasonProxyQuit) {
+			if n != onceEventName(ref.DeepCopy(), names.ReasonProxyQuit) {
 				t.Error("not the same name for the same pod")
 			}
 			other := ref.DeepCopy()
 			other.UID = "another"
-			if n == onceEventName(other, ReasonProxyQuit) || n == onceEventName(ref, ReasonProxyQuitFailed) {
+			if n == onceEventName(other, names.ReasonProxyQuit) || n == onceEventName(ref, names.ReasonProxyQuitFailed) {
 				t.Error("the same name for another pod or reason")
 			}
 		})

@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/httpstream"
 	utilexec "k8s.io/client-go/util/exec"
+
+	"github.com/istio-aux/istio-aux/pkg/names"
 )
 
 func TestFinalFailure(t *testing.T) {
@@ -23,13 +25,13 @@ func TestFinalFailure(t *testing.T) {
 		reason string
 		final  bool
 	}{
-		"exit code":                {wrap(utilexec.CodeExitError{Err: errors.New("command terminated with exit code 255"), Code: 255}), FinalExitCode, true},
-		"policy denial over SPDY":  {wrap(apierrors.NewForbidden(gr, "p", errors.New("denied"))), FinalDenied, true},
-		"policy denial over WS":    {wrap(&httpstream.UpgradeFailureError{Cause: apierrors.NewForbidden(gr, "p", errors.New("denied"))}), FinalDenied, true},
-		"no such container":        {wrap(apierrors.NewBadRequest("container istio-proxy is not valid for pod p")), FinalRejected, true},
-		"policy as Invalid":        {wrap(apierrors.NewInvalid(schema.GroupKind{Kind: "PodExecOptions"}, "p", nil)), FinalRejected, true},
-		"runc: no pilot-agent":     {wrap(errors.New(`Internal error occurred: error executing command in container: failed to exec in container: failed to start exec "x": OCI runtime exec failed: exec failed: unable to start container process: exec: "pilot-agent": executable file not found in $PATH: unknown`)), FinalNotFound, true},
-		"crun: no pilot-agent":     {wrap(errors.New("executable file `pilot-agent` not found in $PATH: No such file or directory")), FinalNotFound, true},
+		"exit code":                {wrap(utilexec.CodeExitError{Err: errors.New("command terminated with exit code 255"), Code: 255}), names.FinalExitCode, true},
+		"policy denial over SPDY":  {wrap(apierrors.NewForbidden(gr, "p", errors.New("denied"))), names.FinalDenied, true},
+		"policy denial over WS":    {wrap(&httpstream.UpgradeFailureError{Cause: apierrors.NewForbidden(gr, "p", errors.New("denied"))}), names.FinalDenied, true},
+		"no such container":        {wrap(apierrors.NewBadRequest("container istio-proxy is not valid for pod p")), names.FinalRejected, true},
+		"policy as Invalid":        {wrap(apierrors.NewInvalid(schema.GroupKind{Kind: "PodExecOptions"}, "p", nil)), names.FinalRejected, true},
+		"runc: no pilot-agent":     {wrap(errors.New(`Internal error occurred: error executing command in container: failed to exec in container: failed to start exec "x": OCI runtime exec failed: exec failed: unable to start container process: exec: "pilot-agent": executable file not found in $PATH: unknown`)), names.FinalNotFound, true},
+		"crun: no pilot-agent":     {wrap(errors.New("executable file `pilot-agent` not found in $PATH: No such file or directory")), names.FinalNotFound, true},
 		"deadline":                 {wrap(context.DeadlineExceeded), "", false},
 		"throttled":                {wrap(apierrors.NewTooManyRequests("slow down", 1)), "", false},
 		"API server unavailable":   {wrap(apierrors.NewServiceUnavailable("etcd")), "", false},

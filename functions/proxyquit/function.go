@@ -26,18 +26,10 @@ import (
 	"github.com/istio-aux/istio-aux/internal/settings"
 	"github.com/istio-aux/istio-aux/pkg/decision"
 	"github.com/istio-aux/istio-aux/pkg/keys"
+	"github.com/istio-aux/istio-aux/pkg/names"
 	"github.com/istio-aux/istio-aux/pkg/podevent"
 	"github.com/istio-aux/istio-aux/pkg/slim"
 )
-
-// Kubernetes Event reasons recorded on pods.
-const (
-	ReasonProxyQuit       = "ProxyQuit"
-	ReasonProxyQuitFailed = "ProxyQuitFailed"
-)
-
-// Component is the source of the Kubernetes Events the function records.
-const Component = "istio-aux-proxyquit"
 
 // apiTimeout bounds each GET: a slow API server is answered with 503 (Knative
 // delivery and the dispatcher retry) rather than holding a request open.
@@ -183,7 +175,7 @@ func NewFromConfig(ctx context.Context, rc *rest.Config, cfg Config, reg prometh
 	}
 	// Events are written until Close, not until ctx is done: the events
 	// under way when the process is told to stop still get theirs.
-	events := newEventLog(apiEventSink{ec.RESTClient()}, corev1.EventSource{Component: Component}, kube.Scheme)
+	events := newEventLog(apiEventSink{ec.RESTClient()}, corev1.EventSource{Component: names.SourceProxyQuit}, kube.Scheme)
 	events.lost = unwrittenEvent(logging.FromContext(ctx), m)
 	// Token reviews and the issuer's keys go through a client of their
 	// own: its rate limit is theirs, so authentication can never spend the
@@ -205,7 +197,7 @@ func NewFromConfig(ctx context.Context, rc *rest.Config, cfg Config, reg prometh
 	if cfg.SystemNamespace != "" {
 		base := settings.Defaults()
 		base.Decision, base.QuitCommand = cfg.Decision, cfg.QuitCommand
-		follower := &settings.Follower{Component: Component, Base: base, Apply: fn.SetSettings, Recorder: events}
+		follower := &settings.Follower{Component: names.SourceProxyQuit, Base: base, Apply: fn.SetSettings, Recorder: events}
 		synced := follower.Start(ctx, kc, cfg.SystemNamespace)
 		wctx, cancel := context.WithTimeout(ctx, followWait)
 		if !cache.WaitForCacheSync(wctx.Done(), synced) && ctx.Err() == nil {
@@ -384,7 +376,7 @@ func (f *Function) quit(ctx context.Context, pod *corev1.Pod, d decision.Decisio
 	elapsed := f.now().Sub(start).Seconds()
 	if err == nil {
 		f.metrics.execDuration.WithLabelValues("ok").Observe(elapsed)
-		f.record(ctx, pod, true, corev1.EventTypeNormal, ReasonProxyQuit, "Quit istio-proxy: "+d.Reason)
+		f.record(ctx, pod, true, corev1.EventTypeNormal, names.ReasonProxyQuit, "Quit istio-proxy: "+d.Reason)
 		return result{code: http.StatusOK, outcome: OutcomeQuit, detail: "quit istio-proxy: " + d.Reason}
 	}
 	f.metrics.execDuration.WithLabelValues("error").Observe(elapsed)
@@ -405,7 +397,7 @@ func (f *Function) quit(ctx context.Context, pod *corev1.Pod, d decision.Decisio
 			// not): this is the quit's record, and it may be the last
 			// chance to write it. Written once per pod, so that it
 			// never doubles one already there.
-			f.record(ctx, pod, true, corev1.EventTypeNormal, ReasonProxyQuit,
+			f.record(ctx, pod, true, corev1.EventTypeNormal, names.ReasonProxyQuit,
 				fmt.Sprintf("Quit istio-proxy: %s (%s; the exec of the quit command ended with: %v)", d.Reason, why, err))
 		}
 		return result{code: http.StatusOK, outcome: OutcomeGone, detail: "exec failed but " + why}
@@ -417,11 +409,11 @@ func (f *Function) quit(ctx context.Context, pod *corev1.Pod, d decision.Decisio
 	}
 	if reason, final := finalFailure(err); final {
 		f.metrics.finalFailures.WithLabelValues(reason).Inc()
-		f.record(ctx, pod, false, corev1.EventTypeWarning, ReasonProxyQuitFailed,
+		f.record(ctx, pod, false, corev1.EventTypeWarning, names.ReasonProxyQuitFailed,
 			fmt.Sprintf("Quitting istio-proxy failed for good (%s); istio-aux tries again when the pod changes: %s", reason, msg))
 		return result{code: http.StatusUnprocessableEntity, outcome: OutcomeFailedFinal, detail: "quit command failed for good: " + reason, err: err}
 	}
-	f.record(ctx, pod, false, corev1.EventTypeWarning, ReasonProxyQuitFailed, "Quitting istio-proxy failed (will retry): "+msg)
+	f.record(ctx, pod, false, corev1.EventTypeWarning, names.ReasonProxyQuitFailed, "Quitting istio-proxy failed (will retry): "+msg)
 	return result{code: http.StatusInternalServerError, outcome: OutcomeFailed, detail: "quit command failed", err: err}
 }
 
@@ -493,6 +485,6 @@ func (f *Function) refuseBeyondBounds(ctx context.Context, e cloudevents.Event, 
 		return
 	}
 	f.record(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: id.Namespace, Name: id.Name, UID: id.UID}},
-		false, corev1.EventTypeWarning, ReasonProxyQuitFailed,
+		false, corev1.EventTypeWarning, names.ReasonProxyQuitFailed,
 		fmt.Sprintf("istio-aux does not quit istio-proxy from this event: %v. Its bridge sends such pods by name and reads them live", err))
 }

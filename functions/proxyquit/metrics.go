@@ -16,7 +16,7 @@ type Metrics struct {
 	execDuration *prometheus.HistogramVec
 	execFailures prometheus.Counter
 	// finalFailures counts quits that failed for good, by reason (the
-	// Final* constants).
+	// names.Final* constants).
 	finalFailures *prometheus.CounterVec
 	// beyondBounds counts events whose pod is beyond the event's bounds,
 	// by action: live (named only, decided on the live pod) or refused.

@@ -15,6 +15,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+
+	"github.com/istio-aux/istio-aux/pkg/names"
 )
 
 // The quit's record: every quit leaves its ProxyQuit Event on the pod, or
@@ -85,7 +87,7 @@ func TestBurstThenShutdownLeavesEveryEvent(t *testing.T) {
 			t.Errorf("a quit of the burst was answered %q, want 200 quit", got)
 		}
 	}
-	written := k.written(ReasonProxyQuit)
+	written := k.written(names.ReasonProxyQuit)
 	var missing []string
 	for _, p := range pods {
 		if written[p.Name] != 1 {
@@ -94,7 +96,7 @@ func TestBurstThenShutdownLeavesEveryEvent(t *testing.T) {
 	}
 	if len(missing) > 0 {
 		t.Errorf("%d of %d pods do not have exactly one ProxyQuit Event once the function stopped: %v; counted unwritten: %v",
-			len(missing), n, missing, w.unwritten(t, map[string]string{"reason": ReasonProxyQuit}))
+			len(missing), n, missing, w.unwritten(t, map[string]string{"reason": names.ReasonProxyQuit}))
 	}
 }
 
@@ -132,7 +134,7 @@ func TestEventWhoseFirstWriteFailsIsWritten(t *testing.T) {
 			}
 			w.fn.Close(w.ctx)
 
-			if got := k.written(ReasonProxyQuit)["job-1"]; got != 1 {
+			if got := k.written(names.ReasonProxyQuit)["job-1"]; got != 1 {
 				t.Errorf("%d ProxyQuit Events on the pod once the function stopped, want 1 (unwritten: %v)",
 					got, w.unwritten(t, nil))
 			}
@@ -172,13 +174,13 @@ func TestUnwrittenEventIsCountedAndLogged(t *testing.T) {
 			}
 			w.fn.Close(w.ctx)
 
-			if got := w.unwritten(t, map[string]string{"reason": ReasonProxyQuit, "cause": tc.cause}); got != 1 {
+			if got := w.unwritten(t, map[string]string{"reason": names.ReasonProxyQuit, "cause": tc.cause}); got != 1 {
 				t.Errorf("istio_aux_proxyquit_events_unwritten_total{reason=ProxyQuit,cause=%s} = %v, want 1", tc.cause, got)
 			}
 			var logged bool
 			for _, e := range w.logs.FilterLevelExact(zapcore.ErrorLevel).All() {
 				f := e.ContextMap()
-				if f["name"] == "job-1" && f["namespace"] == testNS && f["reason"] == ReasonProxyQuit && f["cause"] == tc.cause {
+				if f["name"] == "job-1" && f["namespace"] == testNS && f["reason"] == names.ReasonProxyQuit && f["cause"] == tc.cause {
 					logged = true
 				}
 			}
@@ -205,7 +207,7 @@ func TestEventNotHeldByTheReadsRateLimit(t *testing.T) {
 	}
 	w.fn.Close(w.ctx)
 
-	if got := k.written(ReasonProxyQuit)["job-1"]; got != 1 {
+	if got := k.written(names.ReasonProxyQuit)["job-1"]; got != 1 {
 		t.Errorf("%d ProxyQuit Events once the function stopped, want 1: the Event waited behind the reads", got)
 	}
 }
@@ -250,7 +252,7 @@ func TestQuitAnswersOnceItsEventIsWritten(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("not answered within 30 s of the Event's write")
 	}
-	if got := k.written(ReasonProxyQuit)["job-1"]; got != 1 {
+	if got := k.written(names.ReasonProxyQuit)["job-1"]; got != 1 {
 		t.Errorf("%d ProxyQuit Events when the quit was answered, want 1", got)
 	}
 }

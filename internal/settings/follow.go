@@ -14,6 +14,7 @@ import (
 	"knative.dev/pkg/logging"
 
 	"github.com/istio-aux/istio-aux/internal/kube"
+	"github.com/istio-aux/istio-aux/pkg/names"
 )
 
 // Event reasons recorded on ConfigMap config-istio-aux, where `kubectl
@@ -65,12 +66,12 @@ func (f *Follower) Current() Settings {
 func (f *Follower) Start(ctx context.Context, client *kube.Client, ns string) cache.InformerSynced {
 	f.mu.Lock()
 	f.cur = f.Base
-	f.logger = logging.FromContext(ctx).With(zap.String("configmap", ns+"/"+ConfigMapName))
+	f.logger = logging.FromContext(ctx).With(zap.String("configmap", ns+"/"+names.ConfigMap))
 	if f.Instance == "" {
 		f.Instance, _ = os.Hostname()
 	}
 	f.mu.Unlock()
-	return client.FollowConfigMap(ctx, ns, ConfigMapName, f.Observe)
+	return client.FollowConfigMap(ctx, ns, names.ConfigMap, f.Observe)
 }
 
 // Observe applies one state of the ConfigMap (nil: deleted, the base

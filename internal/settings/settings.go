@@ -16,9 +16,6 @@ import (
 	"github.com/istio-aux/istio-aux/pkg/decision"
 )
 
-// ConfigMapName is istio-aux's settings (config/300-config-istio-aux.yaml).
-const ConfigMapName = "config-istio-aux"
-
 // Keys of config-istio-aux read here (the webhook reads mode).
 const (
 	KeySidecars    = "sidecars"

@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/istio-aux/istio-aux/pkg/decision"
+	"github.com/istio-aux/istio-aux/pkg/names"
 	"github.com/istio-aux/istio-aux/pkg/slim"
 )
 
@@ -89,7 +90,7 @@ func TestFromEnvNamesTheVariable(t *testing.T) {
 }
 
 func configMap(data map[string]string) *corev1.ConfigMap {
-	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: ConfigMapName, Namespace: "istio-aux"}, Data: data}
+	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: names.ConfigMap, Namespace: "istio-aux"}, Data: data}
 }
 
 // TestFollower: every accepted change reaches Apply once; a refused value

@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/istio-aux/istio-aux/kubectl/install"
+	"github.com/istio-aux/istio-aux/pkg/names"
 )
 
 // Checker checks the install in SystemNamespace. Dynamic reads the Knative
@@ -42,9 +43,9 @@ func (c Checker) Run(ctx context.Context) Report {
 		c.Now = time.Now
 	}
 	r := &run{Checker: c, ctx: ctx, shape: ShapeConfig}
-	if d, err := r.deployment(install.AllInOneDeployment); err == nil && d != nil {
+	if d, err := r.deployment(names.AllInOneDeployment); err == nil && d != nil {
 		r.shape, r.watcher = ShapeStandalone, d
-	} else if d, err := r.deployment(install.BridgeDeployment); err == nil {
+	} else if d, err := r.deployment(names.BridgeDeployment); err == nil {
 		r.watcher = d
 	}
 	items := append(r.webhook(), r.configItem(), r.execPolicy(), r.leader(), r.namespaces(), r.nats(), r.backlog(), r.function())

@@ -8,11 +8,12 @@ import (
 
 	"github.com/istio-aux/istio-aux/internal/settings"
 	"github.com/istio-aux/istio-aux/kubectl/install"
+	"github.com/istio-aux/istio-aux/pkg/names"
 )
 
 // configItem reads config-istio-aux as the components read it.
 func (r *run) configItem() Item {
-	show := r.kubectl("get configmap " + install.ConfigMap + " -o yaml")
+	show := r.kubectl("get configmap " + names.ConfigMap + " -o yaml")
 	cfg, err := install.ReadConfig(r.ctx, r.Client, r.SystemNamespace)
 	r.config = cfg
 	switch {
@@ -20,7 +21,7 @@ func (r *run) configItem() Item {
 		return fail(ItemConfig, err.Error(), show)
 	case !cfg.Found:
 		return fail(ItemConfig, fmt.Sprintf("ConfigMap %s/%s is missing: the exec policy, whose param it is, denies every quit in opted-in namespaces",
-			r.SystemNamespace, install.ConfigMap), show)
+			r.SystemNamespace, names.ConfigMap), show)
 	case len(cfg.Problems) > 0:
 		return fail(ItemConfig, strings.Join(append(cfg.Problems, r.ignored()...), "; "), show)
 	}
@@ -45,7 +46,7 @@ func (r *run) configItem() Item {
 // ignored is what the bridge and the function warn of in the ConfigMap
 // (SettingsIgnored): keys no component reads, an edited _example.
 func (r *run) ignored() []string {
-	cm, err := r.Client.CoreV1().ConfigMaps(r.SystemNamespace).Get(r.ctx, install.ConfigMap, metav1.GetOptions{})
+	cm, err := r.Client.CoreV1().ConfigMaps(r.SystemNamespace).Get(r.ctx, names.ConfigMap, metav1.GetOptions{})
 	if err != nil {
 		return nil // ReadConfig, just before, said what it could
 	}

@@ -8,7 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/istio-aux/istio-aux/kubectl/install"
+	"github.com/istio-aux/istio-aux/pkg/names"
 )
 
 // KnativeServices is the resource of Knative Serving's Services.
@@ -20,22 +20,22 @@ func (r *run) function() Item {
 	if r.shape == ShapeStandalone {
 		state, up := available(r.watcher)
 		if !up {
-			return fail(ItemFunction, fmt.Sprintf("Deployment %s, which runs the function in-process, is not available (%s)", install.AllInOneDeployment, state),
-				r.kubectl("describe deployment "+install.AllInOneDeployment))
+			return fail(ItemFunction, fmt.Sprintf("Deployment %s, which runs the function in-process, is not available (%s)", names.AllInOneDeployment, state),
+				r.kubectl("describe deployment "+names.AllInOneDeployment))
 		}
-		return ok(ItemFunction, fmt.Sprintf("in-process in Deployment %s (%s)", install.AllInOneDeployment, state))
+		return ok(ItemFunction, fmt.Sprintf("in-process in Deployment %s (%s)", names.AllInOneDeployment, state))
 	}
-	show := r.kubectl("get ksvc " + install.FunctionService)
+	show := r.kubectl("get ksvc " + names.FunctionService)
 	var ksvc *unstructured.Unstructured
-	var err error = apierrors.NewNotFound(KnativeServices.GroupResource(), install.FunctionService)
+	var err error = apierrors.NewNotFound(KnativeServices.GroupResource(), names.FunctionService)
 	if r.Dynamic != nil {
-		ksvc, err = r.Dynamic.Resource(KnativeServices).Namespace(r.SystemNamespace).Get(r.ctx, install.FunctionService, metav1.GetOptions{})
+		ksvc, err = r.Dynamic.Resource(KnativeServices).Namespace(r.SystemNamespace).Get(r.ctx, names.FunctionService, metav1.GetOptions{})
 	}
 	switch {
 	case apierrors.IsNotFound(err):
 		return r.functionDeployment(show)
 	case err != nil:
-		return fail(ItemFunction, fmt.Sprintf("reading Knative Service %s/%s: %v", r.SystemNamespace, install.FunctionService, err), show)
+		return fail(ItemFunction, fmt.Sprintf("reading Knative Service %s/%s: %v", r.SystemNamespace, names.FunctionService, err), show)
 	}
 	conditions, _, _ := unstructured.NestedSlice(ksvc.Object, "status", "conditions")
 	for _, c := range conditions {
@@ -45,29 +45,29 @@ func (r *run) function() Item {
 		}
 		if m["status"] == "True" {
 			rev, _, _ := unstructured.NestedString(ksvc.Object, "status", "latestReadyRevisionName")
-			return ok(ItemFunction, fmt.Sprintf("Knative Service %s Ready (revision %s)", install.FunctionService, rev))
+			return ok(ItemFunction, fmt.Sprintf("Knative Service %s Ready (revision %s)", names.FunctionService, rev))
 		}
-		return fail(ItemFunction, fmt.Sprintf("Knative Service %s not Ready: %v: %v", install.FunctionService, m["reason"], m["message"]), show)
+		return fail(ItemFunction, fmt.Sprintf("Knative Service %s not Ready: %v: %v", names.FunctionService, m["reason"], m["message"]), show)
 	}
-	return fail(ItemFunction, fmt.Sprintf("Knative Service %s has no Ready condition yet", install.FunctionService), show)
+	return fail(ItemFunction, fmt.Sprintf("Knative Service %s has no Ready condition yet", names.FunctionService), show)
 }
 
 // functionDeployment judges an install without the Knative Service: a
 // Deployment of the same name stands in for it where Knative Serving is
 // not installed (the kwok harness, make run).
 func (r *run) functionDeployment(show string) Item {
-	d, err := r.deployment(install.FunctionService)
+	d, err := r.deployment(names.FunctionService)
 	switch {
 	case err != nil:
 		return fail(ItemFunction, err.Error(), show)
 	case d == nil:
 		return fail(ItemFunction, fmt.Sprintf("Knative Service %s/%s not found (is Knative Serving installed?): nothing quits proxies",
-			r.SystemNamespace, install.FunctionService), show)
+			r.SystemNamespace, names.FunctionService), show)
 	}
 	state, up := available(d)
 	if !up {
-		return fail(ItemFunction, fmt.Sprintf("no Knative Service, and Deployment %s is not available (%s)", install.FunctionService, state),
-			r.kubectl("describe deployment "+install.FunctionService))
+		return fail(ItemFunction, fmt.Sprintf("no Knative Service, and Deployment %s is not available (%s)", names.FunctionService, state),
+			r.kubectl("describe deployment "+names.FunctionService))
 	}
-	return ok(ItemFunction, fmt.Sprintf("Deployment %s (%s; no Knative Service)", install.FunctionService, state))
+	return ok(ItemFunction, fmt.Sprintf("Deployment %s (%s; no Knative Service)", names.FunctionService, state))
 }

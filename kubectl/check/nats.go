@@ -15,8 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/istio-aux/istio-aux/bridge/metrics"
-	"github.com/istio-aux/istio-aux/kubectl/install"
+	"github.com/istio-aux/istio-aux/pkg/names"
 )
 
 // behind is the backlog from which deliveries are called behind: a burst
@@ -26,29 +25,29 @@ const behind = 1000
 // nats checks the NATS the bridge publishes to: config/nats's StatefulSet,
 // or none (embedded in the all-in-one or the bridge, or another server).
 func (r *run) nats() Item {
-	show := r.kubectl("get statefulset " + install.NATSStatefulSet)
+	show := r.kubectl("get statefulset " + names.NATSStatefulSet)
 	if r.shape == ShapeStandalone {
-		return ok(ItemNATS, "embedded in Deployment "+install.AllInOneDeployment)
+		return ok(ItemNATS, "embedded in Deployment "+names.AllInOneDeployment)
 	}
-	sts, err := r.Client.AppsV1().StatefulSets(r.SystemNamespace).Get(r.ctx, install.NATSStatefulSet, metav1.GetOptions{})
+	sts, err := r.Client.AppsV1().StatefulSets(r.SystemNamespace).Get(r.ctx, names.NATSStatefulSet, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err) && r.config.Found && r.config.NATSURL == "":
 		return ok(ItemNATS, "embedded in the bridge (nats-url is empty)")
-	case apierrors.IsNotFound(err) && r.config.Found && !strings.Contains(r.config.NATSURL, install.NATSStatefulSet+"."):
+	case apierrors.IsNotFound(err) && r.config.Found && !strings.Contains(r.config.NATSURL, names.NATSStatefulSet+"."):
 		return ok(ItemNATS, "another NATS server, "+r.config.NATSURL+": not checked")
 	case apierrors.IsNotFound(err):
-		return fail(ItemNATS, fmt.Sprintf("StatefulSet %s/%s is missing, and the bridge publishes to it", r.SystemNamespace, install.NATSStatefulSet), show)
+		return fail(ItemNATS, fmt.Sprintf("StatefulSet %s/%s is missing, and the bridge publishes to it", r.SystemNamespace, names.NATSStatefulSet), show)
 	case err != nil:
-		return fail(ItemNATS, fmt.Sprintf("reading StatefulSet %s/%s: %v", r.SystemNamespace, install.NATSStatefulSet, err), show)
+		return fail(ItemNATS, fmt.Sprintf("reading StatefulSet %s/%s: %v", r.SystemNamespace, names.NATSStatefulSet, err), show)
 	}
 	want, ready := ptr.Deref(sts.Spec.Replicas, 1), sts.Status.ReadyReplicas
 	switch {
 	case ready == 0:
-		return fail(ItemNATS, fmt.Sprintf("StatefulSet %s: no replica ready of %d: nothing is published or delivered%s", install.NATSStatefulSet, want, r.notReady(install.ComponentNATS)), show)
+		return fail(ItemNATS, fmt.Sprintf("StatefulSet %s: no replica ready of %d: nothing is published or delivered%s", names.NATSStatefulSet, want, r.notReady(names.ComponentNATS)), show)
 	case ready < want:
-		return warn(ItemNATS, fmt.Sprintf("StatefulSet %s: %d of %d replicas ready%s", install.NATSStatefulSet, ready, want, r.notReady(install.ComponentNATS)), show)
+		return warn(ItemNATS, fmt.Sprintf("StatefulSet %s: %d of %d replicas ready%s", names.NATSStatefulSet, ready, want, r.notReady(names.ComponentNATS)), show)
 	}
-	return ok(ItemNATS, fmt.Sprintf("StatefulSet %s: %d/%d ready", install.NATSStatefulSet, ready, want))
+	return ok(ItemNATS, fmt.Sprintf("StatefulSet %s: %d/%d ready", names.NATSStatefulSet, ready, want))
 }
 
 // notReady says why the component's pods that are not Ready are not, as
@@ -126,7 +125,7 @@ func (r *run) backlog() Item {
 	var errs []string
 	for _, pod := range pods {
 		show := fmt.Sprintf("kubectl get --raw /api/v1/namespaces/%s/pods/%s:%s/proxy/metrics | grep %s",
-			r.SystemNamespace, pod, install.MetricsPort, metrics.MetricDispatchBacklog)
+			r.SystemNamespace, pod, names.MetricsPort, names.MetricDispatchBacklog)
 		v, found, err := r.pending(pod)
 		switch {
 		case err != nil:
@@ -139,7 +138,7 @@ func (r *run) backlog() Item {
 			return it
 		}
 	}
-	msg := fmt.Sprintf("unknown: no dispatcher serves %s (an older istio-aux?)", metrics.MetricDispatchBacklog)
+	msg := fmt.Sprintf("unknown: no dispatcher serves %s (an older istio-aux?)", names.MetricDispatchBacklog)
 	if len(errs) > 0 {
 		msg = "unknown: " + strings.Join(errs, "; ")
 	}
@@ -153,7 +152,7 @@ func (r *run) metricsPods() []string {
 	if r.holder != "" {
 		out = append(out, r.holder)
 	}
-	for _, component := range []string{install.ComponentDispatch, install.ComponentBridge, install.ComponentAllInOne} {
+	for _, component := range []string{names.ComponentDispatch, names.ComponentBridge, names.ComponentAllInOne} {
 		pods, err := r.componentPods(component)
 		if err != nil {
 			continue
@@ -170,7 +169,7 @@ func (r *run) metricsPods() []string {
 // componentPods are the pods of istio-aux's component (its
 // app.kubernetes.io/component label).
 func (r *run) componentPods(component string) ([]corev1.Pod, error) {
-	l, err := r.Client.CoreV1().Pods(r.SystemNamespace).List(r.ctx, metav1.ListOptions{LabelSelector: install.ComponentLabel + "=" + component})
+	l, err := r.Client.CoreV1().Pods(r.SystemNamespace).List(r.ctx, metav1.ListOptions{LabelSelector: names.ComponentLabel + "=" + component})
 	if err != nil {
 		return nil, err
 	}
@@ -179,7 +178,7 @@ func (r *run) componentPods(component string) ([]corev1.Pod, error) {
 
 // pending reads the gauge from a pod's metrics.
 func (r *run) pending(pod string) (value float64, found bool, err error) {
-	rw := r.Client.CoreV1().Pods(r.SystemNamespace).ProxyGet("http", pod, install.MetricsPort, "metrics", nil)
+	rw := r.Client.CoreV1().Pods(r.SystemNamespace).ProxyGet("http", pod, names.MetricsPort, "metrics", nil)
 	if rw == nil {
 		return 0, false, fmt.Errorf("no proxy to pod %s", pod)
 	}
@@ -187,7 +186,7 @@ func (r *run) pending(pod string) (value float64, found bool, err error) {
 	if err != nil {
 		return 0, false, fmt.Errorf("reading the metrics of pod %s through the API server: %w", pod, err)
 	}
-	return gauge(raw, metrics.MetricDispatchBacklog)
+	return gauge(raw, names.MetricDispatchBacklog)
 }
 
 // gauge finds the named gauge in Prometheus text.

@@ -9,8 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/istio-aux/istio-aux/bridge/watch"
-	"github.com/istio-aux/istio-aux/kubectl/install"
 	"github.com/istio-aux/istio-aux/pkg/keys"
+	"github.com/istio-aux/istio-aux/pkg/names"
 )
 
 // defaultLeaseDuration is client-go's leader election default, for a
@@ -20,13 +20,13 @@ const defaultLeaseDuration = 15 * time.Second
 // leader checks the Lease that elects the replica that watches pods: held,
 // renewed within its duration, by a pod that exists and is Ready.
 func (r *run) leader() Item {
-	show := r.kubectl("get lease " + install.WatcherLease + " -o yaml")
-	lease, err := r.Client.CoordinationV1().Leases(r.SystemNamespace).Get(r.ctx, install.WatcherLease, metav1.GetOptions{})
+	show := r.kubectl("get lease " + names.WatcherLease + " -o yaml")
+	lease, err := r.Client.CoordinationV1().Leases(r.SystemNamespace).Get(r.ctx, names.WatcherLease, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return r.noLease(show)
 	}
 	if err != nil {
-		return fail(ItemWatcher, fmt.Sprintf("reading Lease %s/%s: %v", r.SystemNamespace, install.WatcherLease, err), show)
+		return fail(ItemWatcher, fmt.Sprintf("reading Lease %s/%s: %v", r.SystemNamespace, names.WatcherLease, err), show)
 	}
 	holder := ""
 	if lease.Spec.HolderIdentity != nil {
@@ -37,27 +37,27 @@ func (r *run) leader() Item {
 		duration = time.Duration(*lease.Spec.LeaseDurationSeconds) * time.Second
 	}
 	if holder == "" {
-		return fail(ItemWatcher, "nobody holds Lease "+install.WatcherLease+": nothing watches pods", show)
+		return fail(ItemWatcher, "nobody holds Lease "+names.WatcherLease+": nothing watches pods", show)
 	}
 	if lease.Spec.RenewTime == nil {
-		return fail(ItemWatcher, fmt.Sprintf("Lease %s, held by %s, was never renewed", install.WatcherLease, holder), show)
+		return fail(ItemWatcher, fmt.Sprintf("Lease %s, held by %s, was never renewed", names.WatcherLease, holder), show)
 	}
 	ago := r.Now().Sub(lease.Spec.RenewTime.Time)
 	if ago > duration {
 		return fail(ItemWatcher, fmt.Sprintf("Lease %s, held by %s, was last renewed %s ago (it lasts %s): no replica is watching pods",
-			install.WatcherLease, holder, ago.Round(time.Second), duration), show)
+			names.WatcherLease, holder, ago.Round(time.Second), duration), show)
 	}
 	pod, err := r.Client.CoreV1().Pods(r.SystemNamespace).Get(r.ctx, holder, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
-		return fail(ItemWatcher, fmt.Sprintf("Lease %s is held by pod %s, which does not exist", install.WatcherLease, holder), show)
+		return fail(ItemWatcher, fmt.Sprintf("Lease %s is held by pod %s, which does not exist", names.WatcherLease, holder), show)
 	case err != nil:
-		return fail(ItemWatcher, fmt.Sprintf("reading the holder of Lease %s: %v", install.WatcherLease, err), show)
+		return fail(ItemWatcher, fmt.Sprintf("reading the holder of Lease %s: %v", names.WatcherLease, err), show)
 	case !podReady(pod):
-		return fail(ItemWatcher, fmt.Sprintf("Lease %s is held by pod %s, which is not Ready", install.WatcherLease, holder), r.kubectl("describe pod "+holder))
+		return fail(ItemWatcher, fmt.Sprintf("Lease %s is held by pod %s, which is not Ready", names.WatcherLease, holder), r.kubectl("describe pod "+holder))
 	}
 	r.holder = holder
-	return ok(ItemWatcher, fmt.Sprintf("pod %s watches (Ready, Lease %s renewed %s ago)", holder, install.WatcherLease, max(ago, 0).Round(time.Second)))
+	return ok(ItemWatcher, fmt.Sprintf("pod %s watches (Ready, Lease %s renewed %s ago)", holder, names.WatcherLease, max(ago, 0).Round(time.Second)))
 }
 
 // noLease judges an install without the Lease: a bridge from before leader
@@ -65,15 +65,15 @@ func (r *run) leader() Item {
 func (r *run) noLease(show string) Item {
 	if r.watcher == nil {
 		return fail(ItemWatcher, fmt.Sprintf("no Lease %s and no Deployment %s or %s: nothing watches pods",
-			install.WatcherLease, install.BridgeDeployment, install.AllInOneDeployment), r.kubectl("get deployments"))
+			names.WatcherLease, names.BridgeDeployment, names.AllInOneDeployment), r.kubectl("get deployments"))
 	}
 	state, up := available(r.watcher)
 	if !up {
 		return fail(ItemWatcher, fmt.Sprintf("no Lease %s, and Deployment %s is not available (%s): nothing watches pods",
-			install.WatcherLease, r.watcher.Name, state), r.kubectl("describe deployment "+r.watcher.Name))
+			names.WatcherLease, r.watcher.Name, state), r.kubectl("describe deployment "+r.watcher.Name))
 	}
 	return warn(ItemWatcher, fmt.Sprintf("no Lease %s: Deployment %s (%s) elects no leader (a version before leader election?)",
-		install.WatcherLease, r.watcher.Name, state), show)
+		names.WatcherLease, r.watcher.Name, state), show)
 }
 
 // namespaces lists the namespaces whose pods the bridge watches: those

@@ -16,6 +16,7 @@ import (
 	certresources "knative.dev/pkg/webhook/certificates/resources"
 
 	"github.com/istio-aux/istio-aux/kubectl/install"
+	"github.com/istio-aux/istio-aux/pkg/names"
 	"github.com/istio-aux/istio-aux/webhook"
 )
 
@@ -28,7 +29,7 @@ const renewedBy = 12 * time.Hour
 // webhook checks the webhook's configuration against its Secret, the
 // Secret's certificate, and the endpoints the API server calls.
 func (r *run) webhook() []Item {
-	secret, err := r.Client.CoreV1().Secrets(r.SystemNamespace).Get(r.ctx, install.WebhookSecret, metav1.GetOptions{})
+	secret, err := r.Client.CoreV1().Secrets(r.SystemNamespace).Get(r.ctx, names.WebhookSecret, metav1.GetOptions{})
 	if err != nil {
 		secret = nil
 	}
@@ -36,15 +37,15 @@ func (r *run) webhook() []Item {
 }
 
 func (r *run) webhookConfiguration(secret *corev1.Secret, secretErr error) Item {
-	show := "kubectl get mutatingwebhookconfiguration " + install.WebhookConfiguration + " -o yaml"
-	mwc, err := r.Client.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(r.ctx, install.WebhookConfiguration, metav1.GetOptions{})
+	show := "kubectl get mutatingwebhookconfiguration " + names.WebhookConfiguration + " -o yaml"
+	mwc, err := r.Client.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(r.ctx, names.WebhookConfiguration, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
-		return fail(ItemWebhookConfiguration, "MutatingWebhookConfiguration "+install.WebhookConfiguration+" is missing: no pod gets the hold", show)
+		return fail(ItemWebhookConfiguration, "MutatingWebhookConfiguration "+names.WebhookConfiguration+" is missing: no pod gets the hold", show)
 	case err != nil:
 		return fail(ItemWebhookConfiguration, err.Error(), show)
 	case secretErr != nil:
-		return fail(ItemWebhookConfiguration, fmt.Sprintf("cannot compare its caBundle with Secret %s/%s: %v", r.SystemNamespace, install.WebhookSecret, secretErr), show)
+		return fail(ItemWebhookConfiguration, fmt.Sprintf("cannot compare its caBundle with Secret %s/%s: %v", r.SystemNamespace, names.WebhookSecret, secretErr), show)
 	}
 	ca := secret.Data[certresources.CACert]
 	var problems []string
@@ -56,7 +57,7 @@ func (r *run) webhookConfiguration(secret *corev1.Secret, secretErr error) Item 
 			}
 			found = true
 			if len(ca) == 0 || !bytes.Equal(w.ClientConfig.CABundle, ca) {
-				problems = append(problems, fmt.Sprintf("webhook %s's caBundle is not the %s of Secret %s/%s", w.Name, certresources.CACert, r.SystemNamespace, install.WebhookSecret))
+				problems = append(problems, fmt.Sprintf("webhook %s's caBundle is not the %s of Secret %s/%s", w.Name, certresources.CACert, r.SystemNamespace, names.WebhookSecret))
 			}
 		}
 		if !found {
@@ -66,14 +67,14 @@ func (r *run) webhookConfiguration(secret *corev1.Secret, secretErr error) Item 
 	if len(problems) > 0 {
 		return fail(ItemWebhookConfiguration, strings.Join(problems, "; ")+": the webhook's reconciler keeps them current (is the webhook running?)", show)
 	}
-	return ok(ItemWebhookConfiguration, fmt.Sprintf("%s: %d webhooks, caBundle matches Secret %s/%s", install.WebhookConfiguration, len(mwc.Webhooks), r.SystemNamespace, install.WebhookSecret))
+	return ok(ItemWebhookConfiguration, fmt.Sprintf("%s: %d webhooks, caBundle matches Secret %s/%s", names.WebhookConfiguration, len(mwc.Webhooks), r.SystemNamespace, names.WebhookSecret))
 }
 
 func (r *run) certificate(secret *corev1.Secret, err error) Item {
 	show := fmt.Sprintf("kubectl -n %s get secret %s -o jsonpath='{.data.%s}' | base64 -d | openssl x509 -noout -dates -subject",
-		r.SystemNamespace, install.WebhookSecret, strings.ReplaceAll(certresources.ServerCert, ".", `\.`))
+		r.SystemNamespace, names.WebhookSecret, strings.ReplaceAll(certresources.ServerCert, ".", `\.`))
 	if err != nil {
-		return fail(ItemWebhookCertificate, fmt.Sprintf("reading Secret %s/%s: %v", r.SystemNamespace, install.WebhookSecret, err), show)
+		return fail(ItemWebhookCertificate, fmt.Sprintf("reading Secret %s/%s: %v", r.SystemNamespace, names.WebhookSecret, err), show)
 	}
 	cert, err := servingCert(secret)
 	if err != nil {
@@ -92,7 +93,7 @@ func (r *run) certificate(secret *corev1.Secret, err error) Item {
 			left.Round(time.Minute), cert.NotAfter.UTC().Format(time.RFC3339)), show)
 	}
 	return ok(ItemWebhookCertificate, fmt.Sprintf("valid until %s (%s left), issued for %s", cert.NotAfter.UTC().Format(time.RFC3339),
-		left.Round(time.Hour), serviceHost(install.WebhookService, r.SystemNamespace)))
+		left.Round(time.Hour), serviceHost(names.WebhookService, r.SystemNamespace)))
 }
 
 // servingCert is the Secret's serving certificate.
@@ -118,7 +119,7 @@ func verify(secret *corev1.Secret, cert *x509.Certificate) error {
 	if !roots.AppendCertsFromPEM(secret.Data[certresources.CACert]) {
 		return fmt.Errorf("Secret %s holds no CA in %s", name, certresources.CACert)
 	}
-	host := serviceHost(install.WebhookService, secret.Namespace)
+	host := serviceHost(names.WebhookService, secret.Namespace)
 	if _, err := cert.Verify(x509.VerifyOptions{Roots: roots, DNSName: host, CurrentTime: cert.NotBefore}); err != nil {
 		return fmt.Errorf("Secret %s: the certificate does not verify for %s against its CA: %w", name, host, err)
 	}
@@ -129,19 +130,19 @@ func serviceHost(service, namespace string) string { return service + "." + name
 
 // endpoints checks that the API server has somewhere to send reviews.
 func (r *run) endpoints() Item {
-	show := r.kubectl(fmt.Sprintf("get endpointslices -l %s=%s -o wide", discoveryv1.LabelServiceName, install.WebhookService))
+	show := r.kubectl(fmt.Sprintf("get endpointslices -l %s=%s -o wide", discoveryv1.LabelServiceName, names.WebhookService))
 	e, err := install.WebhookEndpoints(r.ctx, r.Client, r.SystemNamespace)
 	if err != nil {
 		return fail(ItemWebhookEndpoints, err.Error(), show)
 	}
 	want := e.Total
-	if d, err := r.deployment(install.WebhookDeployment); err == nil && d != nil && d.Spec.Replicas != nil {
+	if d, err := r.deployment(names.WebhookDeployment); err == nil && d != nil && d.Spec.Replicas != nil {
 		want = max(want, int(*d.Spec.Replicas))
 	}
 	switch {
 	case e.Ready == 0:
 		return fail(ItemWebhookEndpoints, fmt.Sprintf("Service %s/%s has no ready endpoint: with failurePolicy Ignore, pods are admitted without the hold",
-			r.SystemNamespace, install.WebhookService), show)
+			r.SystemNamespace, names.WebhookService), show)
 	case e.Ready < want:
 		return warn(ItemWebhookEndpoints, fmt.Sprintf("%d of %d endpoints ready", e.Ready, want), show)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/istio-aux/istio-aux/pkg/decision"
 	"github.com/istio-aux/istio-aux/pkg/keys"
+	"github.com/istio-aux/istio-aux/pkg/names"
 	"github.com/istio-aux/istio-aux/pkg/slim"
 )
 
@@ -27,7 +28,7 @@ func (e *explanation) apps() {
 		}
 		where := "annotation"
 		if slices.Contains(e.in.Config.Decision.ExtraSidecars, c.Name) {
-			where = "config-istio-aux"
+			where = names.ConfigMap
 		}
 		e.out.Sidecars = append(e.out.Sidecars, Sidecar{Name: c.Name, Where: where})
 	}

@@ -8,9 +8,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 
-	"github.com/istio-aux/istio-aux/kubectl/install"
 	"github.com/istio-aux/istio-aux/pkg/decision"
 	"github.com/istio-aux/istio-aux/pkg/keys"
+	"github.com/istio-aux/istio-aux/pkg/names"
 )
 
 // notMutated is the likely reason the webhook, which would add the hold
@@ -18,7 +18,7 @@ import (
 func (e *explanation) notMutated() (cause, text string, checks []string) {
 	p, w, sys := e.in.Pod, e.in.Webhook, e.in.SystemNamespace
 	created := p.CreationTimestamp.Time
-	logs := fmt.Sprintf("kubectl -n %s logs -l %s=%s --tail=200", sys, install.ComponentLabel, install.ComponentWebhook)
+	logs := fmt.Sprintf("kubectl -n %s logs -l %s=%s --tail=200", sys, names.ComponentLabel, names.ComponentWebhook)
 	if !e.out.OptIn.Webhook {
 		fix := fmt.Sprintf("kubectl label pod -n %s %s %s=true", p.Namespace, p.Name, keys.LabelEnabled)
 		return CauseNotReached, fmt.Sprintf("opted in by the %s, which the webhook's selectors cannot see: they read labels only "+
@@ -36,12 +36,12 @@ func (e *explanation) notMutated() (cause, text string, checks []string) {
 			"or did not answer (the webhook's state could not be read to say more)", stamp(created)), []string{logs}
 	case w.Configuration == nil:
 		return CauseWebhookMissing, fmt.Sprintf("MutatingWebhookConfiguration %s is missing: the API server calls no istio-aux webhook",
-			install.WebhookConfiguration), []string{"kubectl get mutatingwebhookconfiguration " + install.WebhookConfiguration}
+			names.WebhookConfiguration), []string{"kubectl get mutatingwebhookconfiguration " + names.WebhookConfiguration}
 	case w.Endpoints.Ready == 0:
 		return CauseWebhookDown, fmt.Sprintf("Service %s/%s has no ready endpoint: the webhook is down, and with failurePolicy Ignore "+
-				"the API server admits pods unchanged", sys, install.WebhookService),
-			[]string{fmt.Sprintf("kubectl -n %s get endpointslices -l %s=%s", sys, discoveryv1.LabelServiceName, install.WebhookService),
-				fmt.Sprintf("kubectl -n %s get pods -l %s=%s", sys, install.ComponentLabel, install.ComponentWebhook)}
+				"the API server admits pods unchanged", sys, names.WebhookService),
+			[]string{fmt.Sprintf("kubectl -n %s get endpointslices -l %s=%s", sys, discoveryv1.LabelServiceName, names.WebhookService),
+				fmt.Sprintf("kubectl -n %s get pods -l %s=%s", sys, names.ComponentLabel, names.ComponentWebhook)}
 	case w.Since.After(created):
 		return CauseWebhookDown, fmt.Sprintf("the webhook's oldest running pod started at %s, after the pod was created at %s: "+
 			"it was likely down or starting then, and with failurePolicy Ignore the API server admits pods unchanged", stamp(w.Since), stamp(created)), nil

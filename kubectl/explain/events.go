@@ -8,15 +8,14 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/istio-aux/istio-aux/functions/proxyquit"
-	"github.com/istio-aux/istio-aux/kubectl/install"
 	"github.com/istio-aux/istio-aux/pkg/keys"
+	"github.com/istio-aux/istio-aux/pkg/names"
 )
 
 // The Events the proxy-quit function records on pods.
 const (
-	reasonQuit   = proxyquit.ReasonProxyQuit
-	reasonFailed = proxyquit.ReasonProxyQuitFailed
+	reasonQuit   = names.ReasonProxyQuit
+	reasonFailed = names.ReasonProxyQuitFailed
 )
 
 // maxEvents bounds the Events a report lists: the last ones tell the story.
@@ -83,17 +82,17 @@ func (e *explanation) events() {
 // failureAdvice reads a ProxyQuitFailed message (functions/proxyquit's
 // words, with the API server's) and says what it means and what to check.
 func failureAdvice(msg string, p *corev1.Pod, sys string) (string, []string) {
-	cm := fmt.Sprintf("kubectl -n %s get configmap %s -o yaml", sys, install.ConfigMap)
-	policies := fmt.Sprintf("kubectl get validatingadmissionpolicy %s %s -o yaml", install.ExecPolicy, install.ExecCommandPolicy)
-	bindings := fmt.Sprintf("kubectl get validatingadmissionpolicybinding %s %s %s -o yaml", install.ExecBinding, install.ExecCommandBinding, install.ExecCommandLegacyBinding)
-	as := fmt.Sprintf("--as=system:serviceaccount:%s:%s", sys, install.FunctionServiceAccount)
+	cm := fmt.Sprintf("kubectl -n %s get configmap %s -o yaml", sys, names.ConfigMap)
+	policies := fmt.Sprintf("kubectl get validatingadmissionpolicy %s %s -o yaml", names.ExecPolicy, names.ExecCommandPolicy)
+	bindings := fmt.Sprintf("kubectl get validatingadmissionpolicybinding %s %s %s -o yaml", names.ExecBinding, names.ExecCommandBinding, names.ExecCommandLegacyBinding)
+	as := fmt.Sprintf("--as=system:serviceaccount:%s:%s", sys, names.FunctionServiceAccount)
 	switch policy := quotedAfter(msg, "ValidatingAdmissionPolicy '"); {
 	case strings.Contains(msg, "no params found"):
-		return fmt.Sprintf("the exec policy's param, ConfigMap %s/%s, is missing: every quit in opted-in namespaces is denied", sys, install.ConfigMap),
+		return fmt.Sprintf("the exec policy's param, ConfigMap %s/%s, is missing: every quit in opted-in namespaces is denied", sys, names.ConfigMap),
 			[]string{cm, bindings}
-	case policy == install.ExecCommandPolicy:
+	case policy == names.ExecCommandPolicy:
 		return fmt.Sprintf("the exec policy %s allows only the quit-command of ConfigMap %s/%s as it is now, and the function runs the one it read at start: "+
-			"after changing quit-command, roll the function (a new Knative revision)", policy, sys, install.ConfigMap), []string{cm, policies}
+			"after changing quit-command, roll the function (a new Knative revision)", policy, sys, names.ConfigMap), []string{cm, policies}
 	case policy != "" && strings.Contains(msg, "system namespace"):
 		return fmt.Sprintf("the exec policy %s never lets istio-aux quit a proxy in a system namespace (%s is one), whatever its labels: "+
 			"run the Job in another namespace", policy, p.Namespace), nil
@@ -104,16 +103,16 @@ func failureAdvice(msg string, p *corev1.Pod, sys string) (string, []string) {
 	case policy != "":
 		return fmt.Sprintf("the exec policy %s (binding %s) denied the exec: %s", policy, quotedAfter(msg, "with binding '"), afterLast(msg, "denied request: ")),
 			[]string{policies, bindings}
-	case strings.Contains(msg, "("+proxyquit.FinalDenied+")"):
+	case strings.Contains(msg, "("+names.FinalDenied+")"):
 		return "the API server denied the exec (RBAC, or another admission policy)",
 			[]string{fmt.Sprintf("kubectl auth can-i create pods/exec -n %s %s", p.Namespace, as), fmt.Sprintf("kubectl auth can-i get pods/exec -n %s %s", p.Namespace, as)}
-	case strings.Contains(msg, "("+proxyquit.FinalExitCode+")"):
+	case strings.Contains(msg, "("+names.FinalExitCode+")"):
 		return "the quit command ran in istio-proxy and exited non-zero: is quit-command right for this proxy?",
 			[]string{cm, fmt.Sprintf("kubectl logs -n %s %s -c %s --tail=50", p.Namespace, p.Name, keys.ProxyContainer)}
-	case strings.Contains(msg, "("+proxyquit.FinalNotFound+")"):
+	case strings.Contains(msg, "("+names.FinalNotFound+")"):
 		return fmt.Sprintf("the quit command's program is not in the istio-proxy image: set quit-command in ConfigMap %s/%s for this proxy "+
-			"(proxies older than Istio 1.4: curl -sf -XPOST http://127.0.0.1:15020/quitquitquit), then roll the function", sys, install.ConfigMap), []string{cm}
-	case strings.Contains(msg, "("+proxyquit.FinalRejected+")"):
+			"(proxies older than Istio 1.4: curl -sf -XPOST http://127.0.0.1:15020/quitquitquit), then roll the function", sys, names.ConfigMap), []string{cm}
+	case strings.Contains(msg, "("+names.FinalRejected+")"):
 		return "the API server rejected the exec request for this pod", []string{fmt.Sprintf("kubectl describe pod -n %s %s", p.Namespace, p.Name)}
 	case strings.Contains(msg, "will retry"):
 		return "a failure that may pass (the API server, the node, a timeout); istio-aux retries with back-off", []string{"kubectl istio-aux check"}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/istio-aux/istio-aux/kubectl/install"
 	"github.com/istio-aux/istio-aux/pkg/decision"
+	"github.com/istio-aux/istio-aux/pkg/names"
 	"github.com/istio-aux/istio-aux/pkg/slim"
 )
 
@@ -159,18 +160,18 @@ func (s Source) events(ctx context.Context, ns string) ([]corev1.Event, error) {
 // webhook reads the webhook's configuration, endpoints and pods.
 func (s Source) webhook(ctx context.Context) (Webhook, error) {
 	w := Webhook{}
-	mwc, err := s.Client.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, install.WebhookConfiguration, metav1.GetOptions{})
+	mwc, err := s.Client.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, names.WebhookConfiguration, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
 	case err != nil:
-		return w, fmt.Errorf("reading MutatingWebhookConfiguration %s: %w", install.WebhookConfiguration, err)
+		return w, fmt.Errorf("reading MutatingWebhookConfiguration %s: %w", names.WebhookConfiguration, err)
 	default:
 		w.Configuration = mwc
 	}
 	if w.Endpoints, err = install.WebhookEndpoints(ctx, s.Client, s.SystemNamespace); err != nil {
 		return w, err
 	}
-	pods, err := s.Client.CoreV1().Pods(s.SystemNamespace).List(ctx, metav1.ListOptions{LabelSelector: install.ComponentLabel + "=" + install.ComponentWebhook})
+	pods, err := s.Client.CoreV1().Pods(s.SystemNamespace).List(ctx, metav1.ListOptions{LabelSelector: names.ComponentLabel + "=" + names.ComponentWebhook})
 	if err != nil {
 		return w, fmt.Errorf("listing the webhook's pods: %w", err)
 	}

@@ -11,6 +11,7 @@ import (
 	"knative.dev/pkg/logging"
 
 	"github.com/istio-aux/istio-aux/functions/proxyquit"
+	"github.com/istio-aux/istio-aux/pkg/names"
 	"github.com/istio-aux/istio-aux/pkg/podevent"
 	"github.com/istio-aux/istio-aux/pkg/slim"
 )
@@ -34,9 +35,9 @@ func recorded(t *testing.T, execErr error) string {
 	f.Handle(logging.WithLogger(context.Background(), zap.NewNop().Sugar()), e)
 	select {
 	case got := <-rec.Events:
-		prefix := "Warning " + proxyquit.ReasonProxyQuitFailed + " "
+		prefix := "Warning " + names.ReasonProxyQuitFailed + " "
 		if !strings.HasPrefix(got, prefix) {
-			t.Fatalf("the function recorded %q, want a %s", got, proxyquit.ReasonProxyQuitFailed)
+			t.Fatalf("the function recorded %q, want a %s", got, names.ReasonProxyQuitFailed)
 		}
 		return strings.TrimPrefix(got, prefix)
 	default:

@@ -13,17 +13,8 @@ import (
 
 	"github.com/istio-aux/istio-aux/internal/settings"
 	"github.com/istio-aux/istio-aux/pkg/decision"
+	"github.com/istio-aux/istio-aux/pkg/names"
 	"github.com/istio-aux/istio-aux/webhook"
-)
-
-// Keys of ConfigMap config-istio-aux that the plugin reads
-// (config/300-config-istio-aux.yaml).
-const (
-	KeySidecars    = settings.KeySidecars
-	KeyQuitNative  = settings.KeyQuitNative
-	KeyQuitCommand = settings.KeyQuitCommand
-	KeyMode        = "mode"
-	KeyNATSURL     = settings.KeyNATSURL
 )
 
 // Config is what ConfigMap config-istio-aux says, read as the components
@@ -66,8 +57,8 @@ func ConfigOf(cm *corev1.ConfigMap) Config {
 	} else {
 		cfg.Mode = w.Mode
 	}
-	cfg.NATSURL = strings.TrimSpace(cm.Data[KeyNATSURL])
-	if v, ok := cm.Data[KeyQuitCommand]; ok {
+	cfg.NATSURL = strings.TrimSpace(cm.Data[settings.KeyNATSURL])
+	if v, ok := cm.Data[settings.KeyQuitCommand]; ok {
 		cfg.QuitCommand = v
 	}
 	return cfg
@@ -76,12 +67,12 @@ func ConfigOf(cm *corev1.ConfigMap) Config {
 // ReadConfig reads ConfigMap config-istio-aux in namespace ns. A missing
 // ConfigMap is no error: Config.Found says so.
 func ReadConfig(ctx context.Context, cs kubernetes.Interface, ns string) (Config, error) {
-	cm, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, ConfigMap, metav1.GetOptions{})
+	cm, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, names.ConfigMap, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return ConfigOf(nil), nil
 	}
 	if err != nil {
-		return ConfigOf(nil), fmt.Errorf("reading ConfigMap %s/%s: %w", ns, ConfigMap, err)
+		return ConfigOf(nil), fmt.Errorf("reading ConfigMap %s/%s: %w", ns, names.ConfigMap, err)
 	}
 	return ConfigOf(cm), nil
 }

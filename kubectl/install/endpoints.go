@@ -7,6 +7,8 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/istio-aux/istio-aux/pkg/names"
 )
 
 // Endpoints counts a Service's endpoints across its EndpointSlices.
@@ -33,9 +35,9 @@ func EndpointsOf(slices []discoveryv1.EndpointSlice) Endpoints {
 // where the API server sends admission reviews.
 func WebhookEndpoints(ctx context.Context, cs kubernetes.Interface, ns string) (Endpoints, error) {
 	l, err := cs.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{
-		LabelSelector: discoveryv1.LabelServiceName + "=" + WebhookService})
+		LabelSelector: discoveryv1.LabelServiceName + "=" + names.WebhookService})
 	if err != nil {
-		return Endpoints{}, fmt.Errorf("listing the EndpointSlices of Service %s/%s: %w", ns, WebhookService, err)
+		return Endpoints{}, fmt.Errorf("listing the EndpointSlices of Service %s/%s: %w", ns, names.WebhookService, err)
 	}
 	return EndpointsOf(l.Items), nil
 }

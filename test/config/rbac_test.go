@@ -26,6 +26,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/istio-aux/istio-aux/internal/settings"
+	"github.com/istio-aux/istio-aux/pkg/names"
 	"github.com/istio-aux/istio-aux/pkg/versions"
 	"github.com/istio-aux/istio-aux/test/cluster"
 	"github.com/istio-aux/istio-aux/test/mesh"
@@ -199,12 +200,12 @@ func TestBridgeRunsWithItsRole(t *testing.T) {
 	// (NATS_URL is set, as config/ sets it from that key).
 	setConfig(ctx, t, c, map[string]string{settings.KeyQuitNative: "yes please"})
 	err = poll.Until(ctx, 30*time.Second, func(context.Context) (bool, error) {
-		return slices.ContainsFunc(mesh.Events(t, c, "istio-aux", settings.ConfigMapName), func(e corev1.Event) bool {
-			return e.Reason == settings.ReasonRejected && e.Source.Component == "istio-aux-bridge" && strings.Contains(e.Message, settings.KeyQuitNative)
+		return slices.ContainsFunc(mesh.Events(t, c, "istio-aux", names.ConfigMap), func(e corev1.Event) bool {
+			return e.Reason == settings.ReasonRejected && e.Source.Component == names.SourceBridge && strings.Contains(e.Message, settings.KeyQuitNative)
 		}), nil
 	})
 	if err != nil {
-		t.Errorf("no %s Event from the bridge on %s: %v\n%s", settings.ReasonRejected, settings.ConfigMapName, err, grepLines(log.String(), "setting"))
+		t.Errorf("no %s Event from the bridge on %s: %v\n%s", settings.ReasonRejected, names.ConfigMap, err, grepLines(log.String(), "setting"))
 	}
 	setConfig(ctx, t, c, map[string]string{settings.KeyNATSURL: "nats://elsewhere.example:4222"})
 	err = poll.Until(ctx, 30*time.Second, func(context.Context) (bool, error) {
@@ -219,7 +220,7 @@ func TestBridgeRunsWithItsRole(t *testing.T) {
 func setConfig(ctx context.Context, t *testing.T, c *cluster.Cluster, data map[string]string) {
 	t.Helper()
 	patch, _ := json.Marshal(map[string]any{"data": data})
-	if _, err := c.Client().CoreV1().ConfigMaps("istio-aux").Patch(ctx, settings.ConfigMapName, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+	if _, err := c.Client().CoreV1().ConfigMaps("istio-aux").Patch(ctx, names.ConfigMap, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
 }

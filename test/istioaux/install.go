@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/istio-aux/istio-aux/internal/settings"
+	"github.com/istio-aux/istio-aux/pkg/names"
 	"github.com/istio-aux/istio-aux/test/cluster"
 	"github.com/istio-aux/istio-aux/test/images"
 	"github.com/istio-aux/istio-aux/test/knative"
@@ -423,7 +424,7 @@ func (in *Installed) Scale(ctx context.Context, deployment string, replicas int3
 func (in *Installed) SetConfig(ctx context.Context, data map[string]string) error {
 	cs := in.c.Client()
 	cms := cs.CoreV1().ConfigMaps(SystemNamespace)
-	cm, err := cms.Get(ctx, settings.ConfigMapName, metav1.GetOptions{})
+	cm, err := cms.Get(ctx, names.ConfigMap, metav1.GetOptions{})
 	if err != nil {
 		return err
 	}
@@ -471,7 +472,7 @@ func appliedBy(evs []corev1.Event, pod string, since time.Time) bool {
 		if last.IsZero() {
 			last = e.EventTime.Time
 		}
-		if e.InvolvedObject.Name == settings.ConfigMapName && strings.Contains(e.Message, " "+pod+" ") && !last.Before(since) {
+		if e.InvolvedObject.Name == names.ConfigMap && strings.Contains(e.Message, " "+pod+" ") && !last.Before(since) {
 			return true
 		}
 	}

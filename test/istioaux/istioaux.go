@@ -23,6 +23,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/istio-aux/istio-aux/pkg/names"
 	"github.com/istio-aux/istio-aux/test/cluster"
 	"github.com/istio-aux/istio-aux/webhook"
 )
@@ -154,7 +155,7 @@ func Start(ctx context.Context, c *cluster.Cluster, log io.Writer) (*IstioAux, e
 		return nil, err
 	}
 	if _, err := cs.CoreV1().Secrets(SystemNamespace).Create(ctx, &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: webhook.SecretName},
+		ObjectMeta: metav1.ObjectMeta{Name: names.WebhookSecret},
 		Data:       map[string][]byte{"server-key.pem": key, "server-cert.pem": cert, "ca-cert.pem": c.CA().CertPEM},
 	}, metav1.CreateOptions{}); err != nil {
 		return nil, err
@@ -166,7 +167,7 @@ func Start(ctx context.Context, c *cluster.Cluster, log io.Writer) (*IstioAux, e
 	port, profiling, metrics := ports[0], ports[1], ports[2]
 	url := "https://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) + webhook.Path
 	if _, err := cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, &admissionregistrationv1.MutatingWebhookConfiguration{
-		ObjectMeta: metav1.ObjectMeta{Name: webhook.ConfigurationName},
+		ObjectMeta: metav1.ObjectMeta{Name: names.WebhookConfiguration},
 		Webhooks:   webhook.Webhooks(SystemNamespace, admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: c.CA().CertPEM}),
 	}, metav1.CreateOptions{}); err != nil {
 		return nil, err
@@ -180,7 +181,7 @@ func Start(ctx context.Context, c *cluster.Cluster, log io.Writer) (*IstioAux, e
 		"SYSTEM_NAMESPACE=" + SystemNamespace,
 		"WEBHOOK_NAME=istio-aux-webhook",
 		"WEBHOOK_PORT=" + strconv.Itoa(port),
-		"WEBHOOK_SECRET_NAME=" + webhook.SecretName,
+		"WEBHOOK_SECRET_NAME=" + names.WebhookSecret,
 		"PROFILING_PORT=" + strconv.Itoa(profiling),
 		"METRICS_PROMETHEUS_PORT=" + strconv.Itoa(metrics),
 		"ISTIO_AUX_DISABLE_HEALTH_PROBES=true",

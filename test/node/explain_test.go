@@ -23,8 +23,8 @@ import (
 	plugin "github.com/istio-aux/istio-aux/kubectl"
 	"github.com/istio-aux/istio-aux/kubectl/check"
 	"github.com/istio-aux/istio-aux/kubectl/explain"
-	"github.com/istio-aux/istio-aux/kubectl/install"
 	"github.com/istio-aux/istio-aux/pkg/keys"
+	"github.com/istio-aux/istio-aux/pkg/names"
 	"github.com/istio-aux/istio-aux/test/cluster"
 	"github.com/istio-aux/istio-aux/test/mesh"
 	"github.com/istio-aux/istio-aux/test/modroot"
@@ -159,9 +159,9 @@ func TestNodeExplainQuitDenied(t *testing.T) {
 		t.Fatalf("no ProxyQuitFailed Event: %v", err)
 	}
 	got := explainOne(t, c, bin, plugin.ExitProblem, "-n", ns, p.Name)
-	if len(got.Problems) == 0 || !strings.Contains(got.Problems[len(got.Problems)-1], "exec policy "+install.ExecPolicy) ||
+	if len(got.Problems) == 0 || !strings.Contains(got.Problems[len(got.Problems)-1], "exec policy "+names.ExecPolicy) ||
 		!strings.Contains(got.Problems[len(got.Problems)-1], "system namespace") || got.Decision.Outcome != "quit" {
-		t.Errorf("%+v: want the quit decided and its denial by %s explained", got, install.ExecPolicy)
+		t.Errorf("%+v: want the quit decided and its denial by %s explained", got, names.ExecPolicy)
 	}
 }
 
@@ -193,22 +193,22 @@ func TestNodeCheck(t *testing.T) {
 
 	ctx := context.Background()
 	bindings := c.Client().AdmissionregistrationV1().ValidatingAdmissionPolicyBindings()
-	b, err := bindings.Get(ctx, install.ExecBinding, metav1.GetOptions{})
+	b, err := bindings.Get(ctx, names.ExecBinding, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := bindings.Delete(ctx, install.ExecBinding, metav1.DeleteOptions{}); err != nil {
+	if err := bindings.Delete(ctx, names.ExecBinding, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		b.ResourceVersion, b.UID = "", ""
 		if _, err := bindings.Create(context.Background(), b, metav1.CreateOptions{}); err != nil {
-			t.Errorf("restoring binding %s: %v", install.ExecBinding, err)
+			t.Errorf("restoring binding %s: %v", names.ExecBinding, err)
 		}
 	})
 	r, code = checkJSON(t, c, bin)
 	for _, it := range r.Items {
-		if it.Name == check.ItemExecPolicy && (it.Status != check.StatusFail || !strings.Contains(it.Message, "binding "+install.ExecBinding+" is missing")) {
+		if it.Name == check.ItemExecPolicy && (it.Status != check.StatusFail || !strings.Contains(it.Message, "binding "+names.ExecBinding+" is missing")) {
 			t.Errorf("exec-policy: %s %q, want it failed for the missing binding", it.Status, it.Message)
 		}
 	}

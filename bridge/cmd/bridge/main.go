@@ -16,13 +16,14 @@ import (
 
 	"github.com/istio-aux/istio-aux/bridge/app"
 	"github.com/istio-aux/istio-aux/internal/startup"
+	"github.com/istio-aux/istio-aux/pkg/names"
 )
 
 func main() {
 	ctx := startup.Context(50)
 	cfg, cfgErr := app.ConfigFromEnv()
 	rc, rcErr := app.RESTConfig(cfg)
-	logger := startup.Logger(ctx, rc, app.Component, cfgErr, rcErr)
+	logger := startup.Logger(ctx, rc, names.SourceBridge, cfgErr, rcErr)
 	logger.Infow("Starting", zap.String("role", string(cfg.Role)), zap.Bool("embeddedNATS", cfg.NATSURL == ""), zap.String("sink", cfg.Sink))
 	startup.Exit(logger, "Bridge failed", app.Run(knlogging.WithLogger(ctx, logger), cfg, rc, app.HTTPSink(cfg)))
 }

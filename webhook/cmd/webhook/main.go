@@ -16,6 +16,7 @@ import (
 	"knative.dev/pkg/webhook/certificates"
 
 	"github.com/istio-aux/istio-aux/internal/startup"
+	"github.com/istio-aux/istio-aux/pkg/names"
 	"github.com/istio-aux/istio-aux/webhook"
 )
 
@@ -23,7 +24,7 @@ func main() {
 	ctx := knwebhook.WithOptions(startup.Context(0), knwebhook.Options{
 		ServiceName: knwebhook.NameFromEnv(),
 		Port:        knwebhook.PortFromEnv(webhook.Port),
-		SecretName:  knwebhook.SecretNameFromEnv(webhook.SecretName),
+		SecretName:  knwebhook.SecretNameFromEnv(names.WebhookSecret),
 	})
 	// Local runs next to other processes: knative's probe server has a fixed port.
 	if off, _ := strconv.ParseBool(os.Getenv("ISTIO_AUX_DISABLE_HEALTH_PROBES")); off {

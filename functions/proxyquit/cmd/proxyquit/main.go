@@ -18,13 +18,14 @@ import (
 
 	"github.com/istio-aux/istio-aux/functions/proxyquit"
 	"github.com/istio-aux/istio-aux/internal/startup"
+	"github.com/istio-aux/istio-aux/pkg/names"
 )
 
 func main() {
 	ctx := startup.Context(0)
 	cfg, cfgErr := proxyquit.ConfigFromEnv()
 	rc, rcErr := clientcmd.BuildConfigFromFlags("", os.Getenv("KUBECONFIG")) // empty: in-cluster
-	logger := startup.Logger(ctx, rc, proxyquit.Component, cfgErr, rcErr)
+	logger := startup.Logger(ctx, rc, names.SourceProxyQuit, cfgErr, rcErr)
 	ctx = knlogging.WithLogger(ctx, logger)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

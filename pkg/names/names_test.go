@@ -1,4 +1,4 @@
-package install_test
+package names_test
 
 import (
 	"bytes"
@@ -9,7 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
-	"github.com/istio-aux/istio-aux/kubectl/install"
+	"github.com/istio-aux/istio-aux/pkg/names"
 	"github.com/istio-aux/istio-aux/test/modroot"
 )
 
@@ -50,49 +50,49 @@ func TestNamesAreTheManifests(t *testing.T) {
 	for _, o := range manifests(t) {
 		have[key{o.GetKind(), o.GetNamespace(), o.GetName()}] = o
 	}
-	ns := install.DefaultNamespace
+	ns := names.DefaultNamespace
 	want := []key{
 		{"Namespace", "", ns},
-		{"ConfigMap", ns, install.ConfigMap},
-		{"MutatingWebhookConfiguration", "", install.WebhookConfiguration},
-		{"Secret", ns, install.WebhookSecret},
-		{"Service", ns, install.WebhookService},
-		{"Deployment", ns, install.WebhookDeployment},
-		{"Deployment", ns, install.BridgeDeployment},
-		{"Deployment", ns, install.AllInOneDeployment},
-		{"StatefulSet", ns, install.NATSStatefulSet},
-		{"Service", ns, install.FunctionService},
-		{"ServiceAccount", ns, install.FunctionServiceAccount},
-		{"ValidatingAdmissionPolicy", "", install.ExecPolicy},
-		{"ValidatingAdmissionPolicy", "", install.ExecCommandPolicy},
-		{"ValidatingAdmissionPolicyBinding", "", install.ExecBinding},
-		{"ValidatingAdmissionPolicyBinding", "", install.ExecCommandBinding},
-		{"ValidatingAdmissionPolicyBinding", "", install.ExecCommandLegacyBinding},
+		{"ConfigMap", ns, names.ConfigMap},
+		{"MutatingWebhookConfiguration", "", names.WebhookConfiguration},
+		{"Secret", ns, names.WebhookSecret},
+		{"Service", ns, names.WebhookService},
+		{"Deployment", ns, names.WebhookDeployment},
+		{"Deployment", ns, names.BridgeDeployment},
+		{"Deployment", ns, names.AllInOneDeployment},
+		{"StatefulSet", ns, names.NATSStatefulSet},
+		{"Service", ns, names.FunctionService},
+		{"ServiceAccount", ns, names.FunctionServiceAccount},
+		{"ValidatingAdmissionPolicy", "", names.ExecPolicy},
+		{"ValidatingAdmissionPolicy", "", names.ExecCommandPolicy},
+		{"ValidatingAdmissionPolicyBinding", "", names.ExecBinding},
+		{"ValidatingAdmissionPolicyBinding", "", names.ExecCommandBinding},
+		{"ValidatingAdmissionPolicyBinding", "", names.ExecCommandLegacyBinding},
 	}
 	for _, k := range want {
 		if _, ok := have[k]; !ok {
 			t.Errorf("no %s %s/%s in config/", k.kind, k.namespace, k.name)
 		}
 	}
-	if o := have[key{"Service", ns, install.FunctionService}]; o.GetAPIVersion() != "serving.knative.dev/v1" {
-		t.Errorf("%s is %s, want a Knative Service", install.FunctionService, o.GetAPIVersion())
+	if o := have[key{"Service", ns, names.FunctionService}]; o.GetAPIVersion() != "serving.knative.dev/v1" {
+		t.Errorf("%s is %s, want a Knative Service", names.FunctionService, o.GetAPIVersion())
 	}
-	for _, b := range []string{install.ExecCommandBinding, install.ExecCommandLegacyBinding} {
+	for _, b := range []string{names.ExecCommandBinding, names.ExecCommandLegacyBinding} {
 		o := have[key{"ValidatingAdmissionPolicyBinding", "", b}]
 		policy, _, _ := unstructured.NestedString(o.Object, "spec", "policyName")
 		param, _, _ := unstructured.NestedString(o.Object, "spec", "paramRef", "name")
 		paramNS, _, _ := unstructured.NestedString(o.Object, "spec", "paramRef", "namespace")
-		if policy != install.ExecCommandPolicy || param != install.ConfigMap || paramNS != ns {
-			t.Errorf("binding %s: policy %q, param %s/%s; want %s with %s/%s", b, policy, paramNS, param, install.ExecCommandPolicy, ns, install.ConfigMap)
+		if policy != names.ExecCommandPolicy || param != names.ConfigMap || paramNS != ns {
+			t.Errorf("binding %s: policy %q, param %s/%s; want %s with %s/%s", b, policy, paramNS, param, names.ExecCommandPolicy, ns, names.ConfigMap)
 		}
 	}
-	components := map[string]string{install.WebhookDeployment: install.ComponentWebhook, install.BridgeDeployment: install.ComponentBridge,
-		install.AllInOneDeployment: install.ComponentAllInOne, "istio-aux-dispatch": install.ComponentDispatch}
+	components := map[string]string{names.WebhookDeployment: names.ComponentWebhook, names.BridgeDeployment: names.ComponentBridge,
+		names.AllInOneDeployment: names.ComponentAllInOne, "istio-aux-dispatch": names.ComponentDispatch}
 	for name, component := range components {
 		o := have[key{"Deployment", ns, name}]
 		labels, _, _ := unstructured.NestedStringMap(o.Object, "spec", "template", "metadata", "labels")
-		if labels[install.ComponentLabel] != component {
-			t.Errorf("Deployment %s: pod label %s=%q, want %q", name, install.ComponentLabel, labels[install.ComponentLabel], component)
+		if labels[names.ComponentLabel] != component {
+			t.Errorf("Deployment %s: pod label %s=%q, want %q", name, names.ComponentLabel, labels[names.ComponentLabel], component)
 		}
 	}
 }

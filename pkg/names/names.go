@@ -1,21 +1,32 @@
-// Package install is what kubectl istio-aux knows of an installed istio-aux:
-// the names config/ gives its objects (a test holds them to the manifests),
-// and the reads both of its commands share: ConfigMap config-istio-aux and
-// the webhook's endpoints.
-package install
+// Package names spells the names istio-aux's parts share with each other,
+// with config/ and with kubectl istio-aux, which reads what the others
+// write: the objects config/ installs in the system namespace, the Events
+// the components record and who records them, the metric the plugin reads.
+// Each is defined here once, and the components and the plugin use this
+// one definition; a test holds the objects' names to config/. Like pkg/keys
+// (the labels and annotations on users' objects), they are part of
+// istio-aux's contract: renaming one is an upgrade to plan for.
+package names
 
-import "github.com/istio-aux/istio-aux/webhook"
-
-// DefaultNamespace is the namespace config/ installs istio-aux in.
+// DefaultNamespace is the namespace config/ installs istio-aux in, its
+// system namespace (each component is told which it is at run time).
 const DefaultNamespace = "istio-aux"
 
 // Names of istio-aux's objects, as config/ (and config/standalone/,
-// config/nats/) creates them. The webhook's are the webhook's own
-// constants.
+// config/nats/) creates them.
 const (
-	ConfigMap            = webhook.ConfigMapName
-	WebhookConfiguration = webhook.ConfigurationName
-	WebhookSecret        = webhook.SecretName
+	// ConfigMap holds istio-aux's settings (config/300): the webhook's
+	// mode, the decision's options, the quit command, nats-url.
+	ConfigMap = "config-istio-aux"
+	// WebhookConfiguration is the MutatingWebhookConfiguration (403),
+	// which the webhook's reconciler keeps current. The API server calls
+	// mutating configurations in name order, and this must run before
+	// Istio's injector ("istio-sidecar-injector*", "istio-revision-tag-*")
+	// so that the injector sees the webhook's annotation.
+	WebhookConfiguration = "istio-aux-webhook"
+	// WebhookSecret holds the webhook's serving certificate (filled by
+	// knative's certificates controller; the YAML creates it empty).
+	WebhookSecret = "istio-aux-webhook-certs"
 	// WebhookService is the Service the API server calls (401).
 	WebhookService = "istio-aux-webhook"
 	// WebhookDeployment runs the webhook (402).
@@ -43,8 +54,10 @@ const (
 	// FunctionServiceAccount is who execs the quit (200).
 	FunctionServiceAccount = "istio-aux-proxyquit"
 	// WatcherLease names the replica of the bridge (or of the all-in-one)
-	// that watches pods: holderIdentity is its pod's name. The bridge
-	// creates it at run time, so it is in no manifest.
+	// that watches pods: its holderIdentity is that pod's name. Both
+	// install shapes use it, so that a bridge and an all-in-one never
+	// watch at once. The bridge creates it at run time: it is in no
+	// manifest.
 	WatcherLease = "istio-aux-watcher"
 	// MetricsPort is where every component serves /metrics.
 	MetricsPort = "9090"
@@ -60,3 +73,8 @@ const (
 	ComponentProxyQuit = "proxyquit"
 	ComponentNATS      = "nats"
 )
+
+// MetricDispatchBacklog is the dispatchers' gauge of the events the
+// stream holds that are not yet delivered, which kubectl istio-aux check
+// reads through the API server's pod proxy.
+const MetricDispatchBacklog = "istio_aux_dispatch_backlog"

@@ -1,0 +1,25 @@
+// Package kubectl is kubectl istio-aux, the kubectl plugin: its commands,
+// flags, output and exit codes (Main). The commands' logic is in explain
+// and check, the reads they share in install.
+//
+// The plugin is an application over istio-aux, not a part of it: nothing
+// under bridge/, functions/, webhook/, internal/ or pkg/ imports it. What
+// it shares with the components is names (pkg/names, pkg/keys) and the
+// pure rules of pkg/decision and pkg/slim. It imports a component only
+// where it must run that component's own logic to tell what it does:
+//
+//   - webhook: Mutate, on a pod as it is now, says whether the webhook
+//     would add the hold and why not (explain); Webhooks are the webhooks
+//     its reconciler writes, whose selectors say which pods reach it
+//     (explain, check); NewConfigFromConfigMap reads the mode as the
+//     webhook does (install).
+//   - webhook/proxyconfig: IstioHold reads proxy.istio.io/config's hold as
+//     Istio does (explain).
+//   - bridge/watch: ScopeOf and Scope.Admits say which pods the bridge
+//     serves (explain, check).
+//
+// And internal/settings, the components' shared reading of
+// config-istio-aux (Apply, Ignored, the defaults), to read it as they do.
+// Only tests import more: explain's run the proxy-quit function to read
+// its Events' words.
+package kubectl
