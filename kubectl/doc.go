@@ -21,5 +21,5 @@
 // And internal/settings, the components' shared reading of
 // config-istio-aux (Apply, Ignored, the defaults), to read it as they do.
 // Only tests import more: explain's run the proxy-quit function to read
-// its Events' words.
+// its Events' words. deps_test.go holds this list and the layers.
 package kubectl
