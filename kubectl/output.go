@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/istio-aux/istio-aux/kubectl/check"
@@ -32,54 +31,48 @@ func write(w io.Writer, output string, report any, text func(io.Writer)) error {
 	return nil
 }
 
-// printExplain prints each pod as a block of labelled lines.
+// printExplain prints each pod as a heading and its labelled lines.
 func printExplain(w io.Writer, r explain.Report) {
+	t := newText(w)
 	for i, p := range r.Pods {
 		if i > 0 {
-			fmt.Fprintln(w)
+			t.line()
 		}
-		fmt.Fprintf(w, "pod %s/%s: %s\n", p.Namespace, p.Name, p.Verdict)
-		line(w, "opt-in", p.OptIn.Text)
-		line(w, "proxy", p.Proxy+": "+proxyWords[p.Proxy])
-		line(w, "hold", p.Hold.Text)
-		line(w, "decision", p.Decision.Text)
+		t.line(fmt.Sprintf("pod %s/%s: %s", p.Namespace, p.Name, p.Verdict))
+		t.labelled("opt-in", p.OptIn.Text)
+		t.labelled("proxy", p.Proxy+": "+proxyWords[p.Proxy])
+		t.labelled("hold", p.Hold.Text)
+		t.labelled("decision", p.Decision.Text)
 		for _, a := range p.Apps {
-			line(w, "", a.Text)
+			t.labelled("", a.Text)
 		}
 		if len(p.Sidecars) > 0 {
 			var s []string
 			for _, c := range p.Sidecars {
 				s = append(s, c.Name+" ("+c.Where+")")
 			}
-			line(w, "sidecars", strings.Join(s, ", ")+": not waited for")
+			t.labelled("sidecars", strings.Join(s, ", ")+": not waited for")
 		}
-		line(w, "next", p.Next)
+		t.labelled("next", p.Next)
 		if len(p.Events) == 0 {
-			line(w, "events", "none from istio-aux")
+			t.labelled("events", "none from istio-aux")
 		}
 		label := "events"
 		for _, e := range p.Events {
-			line(w, label, fmt.Sprintf("%s %s: %s", e.Time.Format(time.RFC3339), e.Reason, e.Message))
+			t.labelled(label, fmt.Sprintf("%s %s: %s", e.Time.Format(time.RFC3339), e.Reason, e.Message))
 			label = ""
 		}
 		for _, pr := range p.Problems {
-			line(w, "PROBLEM", pr)
+			t.labelled("PROBLEM", pr)
 		}
 		for _, c := range p.Checks {
-			line(w, "check", c)
+			t.labelled("check", c)
 		}
 	}
 	for _, n := range r.Notes {
-		fmt.Fprintln(w, "note:", n)
+		t.line("note: " + n)
 	}
-}
-
-// line prints a labelled line, its label in a column.
-func line(w io.Writer, label, text string) {
-	if label != "" {
-		label += ":"
-	}
-	fmt.Fprintf(w, "  %-10s %s\n", label, text)
+	t.flush()
 }
 
 // proxyWords say what each kind of proxy means for its quit.
@@ -98,18 +91,18 @@ var shapes = map[string]string{
 // printCheck prints one line per item, and under an item that is not OK
 // the command that shows more.
 func printCheck(w io.Writer, r check.Report, verbose bool) {
-	fmt.Fprintf(w, "install: %s\n", shapes[r.Shape])
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	t := newText(w)
+	t.line("install: " + shapes[r.Shape])
 	for _, it := range r.Items {
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", strings.ToUpper(string(it.Status)), it.Name, it.Message)
+		t.line(strings.ToUpper(string(it.Status)), it.Name, it.Message)
 		if it.Status != check.StatusOK && it.Command != "" {
-			fmt.Fprintf(tw, "\t\t→ %s\n", it.Command)
+			t.line("", "", "→ "+it.Command)
 		}
 		if verbose {
 			for _, v := range it.Values {
-				fmt.Fprintf(tw, "\t\t  %s\n", v)
+				t.line("", "", "  "+v)
 			}
 		}
 	}
-	_ = tw.Flush() // into write's buffer, which does not fail
+	t.flush()
 }
