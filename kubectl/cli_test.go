@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode"
+	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -20,6 +22,7 @@ import (
 
 	"github.com/istio-aux/istio-aux/kubectl"
 	"github.com/istio-aux/istio-aux/kubectl/check"
+	"github.com/istio-aux/istio-aux/pkg/names"
 )
 
 // kubeconfig writes a kubeconfig whose context's namespace is ns: the
@@ -162,4 +165,40 @@ func wantKeys(t *testing.T, what string, v any, keys ...string) {
 	if !slices.Equal(got, keys) {
 		t.Errorf("%s has fields %v, want %v", what, got, keys)
 	}
+}
+
+// TestTextEscapesWhatTheClusterWrote: text a tenant or the cluster wrote
+// reaches the terminal as text, in explain's report (an Event message
+// holding a quit command's stderr, listed and quoted in a problem) and in
+// check's (a value of config-istio-aux), never as the control sequences
+// it holds (issue 43: a window title and a cleared screen).
+func TestTextEscapesWhatTheClusterWrote(t *testing.T) {
+	const hostile = "\x1b]0;owned\x07\x1b[2J\u009b1;1H\u202eaw\nstderr line 2"
+	const shown = `\x1b]0;owned\x07\x1b[2J\u009b1;1H\u202eaw\nstderr line 2`
+	failed := &corev1.Event{ObjectMeta: metav1.ObjectMeta{Namespace: "jobs", Name: "held.1"},
+		InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: "jobs", Name: "held"},
+		Reason:         names.ReasonProxyQuitFailed, Type: corev1.EventTypeWarning, Count: 1,
+		Message:             "Quitting istio-proxy failed (will NOT retry): " + hostile,
+		Source:              corev1.EventSource{Component: names.SourceProxyQuit},
+		ReportingController: names.SourceProxyQuit,
+		LastTimestamp:       metav1.Now()}
+	config := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: names.DefaultNamespace, Name: names.ConfigMap},
+		Data: map[string]string{"nats-url": "nats://other:4222/" + hostile}}
+	objects := []runtime.Object{ns("jobs", optedIn), pod("jobs", "held", true), failed, config}
+	jobs := "--kubeconfig=" + kubeconfig(t, "jobs")
+	for _, args := range [][]string{{"explain", jobs, "held"}, {"check", jobs}} {
+		stdout, stderr, _ := run(t, objects, args...)
+		if i := strings.IndexFunc(stdout, func(r rune) bool { return r != '\n' && unprintableForTest(r) }); i >= 0 {
+			t.Errorf("%s printed %q at byte %d:\n%s", args[0], stdout[i:min(i+8, len(stdout))], i, stdout)
+		}
+		if !strings.Contains(stdout, shown) {
+			t.Errorf("%s did not show the text escaped (%s):\n%s\nstderr: %s", args[0], shown, stdout, stderr)
+		}
+	}
+}
+
+// unprintableForTest is what a terminal must not be sent from the cluster:
+// a control or format character, or a byte that is not UTF-8.
+func unprintableForTest(r rune) bool {
+	return r == utf8.RuneError || unicode.IsControl(r) || unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp)
 }
