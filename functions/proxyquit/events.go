@@ -21,6 +21,8 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/tools/record/util"
 	"k8s.io/client-go/tools/reference"
+
+	"github.com/istio-aux/istio-aux/pkg/names"
 )
 
 // eventLog writes the function's Kubernetes Events. A ProxyQuit Event is
@@ -48,7 +50,6 @@ import (
 // flush waits for them and for the writes under way.
 type eventLog struct {
 	sink   eventSink
-	source corev1.EventSource
 	scheme *runtime.Scheme
 	now    func() time.Time
 	// lost is told of every Event that ends unwritten, once, with the
@@ -95,10 +96,13 @@ const (
 	backgroundEventTimeout = time.Minute
 )
 
-// newEventLog writes Events about objects of scheme to sink, as source.
-func newEventLog(sink eventSink, source corev1.EventSource, scheme *runtime.Scheme) *eventLog {
+// newEventLog writes Events about objects of scheme to sink. They are the
+// function's, reported as names.SourceProxyQuit (makeEvent): kubectl
+// istio-aux shows an Event as istio-aux's only when it names that
+// reporter.
+func newEventLog(sink eventSink, scheme *runtime.Scheme) *eventLog {
 	ctx, stop := context.WithCancel(context.Background())
-	return &eventLog{sink: sink, source: source, scheme: scheme, now: time.Now, background: backgroundEventTimeout,
+	return &eventLog{sink: sink, scheme: scheme, now: time.Now, background: backgroundEventTimeout,
 		lost: func(*corev1.Event, string, error) {}, ctx: ctx, stop: stop, pending: map[*corev1.Event]struct{}{}}
 }
 
@@ -264,7 +268,10 @@ func (l *eventLog) makeEvent(object runtime.Object, once bool, eventtype, reason
 		LastTimestamp:  t,
 		Count:          1,
 		Type:           eventtype,
-		Source:         l.source,
+		// The reporter, where client-go's recorder writes it: in both
+		// fields (the events.k8s.io API reads reportingController).
+		Source:              corev1.EventSource{Component: names.SourceProxyQuit},
+		ReportingController: names.SourceProxyQuit,
 	}, nil
 }
 

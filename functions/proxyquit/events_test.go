@@ -85,7 +85,7 @@ func testPod(name string) *corev1.Pod {
 // just before the process stops are written before Close returns.
 func TestCloseWritesTheLastEvents(t *testing.T) {
 	sink := newGatedSink()
-	l := newEventLog(sink, corev1.EventSource{Component: names.SourceProxyQuit}, scheme.Scheme)
+	l := newEventLog(sink, scheme.Scheme)
 	var lost lostEvents
 	l.lost = lost.lost
 	for _, name := range []string{"a", "b", "c"} {
@@ -105,6 +105,27 @@ func TestCloseWritesTheLastEvents(t *testing.T) {
 	}
 }
 
+// eventSinkFunc is an events endpoint that hands each Event to a func.
+type eventSinkFunc func(context.Context, *corev1.Event) error
+
+func (f eventSinkFunc) CreateEvent(ctx context.Context, e *corev1.Event) error { return f(ctx, e) }
+
+// TestEventsNameTheFunction: the function's Events say who wrote them,
+// names.SourceProxyQuit as their source.component and reportingController
+// (where client-go's recorder writes its reporter): kubectl istio-aux takes
+// an Event with the function's reasons for istio-aux's only when it names
+// that reporter (one a tenant wrote does not).
+func TestEventsNameTheFunction(t *testing.T) {
+	var got *corev1.Event
+	l := newEventLog(eventSinkFunc(func(_ context.Context, e *corev1.Event) error { got = e; return nil }), scheme.Scheme)
+	if err := l.EventAndWait(context.Background(), testPod("job"), true, corev1.EventTypeNormal, names.ReasonProxyQuit, "Quit istio-proxy"); err != nil {
+		t.Fatal(err)
+	}
+	if got == nil || got.Source.Component != names.SourceProxyQuit || got.ReportingController != names.SourceProxyQuit {
+		t.Errorf("Event written %+v; want source.component and reportingController %s", got, names.SourceProxyQuit)
+	}
+}
+
 // TestCloseGivesUpAtItsDeadline: an API server that never answers holds
 // Close only until its deadline; each Event left, written in the
 // background or waited for by a request the drain cut off, is given up
@@ -112,7 +133,7 @@ func TestCloseWritesTheLastEvents(t *testing.T) {
 func TestCloseGivesUpAtItsDeadline(t *testing.T) {
 	sink := newGatedSink()
 	t.Cleanup(func() { close(sink.release) })
-	l := newEventLog(sink, corev1.EventSource{Component: names.SourceProxyQuit}, scheme.Scheme)
+	l := newEventLog(sink, scheme.Scheme)
 	var lost lostEvents
 	l.lost = lost.lost
 	l.Eventf(testPod("settings"), corev1.EventTypeNormal, "SettingsApplied", "applied")
@@ -151,7 +172,7 @@ func TestCloseGivesUpAtItsDeadline(t *testing.T) {
 func TestEventWrittenOnce(t *testing.T) {
 	sink := newGatedSink()
 	close(sink.release)
-	l := newEventLog(sink, corev1.EventSource{Component: names.SourceProxyQuit}, scheme.Scheme)
+	l := newEventLog(sink, scheme.Scheme)
 	var lost lostEvents
 	l.lost = lost.lost
 	ctx := context.Background()

@@ -175,7 +175,7 @@ func NewFromConfig(ctx context.Context, rc *rest.Config, cfg Config, reg prometh
 	}
 	// Events are written until Close, not until ctx is done: the events
 	// under way when the process is told to stop still get theirs.
-	events := newEventLog(apiEventSink{ec.RESTClient()}, corev1.EventSource{Component: names.SourceProxyQuit}, kube.Scheme)
+	events := newEventLog(apiEventSink{ec.RESTClient()}, kube.Scheme)
 	events.lost = unwrittenEvent(logging.FromContext(ctx), m)
 	// Token reviews and the issuer's keys go through a client of their
 	// own: its rate limit is theirs, so authentication can never spend the

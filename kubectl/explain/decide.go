@@ -10,6 +10,7 @@ import (
 	"github.com/istio-aux/istio-aux/internal/settings"
 	"github.com/istio-aux/istio-aux/pkg/decision"
 	"github.com/istio-aux/istio-aux/pkg/keys"
+	"github.com/istio-aux/istio-aux/pkg/names"
 )
 
 // staleAfter is how long after its last app finished a pod whose decision
@@ -81,7 +82,7 @@ func (e *explanation) next() {
 }
 
 func (e *explanation) quitNext() string {
-	if last := e.lastEvent(); last != nil && last.Reason == reasonFailed {
+	if last := e.lastEvent(); last != nil && last.Reason == names.ReasonProxyQuitFailed {
 		if strings.Contains(last.Message, "for good") {
 			return "nothing until the pod changes: istio-aux's quit failed for good (see the Events)"
 		}
@@ -134,7 +135,7 @@ func (e *explanation) waitNext() string {
 
 func (e *explanation) ignoreNext() string {
 	quit := ""
-	if ev := e.lastOf(reasonQuit); ev != nil {
+	if ev := e.lastOf(names.ReasonProxyQuit); ev != nil {
 		quit = " (istio-aux quit it at " + stamp(ev.Time) + ")"
 	}
 	switch e.d.Reason {

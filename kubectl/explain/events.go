@@ -1,6 +1,7 @@
 package explain
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -12,23 +13,24 @@ import (
 	"github.com/istio-aux/istio-aux/pkg/names"
 )
 
-// The Events the proxy-quit function records on pods.
-const (
-	reasonQuit   = names.ReasonProxyQuit
-	reasonFailed = names.ReasonProxyQuitFailed
-)
-
 // maxEvents bounds the Events a report lists: the last ones tell the story.
 const maxEvents = 5
 
 // istioAuxEvents are the function's Events on pod p (its name and, where
 // the Event names one, its UID: a pod re-created under the same name is
 // another pod), oldest first, the last maxEvents of them.
+//
+// The function's are those it reports (fromFunction): anyone who may
+// create Events in a namespace can write one with its reasons on a pod
+// there, and a tenant's ProxyQuit must not read as istio-aux's quit, nor
+// its ProxyQuitFailed as istio-aux's failure. Those are left out, not
+// shown apart: the report is istio-aux's record, and quoting them would
+// print more of a tenant's words (kubectl get events shows every Event).
 func istioAuxEvents(evs []corev1.Event, p *corev1.Pod) []Event {
 	out := []Event{}
 	for _, ev := range evs {
 		o := ev.InvolvedObject
-		if ev.Reason != reasonQuit && ev.Reason != reasonFailed || o.Kind != "" && o.Kind != "Pod" ||
+		if ev.Reason != names.ReasonProxyQuit && ev.Reason != names.ReasonProxyQuitFailed || !fromFunction(ev) || o.Kind != "" && o.Kind != "Pod" ||
 			o.Name != p.Name || o.Namespace != "" && o.Namespace != p.Namespace || o.UID != "" && p.UID != "" && o.UID != p.UID {
 			continue
 		}
@@ -36,6 +38,18 @@ func istioAuxEvents(evs []corev1.Event, p *corev1.Pod) []Event {
 	}
 	slices.SortStableFunc(out, func(a, b Event) int { return a.Time.Compare(b.Time) })
 	return out[max(0, len(out)-maxEvents):]
+}
+
+// fromFunction reports an Event the proxy-quit function recorded: its
+// reporter is names.SourceProxyQuit, which the function writes, as
+// client-go's recorder does, as both its reportingController and its
+// source.component (the events.k8s.io API calls them reportingController
+// and deprecatedSource). Where the two differ the reportingController,
+// which the newer API requires, is the reporter; an Event with only a
+// source.component (written by a function before it wrote both) is
+// judged by that.
+func fromFunction(ev corev1.Event) bool {
+	return cmp.Or(ev.ReportingController, ev.Source.Component) == names.SourceProxyQuit
 }
 
 // eventTime is when an Event last happened, whichever API wrote it.
@@ -72,7 +86,7 @@ func (e *explanation) lastOf(reason string) *Event {
 // still runs, into a problem with what to check.
 func (e *explanation) events() {
 	last := e.lastEvent()
-	if last == nil || last.Reason != reasonFailed || !e.proxyRunning() {
+	if last == nil || last.Reason != names.ReasonProxyQuitFailed || !e.proxyRunning() {
 		return
 	}
 	what, checks := failureAdvice(last.Message, e.in.Pod, e.in.SystemNamespace)

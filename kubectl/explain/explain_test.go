@@ -53,6 +53,7 @@ func TestExplain(t *testing.T) {
 	jobs := namespace("jobs", optedIn, created.Add(-time.Hour))
 	quitPod := jobPod("jobs", "quit", never, exited(0, time.Minute), finished)
 	deniedPod := jobPod("jobs", "denied", never, exited(0, 30*time.Second))
+	forgedPod := jobPod("jobs", "forged", never, exited(0, 30*time.Second))
 	tests := map[string]struct {
 		objects []runtime.Object
 		pod     string // in namespace jobs unless ns/name
@@ -171,6 +172,35 @@ func TestExplain(t *testing.T) {
 				events:   []string{"ProxyQuitFailed"},
 				problems: []string{"istio-aux could not quit istio-proxy at 2026-11-27T11:59:40Z: the exec policy istio-aux-proxyquit-exec-command allows only the quit-command of ConfigMap istio-aux/config-istio-aux"},
 				checks:   []string{"kubectl -n istio-aux get configmap config-istio-aux -o yaml", "kubectl get validatingadmissionpolicy istio-aux-proxyquit-exec istio-aux-proxyquit-exec-command -o yaml"}},
+		},
+		"a ProxyQuit another writer put on a quit pod is not istio-aux's": {
+			objects: []runtime.Object{jobs, quitPod, forged(event(quitPod, "ProxyQuit", "Quit istio-proxy: all apps terminated", 55*time.Second), "tenant", "tenant")},
+			pod:     "quit",
+			want: want{verdict: explain.VerdictOK, optedIn: true, source: "namespace-label", webhook: true, bridge: true, proxy: "classic", hold: true,
+				outcome: "ignore", reason: "pod has finished", apps: []string{"exited 0"}, next: "istio-proxy has stopped", events: nil},
+		},
+		"a ProxyQuitFailed another writer put on a pod is no failure of istio-aux's": {
+			objects: []runtime.Object{jobs, forgedPod,
+				forged(event(forgedPod, "ProxyQuit", "Quit istio-proxy", 25*time.Second), "", "kubelet"),
+				forged(event(forgedPod, "ProxyQuitFailed", "Quitting istio-proxy failed for good (denied)", 15*time.Second), "tenant", "istio-aux-proxyquit"),
+				forged(event(forgedPod, "ProxyQuitFailed", recorded(t, denial), 5*time.Second), "tenant", "")},
+			pod: "forged",
+			want: want{verdict: explain.VerdictOK, optedIn: true, source: "namespace-label", webhook: true, bridge: true, proxy: "classic", hold: true,
+				outcome: "quit", reason: "all apps terminated", apps: []string{"exited 0"}, next: "istio-aux will quit istio-proxy within seconds", events: nil},
+		},
+		"the function's Event told by its reportingController alone, as events.k8s.io writes it": {
+			objects: []runtime.Object{jobs, quitPod, forged(event(quitPod, "ProxyQuit", "Quit istio-proxy: all apps terminated", 55*time.Second), "istio-aux-proxyquit", "")},
+			pod:     "quit",
+			want: want{verdict: explain.VerdictOK, optedIn: true, source: "namespace-label", webhook: true, bridge: true, proxy: "classic", hold: true,
+				outcome: "ignore", reason: "pod has finished", apps: []string{"exited 0"},
+				next: "istio-proxy has stopped (istio-aux quit it at 2026-11-27T11:59:05Z)", events: []string{"ProxyQuit"}},
+		},
+		"the function's Event told by its source.component alone, as functions before this one wrote it": {
+			objects: []runtime.Object{jobs, quitPod, forged(event(quitPod, "ProxyQuit", "Quit istio-proxy: all apps terminated", 55*time.Second), "", "istio-aux-proxyquit")},
+			pod:     "quit",
+			want: want{verdict: explain.VerdictOK, optedIn: true, source: "namespace-label", webhook: true, bridge: true, proxy: "classic", hold: true,
+				outcome: "ignore", reason: "pod has finished", apps: []string{"exited 0"},
+				next: "istio-proxy has stopped (istio-aux quit it at 2026-11-27T11:59:05Z)", events: []string{"ProxyQuit"}},
 		},
 		"a native-sidecar pod: the kubelet's to stop": {
 			objects: []runtime.Object{jobs, jobPod("jobs", "native", never, exited(0, time.Second), native(running()))},

@@ -142,7 +142,7 @@ func (s Source) pods(ctx context.Context, sel Selection) ([]*corev1.Pod, error) 
 // server filters by reason, not every Event of the namespace.
 func (s Source) events(ctx context.Context, ns string) ([]corev1.Event, error) {
 	var out []corev1.Event
-	for _, reason := range []string{reasonQuit, reasonFailed} {
+	for _, reason := range []string{names.ReasonProxyQuit, names.ReasonProxyQuitFailed} {
 		l, err := s.Client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("reason", reason).String()})
 		if err != nil {
 			return nil, fmt.Errorf("listing %s Events in %s: %w", reason, ns, err)

@@ -13,6 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/istio-aux/istio-aux/pkg/keys"
+	"github.com/istio-aux/istio-aux/pkg/names"
 	"github.com/istio-aux/istio-aux/webhook"
 )
 
@@ -139,7 +140,9 @@ func sidecar(name string, s state) podOpt {
 	}
 }
 
-// event is one of the function's Events on pod p.
+// event is one of the function's Events on pod p, its reporter in both
+// fields as the function writes it (functions/proxyquit's
+// TestEventsNameTheFunction).
 func event(p *corev1.Pod, reason, message string, ago time.Duration) *corev1.Event {
 	typ := corev1.EventTypeNormal
 	if reason == "ProxyQuitFailed" {
@@ -150,7 +153,17 @@ func event(p *corev1.Pod, reason, message string, ago time.Duration) *corev1.Eve
 		ObjectMeta:     metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name + "." + reason + at.Format("150405")},
 		InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: p.Namespace, Name: p.Name, UID: p.UID},
 		Reason:         reason, Message: message, Type: typ, Count: 1, FirstTimestamp: at, LastTimestamp: at,
+		Source: corev1.EventSource{Component: names.SourceProxyQuit}, ReportingController: names.SourceProxyQuit,
 	}
+}
+
+// forged is ev as another writer put it on the pod: the function's reason,
+// with reportingController and source.component as given (the
+// events.k8s.io API writes the first; client-go's recorder both).
+func forged(ev *corev1.Event, controller, component string) *corev1.Event {
+	ev.Name += ".forged"
+	ev.ReportingController, ev.Source = controller, corev1.EventSource{Component: component}
+	return ev
 }
 
 // install is a healthy webhook: its configuration as config/ has it, two
