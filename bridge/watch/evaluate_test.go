@@ -93,13 +93,13 @@ func TestEvaluate(t *testing.T) {
 		// The node's kubelet is not known here: what some supported kubelet
 		// quits is published, and the function decides on the node's.
 		"app's own Always under pod Never, exit 0: a kubelet before 1.35 runs it no more": {
-			in: input{Pod: pod(corev1.RestartPolicyNever, exited(0), ownPolicy(corev1.ContainerRestartPolicyAlways)), NamespaceLabels: optedIn},
+			in:      input{Pod: pod(corev1.RestartPolicyNever, exited(0), ownPolicy(corev1.ContainerRestartPolicyAlways)), NamespaceLabels: optedIn},
 			publish: true, reason: ReasonPublish},
 		"app's own Never under pod OnFailure, exit 1: a kubelet from 1.35 runs it no more": {
-			in: input{Pod: pod(corev1.RestartPolicyOnFailure, exited(1), ownPolicy(corev1.ContainerRestartPolicyNever)), NamespaceLabels: optedIn},
+			in:      input{Pod: pod(corev1.RestartPolicyOnFailure, exited(1), ownPolicy(corev1.ContainerRestartPolicyNever)), NamespaceLabels: optedIn},
 			publish: true, reason: ReasonPublish},
 		"app's own OnFailure under pod Never, exit 1: a kubelet before 1.35 runs it no more": {
-			in: input{Pod: pod(corev1.RestartPolicyNever, exited(1), ownPolicy(corev1.ContainerRestartPolicyOnFailure)), NamespaceLabels: optedIn},
+			in:      input{Pod: pod(corev1.RestartPolicyNever, exited(1), ownPolicy(corev1.ContainerRestartPolicyOnFailure)), NamespaceLabels: optedIn},
 			publish: true, reason: ReasonPublish},
 		"no istio-proxy": {
 			in: input{Pod: pod(corev1.RestartPolicyNever, exited(0), func(p *corev1.Pod) {

@@ -3,6 +3,7 @@ package watch
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"runtime"
 	"strings"
 	"testing"
@@ -140,36 +141,49 @@ func TestTheWorstPodIsWithinTheCapacityModel(t *testing.T) {
 	}
 	perPod := map[string]float64{}
 	for _, shape := range shapes {
-		w := New(Lists{}, nil, metrics.NewBridge(nil), Options{})
-		w.queue = discard{w.queue}
-		w.setScope("tenant", ScopeAll)
-		s := w.labelled
-		if err := s.Replace(nil, ""); err != nil {
-			t.Fatal(err)
-		}
-		raw, _ := json.Marshal(shape.pod(shape.pods))
-		before := liveHeap()
-		for i := range shape.pods {
-			if err := s.Add(shape.pod(i)); err != nil {
+		// The heap is the process's: what else it allocates meanwhile (the
+		// collector's own, a timer, the test's) only adds to a measure, a
+		// few KiB shared by the pods (noise). A measure over a bound is
+		// taken again, at most three times in all: the least is the pods'.
+		const noise = 4 << 10
+		var (
+			w                *Watcher
+			s                *podStore
+			retained         = math.Inf(1)
+			pods             int
+			units            int64
+			estimate         int
+			charged, bounded float64
+		)
+		for attempt := 0; attempt < 3 && retained > bounded; attempt++ {
+			w = New(Lists{}, nil, metrics.NewBridge(nil), Options{})
+			w.queue = discard{w.queue}
+			w.setScope("tenant", ScopeAll)
+			s = w.labelled
+			if err := s.Replace(nil, ""); err != nil {
 				t.Fatal(err)
 			}
-		}
-		retained := float64(int64(liveHeap())-int64(before)) / float64(shape.pods)
-		pods, units := s.size()
-		if pods != shape.pods {
-			t.Fatalf("%s: %d pods held, want %d", shape.name, pods, shape.pods)
-		}
-		estimate := 0
-		for _, names := range s.pods {
-			for _, p := range names {
-				estimate += p.heapBytes()
+			before := liveHeap()
+			for i := range shape.pods {
+				if err := s.Add(shape.pod(i)); err != nil {
+					t.Fatal(err)
+				}
 			}
+			retained = min(retained, float64(int64(liveHeap())-int64(before)-noise)/float64(shape.pods))
+			pods, units = s.size()
+			if pods != shape.pods {
+				t.Fatalf("%s: %d pods held, want %d", shape.name, pods, shape.pods)
+			}
+			estimate = 0
+			for _, names := range s.pods {
+				for _, p := range names {
+					estimate += p.heapBytes()
+				}
+			}
+			charged = float64(units) / float64(pods)
+			bounded = min(charged*CapacityHeapPerPod, float64(estimate)/float64(pods))
 		}
-		charged := float64(units) / float64(pods)
-		// What else the process allocated meanwhile (the collector's own,
-		// the test's) is a few KiB, shared by the pods.
-		const noise = 4 << 10
-		retained -= noise / float64(shape.pods)
+		raw, _ := json.Marshal(shape.pod(shape.pods))
 		t.Logf("%s: %.0f B retained per pod (bound %d B), charged %.0f pods of %d B; the pod: %d KiB of JSON",
 			shape.name, retained+noise/float64(shape.pods), estimate/pods, charged, CapacityHeapPerPod, len(raw)>>10)
 		if retained > charged*CapacityHeapPerPod {
