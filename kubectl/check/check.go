@@ -48,7 +48,8 @@ func (c Checker) Run(ctx context.Context) Report {
 	} else if d, err := r.deployment(names.BridgeDeployment); err == nil {
 		r.watcher = d
 	}
-	items := append(r.webhook(), r.configItem(), r.execPolicy(), r.leader(), r.namespaces(), r.nats(), r.backlog(), r.function())
+	items := append([]Item{r.kubernetes()}, r.webhook()...)
+	items = append(items, r.configItem(), r.execPolicy(), r.leader(), r.namespaces(), r.nats(), r.backlog(), r.function())
 	rep := Report{Shape: r.shape, Items: items}
 	rep.OK = rep.Worst() != StatusFail
 	return rep

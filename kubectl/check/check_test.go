@@ -33,6 +33,7 @@ func TestCheck(t *testing.T) {
 		want    map[string]expect
 	}{
 		"healthy install (config/)": {cluster: healthy, shape: check.ShapeConfig, want: map[string]expect{
+			check.ItemKubernetes:           {check.StatusOK, "API server v1.33.13, kubelets v1.32.13 ×2, v1.33.13 ×1: within the Kubernetes the suites prove (1.32 to 1.36)"},
 			check.ItemWebhookConfiguration: {check.StatusOK, "3 webhooks, caBundle matches Secret istio-aux/istio-aux-webhook-certs"},
 			check.ItemWebhookCertificate:   {check.StatusOK, "issued for istio-aux-webhook.istio-aux.svc"},
 			check.ItemWebhookEndpoints:     {check.StatusOK, "2 endpoints ready"},
@@ -49,6 +50,16 @@ func TestCheck(t *testing.T) {
 			check.ItemFunction: {check.StatusOK, "in-process in Deployment istio-aux-allinone (1/1 ready)"},
 			check.ItemBacklog:  {check.StatusOK, "0 events wait for delivery (read from istio-aux-allinone-a)"},
 		}},
+		"an API server and a kubelet older than the suites prove": {cluster: healthy, shape: check.ShapeConfig,
+			change: func(t *testing.T, c *cluster) {
+				c.server = "v1.31.14-eks-1a2b3c"
+				c.replace(node("node-2", "v1.30.14"))
+			},
+			want: map[string]expect{check.ItemKubernetes: {check.StatusWarn,
+				"API server v1.31.14-eks-1a2b3c, kubelet v1.30.14 (node node-2) outside the Kubernetes the suites prove (1.32 to 1.36; https://github.com/istio-aux/istio-aux#compatibility)"}}},
+		"a kubelet newer than the suites prove": {cluster: healthy, shape: check.ShapeConfig,
+			change: func(t *testing.T, c *cluster) { c.replace(node("node-0", "v1.37.2")) },
+			want:   map[string]expect{check.ItemKubernetes: {check.StatusWarn, "kubelet v1.37.2 (node node-0) outside the Kubernetes the suites prove"}}},
 		"the exec policy's binding deleted": {cluster: healthy, shape: check.ShapeConfig,
 			change: func(t *testing.T, c *cluster) {
 				c.without("ValidatingAdmissionPolicyBinding", "istio-aux-proxyquit-exec")
@@ -211,7 +222,7 @@ func TestCheck(t *testing.T) {
 					t.Errorf("%s: %s without a command to show more", it.Name, it.Status)
 				}
 			}
-			wantNames := []string{check.ItemWebhookConfiguration, check.ItemWebhookCertificate, check.ItemWebhookEndpoints, check.ItemConfig,
+			wantNames := []string{check.ItemKubernetes, check.ItemWebhookConfiguration, check.ItemWebhookCertificate, check.ItemWebhookEndpoints, check.ItemConfig,
 				check.ItemExecPolicy, check.ItemWatcher, check.ItemWatchedNamespaces, check.ItemNATS, check.ItemBacklog, check.ItemFunction}
 			if fmt.Sprint(names) != fmt.Sprint(wantNames) {
 				t.Errorf("items %v, want %v", names, wantNames)

@@ -19,6 +19,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/version"
+	fakediscovery "k8s.io/client-go/discovery/fake"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -41,6 +43,13 @@ type cluster struct {
 	objects []runtime.Object
 	ksvc    *unstructured.Unstructured
 	metrics map[string]string
+	// server is the API server's version ("": v1.33.13).
+	server string
+}
+
+// node is a Node whose kubelet reports version.
+func node(name, version string) *corev1.Node {
+	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Status: corev1.NodeStatus{NodeInfo: corev1.NodeSystemInfo{KubeletVersion: version}}}
 }
 
 // healthy is config/ installed and working, with its exec policies read
@@ -61,6 +70,7 @@ func healthy(t *testing.T, now time.Time) *cluster {
 		namespace("legacy", map[string]string{"io.datastrophic/istio-aux": "enabled"}),
 		namespace("some", map[string]string{"istio-aux.dev/enabled": "pods"}),
 		namespace("plain", nil),
+		node("node-0", "v1.33.13"), node("node-1", "v1.32.13"), node("node-2", "v1.32.13"),
 	}
 	objects = append(objects, manifests(t, "config/204-proxyquit-exec-policy.yaml", "config/205-proxyquit-exec-policy-binding.yaml")...)
 	return &cluster{objects: objects, ksvc: ksvc("True", ""), metrics: map[string]string{
@@ -138,6 +148,11 @@ func kindOf(o runtime.Object) string {
 // checker is a Checker on the fakes of c.
 func (c *cluster) checker(now time.Time) check.Checker {
 	cs := fake.NewClientset(c.objects...)
+	server := c.server
+	if server == "" {
+		server = "v1.33.13"
+	}
+	cs.Discovery().(*fakediscovery.FakeDiscovery).FakedServerVersion = &version.Info{GitVersion: server}
 	cs.PrependProxyReactor("pods", func(a k8stesting.Action) (bool, restclient.ResponseWrapper, error) {
 		p := a.(k8stesting.ProxyGetAction)
 		text, ok := c.metrics[p.GetName()]

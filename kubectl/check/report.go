@@ -31,6 +31,7 @@ type Item struct {
 
 // Items, in the order Run checks them.
 const (
+	ItemKubernetes           = "kubernetes"
 	ItemWebhookConfiguration = "webhook-configuration"
 	ItemWebhookCertificate   = "webhook-certificate"
 	ItemWebhookEndpoints     = "webhook-endpoints"
