@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"os/exec"
-	"path/filepath"
 	"strings"
 )
 
@@ -35,7 +34,7 @@ func (c *Cluster) Delete(ctx context.Context, manifests []byte) error {
 // kubectlIn runs kubectl with stdin; its output goes to the cluster log
 // and, on failure, into the error.
 func (c *Cluster) kubectlIn(ctx context.Context, stdin []byte, args ...string) error {
-	cmd := exec.CommandContext(ctx, filepath.Join(c.binDir, "kubectl"), append([]string{"--kubeconfig=" + c.kubeconfig}, args...)...)
+	cmd := exec.CommandContext(ctx, Kubectl(), append([]string{"--kubeconfig=" + c.kubeconfig}, args...)...)
 	cmd.Stdin = bytes.NewReader(stdin)
 	out, err := cmd.CombinedOutput()
 	fmt.Fprintf(logFor(c.opts.Log), "kubectl %s| %s\n", args[0], strings.TrimSpace(string(out)))
