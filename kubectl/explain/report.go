@@ -108,9 +108,9 @@ const (
 	CauseMalformedConfig    = "malformed-config"      // the webhook left a config it cannot rewrite
 	CauseNotApplied         = "not-applied"           // the annotation is there, Istio did not apply it
 	CauseCreatedBeforeOptIn = "created-before-opt-in" // the namespace was labelled after the pod's creation
-	CauseWebhookMissing     = "webhook-missing"       // no MutatingWebhookConfiguration
-	CauseWebhookDown        = "webhook-down"          // no webhook endpoint, or none up when the pod was created
-	CauseWebhookNotCalled   = "webhook-not-called"    // the webhook would mutate it now: it was not called or did not answer
+	CauseWebhookMissing     = "webhook-missing"       // no MutatingWebhookConfiguration, now or when the pod was created
+	CauseWebhookDown        = "webhook-down"          // failurePolicy Ignore, and no webhook endpoint, or none up when the pod was created
+	CauseWebhookNotCalled   = "webhook-not-called"    // the webhook would mutate it now: it was not called, or failed while failurePolicy was Ignore
 )
 
 // Decision is pkg/decision's answer now, or "ignore" with ReasonNotOptedIn
