@@ -34,6 +34,12 @@ type run struct {
 	watcher *appsv1.Deployment // the bridge, or the all-in-one; nil when missing
 	config  install.Config
 	holder  string // the Lease holder's pod, when it is Ready
+	// What the webhook's configuration says of its failure policy:
+	// whether there is none, the webhooks set to Ignore, and whether any
+	// is set to Fail.
+	noConfiguration bool
+	ignoring        []string
+	failing         bool
 }
 
 // Run checks every item. It never fails as a whole: an item it cannot read

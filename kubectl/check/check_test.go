@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/istio-aux/istio-aux/kubectl/check"
+	"github.com/istio-aux/istio-aux/webhook"
 )
 
 // expect is an item's expected status and a part of its message.
@@ -34,7 +35,7 @@ func TestCheck(t *testing.T) {
 	}{
 		"healthy install (config/)": {cluster: healthy, shape: check.ShapeConfig, want: map[string]expect{
 			check.ItemKubernetes:           {check.StatusOK, "API server v1.33.13, kubelets v1.32.13 ×2, v1.33.13 ×1: within the Kubernetes the suites prove (1.32 to 1.36)"},
-			check.ItemWebhookConfiguration: {check.StatusOK, "3 webhooks, caBundle matches Secret istio-aux/istio-aux-webhook-certs"},
+			check.ItemWebhookConfiguration: {check.StatusOK, "3 webhooks, caBundle matches Secret istio-aux/istio-aux-webhook-certs, failurePolicy Fail"},
 			check.ItemWebhookCertificate:   {check.StatusOK, "issued for istio-aux-webhook.istio-aux.svc"},
 			check.ItemWebhookEndpoints:     {check.StatusOK, "2 endpoints ready"},
 			check.ItemConfig:               {check.StatusOK, "mode hold, extra sidecars none, quit-native off, quit-command the default"},
@@ -94,7 +95,31 @@ func TestCheck(t *testing.T) {
 			want:   map[string]expect{check.ItemWebhookCertificate: {check.StatusWarn, "expires in 2h0m0s"}}},
 		"an expired certificate": {cluster: healthy, shape: check.ShapeConfig,
 			change: func(t *testing.T, c *cluster) { c.expiring(t, now.Add(-time.Minute)) },
-			want:   map[string]expect{check.ItemWebhookCertificate: {check.StatusFail, "expired at"}}},
+			want: map[string]expect{check.ItemWebhookCertificate: {check.StatusFail,
+				"the API server cannot call the webhook, and refuses opted-in pods (failurePolicy Fail), which their controllers create again"}}},
+		"an expired certificate, one webhook set to Ignore": {cluster: healthy, shape: check.ShapeConfig,
+			change: func(t *testing.T, c *cluster) {
+				c.expiring(t, now.Add(-time.Minute))
+				c.ignoring("pods.istio-aux.dev")
+			},
+			want: map[string]expect{
+				check.ItemWebhookConfiguration: {check.StatusWarn, "webhook pods.istio-aux.dev has failurePolicy Ignore, not Fail"},
+				check.ItemWebhookCertificate: {check.StatusFail,
+					"and refuses opted-in pods (failurePolicy Fail), but admits without the hold those that webhook pods.istio-aux.dev sees (failurePolicy Ignore)"}}},
+		"a webhook set to Ignore": {cluster: healthy, shape: check.ShapeConfig,
+			change: func(t *testing.T, c *cluster) { c.ignoring("enabled.istio-aux.dev") },
+			want: map[string]expect{check.ItemWebhookConfiguration: {check.StatusWarn,
+				"webhook enabled.istio-aux.dev has failurePolicy Ignore, not Fail: when a call fails, the API server admits opted-in pods without the hold. " +
+					"The webhook's reconciler writes Fail whenever it runs"}}},
+		"a webhook set to Ignore, with a caBundle behind": {cluster: healthy, shape: check.ShapeConfig,
+			change: func(t *testing.T, c *cluster) {
+				c.replace(&admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "istio-aux-webhook"},
+					Webhooks: webhook.Webhooks(sys, admissionregistrationv1.WebhookClientConfig{CABundle: []byte("old")})})
+				c.ignoring("legacy.istio-aux.dev")
+			},
+			want: map[string]expect{check.ItemWebhookConfiguration: {check.StatusFail,
+				"webhook pods.istio-aux.dev's caBundle is not the ca-cert.pem of Secret istio-aux/istio-aux-webhook-certs; " +
+					"webhook legacy.istio-aux.dev has failurePolicy Ignore, not Fail: the webhook's reconciler keeps them current"}}},
 		"an empty certificate Secret": {cluster: healthy, shape: check.ShapeConfig,
 			change: func(t *testing.T, c *cluster) {
 				c.replace(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: sys, Name: "istio-aux-webhook-certs"}})
@@ -106,7 +131,18 @@ func TestCheck(t *testing.T) {
 			change: func(t *testing.T, c *cluster) {
 				c.replace(webhookSlice(discoveryv1.Endpoint{Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(false)}}))
 			},
-			want: map[string]expect{check.ItemWebhookEndpoints: {check.StatusFail, "has no ready endpoint"}}},
+			want: map[string]expect{check.ItemWebhookEndpoints: {check.StatusFail,
+				"has no ready endpoint: the API server refuses opted-in pods (failurePolicy Fail)"}}},
+		"no webhook endpoint ready, every webhook set to Ignore": {cluster: healthy, shape: check.ShapeConfig,
+			change: func(t *testing.T, c *cluster) {
+				c.replace(webhookSlice(discoveryv1.Endpoint{Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(false)}}))
+				c.ignoring()
+			},
+			want: map[string]expect{
+				check.ItemWebhookConfiguration: {check.StatusWarn,
+					"webhooks enabled.istio-aux.dev, legacy.istio-aux.dev, pods.istio-aux.dev have failurePolicy Ignore, not Fail"},
+				check.ItemWebhookEndpoints: {check.StatusFail,
+					"Service istio-aux/istio-aux-webhook has no ready endpoint: the API server admits opted-in pods without the hold (failurePolicy Ignore)"}}},
 		"one webhook replica down": {cluster: healthy, shape: check.ShapeConfig,
 			change: func(t *testing.T, c *cluster) {
 				c.replace(webhookSlice(discoveryv1.Endpoint{}))

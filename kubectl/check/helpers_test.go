@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -99,6 +100,20 @@ func (c *cluster) expiring(t *testing.T, notAfter time.Time) {
 	secret, mwc := certificate(t, notAfter)
 	c.replace(secret)
 	c.replace(mwc)
+}
+
+// ignoring sets failurePolicy Ignore on the named webhooks of c's
+// configuration, every one when none is named.
+func (c *cluster) ignoring(names ...string) {
+	for _, o := range c.objects {
+		if mwc, ok := o.(*admissionregistrationv1.MutatingWebhookConfiguration); ok {
+			for i := range mwc.Webhooks {
+				if len(names) == 0 || slices.Contains(names, mwc.Webhooks[i].Name) {
+					mwc.Webhooks[i].FailurePolicy = ptr.To(admissionregistrationv1.Ignore)
+				}
+			}
+		}
+	}
 }
 
 // standalone is config/standalone/ installed and working.

@@ -33,7 +33,33 @@ func (r *run) webhook() []Item {
 	if err != nil {
 		secret = nil
 	}
-	return []Item{r.webhookConfiguration(secret, err), r.certificate(secret, err), r.endpoints()}
+	// The configuration first: its failure policies say what the other
+	// two items' faults do to pods.
+	cfg := r.webhookConfiguration(secret, err)
+	return []Item{cfg, r.certificate(secret, err), r.endpoints()}
+}
+
+// unanswered is what the API server does with an opted-in pod when its
+// call to the webhook fails: refuse it (failurePolicy Fail, as installed,
+// and as assumed when the configuration cannot be read), or admit it
+// without the hold where a webhook is set to Ignore; "" when there is no
+// configuration, and so no call.
+func (r *run) unanswered() string {
+	switch {
+	case r.noConfiguration:
+		return ""
+	case len(r.ignoring) == 0:
+		return "refuses opted-in pods (failurePolicy Fail), which their controllers create again once a call succeeds"
+	case r.failing:
+		return fmt.Sprintf("refuses opted-in pods (failurePolicy Fail), but admits without the hold those that %s sees (failurePolicy Ignore)",
+			webhookNames(r.ignoring))
+	}
+	return "admits opted-in pods without the hold (failurePolicy Ignore)"
+}
+
+// webhookNames is "webhook a" or "webhooks a, b".
+func webhookNames(names []string) string {
+	return plural(len(names), "webhook") + " " + strings.Join(names, ", ")
 }
 
 func (r *run) webhookConfiguration(secret *corev1.Secret, secretErr error) Item {
@@ -41,10 +67,20 @@ func (r *run) webhookConfiguration(secret *corev1.Secret, secretErr error) Item 
 	mwc, err := r.Client.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(r.ctx, names.WebhookConfiguration, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
+		r.noConfiguration = true
 		return fail(ItemWebhookConfiguration, "MutatingWebhookConfiguration "+names.WebhookConfiguration+" is missing: no pod gets the hold", show)
 	case err != nil:
 		return fail(ItemWebhookConfiguration, err.Error(), show)
-	case secretErr != nil:
+	}
+	for _, w := range mwc.Webhooks {
+		// Unset is the API server's default, Fail.
+		if w.FailurePolicy != nil && *w.FailurePolicy == admissionregistrationv1.Ignore {
+			r.ignoring = append(r.ignoring, w.Name)
+		} else {
+			r.failing = true
+		}
+	}
+	if secretErr != nil {
 		return fail(ItemWebhookConfiguration, fmt.Sprintf("cannot compare its caBundle with Secret %s/%s: %v", r.SystemNamespace, names.WebhookSecret, secretErr), show)
 	}
 	ca := secret.Data[certresources.CACert]
@@ -64,10 +100,26 @@ func (r *run) webhookConfiguration(secret *corev1.Secret, secretErr error) Item 
 			problems = append(problems, "webhook "+want.Name+" is missing")
 		}
 	}
+	if len(r.ignoring) > 0 {
+		// Not as installed: while the webhook fails, opted-in pods start
+		// before their proxy. The reconciler writes Fail back whenever it
+		// runs, so Ignore that stays is a webhook down or another writer.
+		verb := "has"
+		if len(r.ignoring) > 1 {
+			verb = "have"
+		}
+		ignored := fmt.Sprintf("%s %s failurePolicy Ignore, not Fail", webhookNames(r.ignoring), verb)
+		if len(problems) == 0 {
+			return warn(ItemWebhookConfiguration, ignored+": when a call fails, the API server admits opted-in pods without the hold. "+
+				"The webhook's reconciler writes Fail whenever it runs: is it running, or does something else write the configuration?", show)
+		}
+		problems = append(problems, ignored)
+	}
 	if len(problems) > 0 {
 		return fail(ItemWebhookConfiguration, strings.Join(problems, "; ")+": the webhook's reconciler keeps them current (is the webhook running?)", show)
 	}
-	return ok(ItemWebhookConfiguration, fmt.Sprintf("%s: %d webhooks, caBundle matches Secret %s/%s", names.WebhookConfiguration, len(mwc.Webhooks), r.SystemNamespace, names.WebhookSecret))
+	return ok(ItemWebhookConfiguration, fmt.Sprintf("%s: %d webhooks, caBundle matches Secret %s/%s, failurePolicy Fail",
+		names.WebhookConfiguration, len(mwc.Webhooks), r.SystemNamespace, names.WebhookSecret))
 }
 
 func (r *run) certificate(secret *corev1.Secret, err error) Item {
@@ -82,8 +134,11 @@ func (r *run) certificate(secret *corev1.Secret, err error) Item {
 	}
 	left := cert.NotAfter.Sub(r.Now())
 	if left <= 0 {
-		return fail(ItemWebhookCertificate, fmt.Sprintf("expired at %s: the API server cannot call the webhook, and failurePolicy Ignore admits pods without the hold",
-			cert.NotAfter.UTC().Format(time.RFC3339)), show)
+		msg := fmt.Sprintf("expired at %s: the API server cannot call the webhook", cert.NotAfter.UTC().Format(time.RFC3339))
+		if u := r.unanswered(); u != "" {
+			msg += ", and " + u
+		}
+		return fail(ItemWebhookCertificate, msg, show)
 	}
 	if err := verify(secret, cert); err != nil {
 		return fail(ItemWebhookCertificate, err.Error(), show)
@@ -141,8 +196,11 @@ func (r *run) endpoints() Item {
 	}
 	switch {
 	case e.Ready == 0:
-		return fail(ItemWebhookEndpoints, fmt.Sprintf("Service %s/%s has no ready endpoint: with failurePolicy Ignore, pods are admitted without the hold",
-			r.SystemNamespace, names.WebhookService), show)
+		msg := fmt.Sprintf("Service %s/%s has no ready endpoint", r.SystemNamespace, names.WebhookService)
+		if u := r.unanswered(); u != "" {
+			msg += ": the API server " + u
+		}
+		return fail(ItemWebhookEndpoints, msg, show)
 	case e.Ready < want:
 		return warn(ItemWebhookEndpoints, fmt.Sprintf("%d of %d endpoints ready", e.Ready, want), show)
 	}
