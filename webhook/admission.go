@@ -68,8 +68,9 @@ func (r *reconciler) admit(ctx context.Context, req *request) (Mutation, []byte)
 	warn := func(reason string, err error) (Mutation, []byte) {
 		return Mutation{Outcome: Warned, Reason: reason, Warning: "istio-aux left the object unchanged: " + err.Error()}, nil
 	}
-	// The API server stops waiting at its timeout (5 s by default) and closes
-	// the request, which ends ctx: from then on an answer reaches no one.
+	// The API server stops waiting at the webhook's timeoutSeconds (3 as
+	// installed) and closes the request, which ends ctx: from then on an
+	// answer reaches no one (the call failed, and refused the pod).
 	if err := ctx.Err(); err != nil {
 		return warn(ReasonRequestEnded, requestEnded(err))
 	}

@@ -13,7 +13,7 @@ import (
 )
 
 // What is not an AdmissionReview the webhook can answer gets an HTTP error
-// (the API server then admits the pod unchanged: failurePolicy Ignore),
+// (a failed call: the API server then refuses the pod, failurePolicy Fail),
 // counted as invalid when it got as far as being read.
 func TestHandlerRefuses(t *testing.T) {
 	valid := reviewBody(t, podRequest(t, "ml", nil, nil))
