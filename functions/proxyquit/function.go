@@ -91,9 +91,21 @@ const eventTimeout = 10 * time.Second
 
 // exitWait bounds how long proxyGone watches a pod whose exec failed in a
 // way that may be the quit itself (the command killed with its container,
-// the stream cut): the kubelet reports a stopped container within a
-// second or two.
-const exitWait = 3 * time.Second
+// the stream cut). An idle kubelet reports a stopped container within a
+// second or two; on a loaded node it takes longer: with 24 proxies
+// stopping at once on two cores (TestNodeKnativeBurst) some took more
+// than 3 s, and their pods were left with a ProxyQuitFailed instead of
+// their ProxyQuit. The exec and the watch together stay within the exec's
+// timeout and half this (quitWatch), so that the request, the Event's
+// write included, stays within the dispatcher's and Knative's 30 s.
+const exitWait = 10 * time.Second
+
+// quitWatch is how long to watch for the proxy's stop after an exec that
+// started at start and ended at now: exitWait, but no later than the
+// exec's timeout and half of exitWait after start.
+func quitWatch(start, now time.Time, execTimeout, exitWait time.Duration) time.Duration {
+	return max(0, min(exitWait, start.Add(execTimeout+exitWait/2).Sub(now)))
+}
 
 // New assembles a Function from its dependencies. metrics may be nil (not
 // exported anywhere); the others are required.
@@ -373,7 +385,8 @@ func (f *Function) quit(ctx context.Context, pod *corev1.Pod, d decision.Decisio
 	start := f.now()
 	out, err := f.exec.Exec(ctx, pod.Namespace, pod.Name, keys.ProxyContainer, argv)
 	cancel()
-	elapsed := f.now().Sub(start).Seconds()
+	end := f.now()
+	elapsed := end.Sub(start).Seconds()
 	if err == nil {
 		f.metrics.execDuration.WithLabelValues("ok").Observe(elapsed)
 		f.record(ctx, pod, true, corev1.EventTypeNormal, names.ReasonProxyQuit, "Quit istio-proxy: "+d.Reason)
@@ -388,7 +401,7 @@ func (f *Function) quit(ctx context.Context, pod *corev1.Pod, d decision.Decisio
 	// kubelet reports the stopped proxy a moment later.
 	wait := time.Duration(0)
 	if quitMayBeUnderWay(err) {
-		wait = f.exitWait
+		wait = quitWatch(start, end, f.cfg.ExecTimeout, f.exitWait)
 	}
 	if gone, stopped, why := f.proxyGone(ctx, pod, wait); gone {
 		if stopped {

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -339,6 +341,65 @@ func TestHandle(t *testing.T) {
 				t.Errorf("exec_failures_total = %v, want %v", failures, want)
 			}
 		})
+	}
+}
+
+// TestQuitOnALoadedNodeKeepsItsRecord: the quit command is killed with its
+// container and the kubelet, busy with a burst of stopping pods, reports
+// the stopped proxy only 6 s later (TestNodeKnativeBurst saw more than
+// 3 s). With the function's own watch, the quit is still recorded as
+// such, not as a failure for good.
+func TestQuitOnALoadedNodeKeepsItsRecord(t *testing.T) {
+	t.Parallel()
+	done := donePod("job-1", "uid-1")
+	stopped := podSpec{name: "job-1", uid: "uid-1", policy: corev1.RestartPolicyNever, apps: []string{"app"},
+		states: map[string]corev1.ContainerState{"app": exited(0)}, proxy: exited(0)}.pod()
+	h := newHarness(t, DefaultConfig(), optedIn, done)
+	h.fn.exitWait = exitWait
+	var execEnded atomic.Pointer[time.Time]
+	h.exec.hook = func(context.Context, execCall) (ExecOutput, error) {
+		now := time.Now()
+		execEnded.Store(&now)
+		return ExecOutput{}, utilexec.CodeExitError{Err: errors.New("command terminated with exit code 137"), Code: 137}
+	}
+	const reported = 6 * time.Second
+	h.client.PrependReactor("get", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if end := execEnded.Load(); end != nil && time.Since(*end) >= reported {
+			return true, stopped.DeepCopy(), nil
+		}
+		return true, done.DeepCopy(), nil
+	})
+
+	res := h.fn.Handle(context.Background(), newEvent(t, done))
+
+	if got := codeOf(t, res); got != http.StatusOK {
+		t.Errorf("code = %d, want 200 (%v)", got, res)
+	}
+	kube := strings.Join(h.events(), "\n")
+	if !strings.Contains(kube, "Normal ProxyQuit Quit istio-proxy") || strings.Contains(kube, "ProxyQuitFailed") {
+		t.Errorf("Kubernetes Events %q, want the ProxyQuit only", kube)
+	}
+}
+
+func TestQuitWatchStaysWithinTheRequest(t *testing.T) {
+	start := time.Date(2026, 11, 29, 6, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		execTook, want time.Duration
+	}{
+		{0, exitWait},               // a quit that tore its exec down at once
+		{5 * time.Second, exitWait}, // the proxy's drain, then the kill
+		{9 * time.Second, 6 * time.Second},
+		{DefaultExecTimeout, exitWait / 2}, // the exec's own timeout
+		{20 * time.Second, 0},
+	} {
+		got := quitWatch(start, start.Add(tc.execTook), DefaultExecTimeout, exitWait)
+		if got != tc.want {
+			t.Errorf("exec took %s: watch %s, want %s", tc.execTook, got, tc.want)
+		}
+		// The exec, the watch and the Event's write within Knative's 30 s.
+		if total := tc.execTook + got + eventTimeout; tc.execTook <= DefaultExecTimeout && total > 28*time.Second {
+			t.Errorf("exec took %s: with the watch and the Event %s, over the request's 30 s less the reads", tc.execTook, total)
+		}
 	}
 }
 
