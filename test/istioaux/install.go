@@ -50,7 +50,7 @@ func Install(ctx context.Context, c *cluster.Cluster, dir string, log io.Writer)
 	if err := realnode.PushImage(ctx, images.NonRootBase); err != nil {
 		return nil, err
 	}
-	return (&Installed{c: c, log: log, base: images.NonRootBase, version: "v0.0.0-e2e"}).apply(ctx, dir)
+	return (&Installed{c: c, log: log, base: images.NonRootBase, version: "v0.0.0-e2e"}).apply(ctx, dir, installWait)
 }
 
 // Upgrade applies dir again as a new release of istio-aux, as `ko apply`
@@ -64,7 +64,7 @@ func (in *Installed) Upgrade(ctx context.Context, version string) (*Installed, e
 	if err := realnode.PushImage(ctx, base); err != nil {
 		return nil, err
 	}
-	return (&Installed{c: in.c, log: in.log, base: base, version: "v0.0.1-" + strings.TrimPrefix(version, "v")}).apply(ctx, in.dir)
+	return (&Installed{c: in.c, log: in.log, base: base, version: "v0.0.1-" + strings.TrimPrefix(version, "v")}).apply(ctx, in.dir, rolloutWait)
 }
 
 // Move changes the install to dir as a user moves between the two shapes:
@@ -89,7 +89,7 @@ func (in *Installed) Move(ctx context.Context, dir string) (*Installed, error) {
 			return nil, err
 		}
 	}
-	return next.apply(ctx, dir)
+	return next.apply(ctx, dir, installWait)
 }
 
 // without is the documents of docs that other does not have (by kind,
@@ -111,8 +111,20 @@ func without(docs, other []*unstructured.Unstructured) []*unstructured.Unstructu
 	return out
 }
 
-// apply resolves dir, applies it and waits until it works.
-func (in *Installed) apply(ctx context.Context, dir string) (*Installed, error) {
+// How long apply waits for istio-aux's workloads. A rollout takes longer
+// than an install: NATS's StatefulSet replaces one server at a time, and
+// each first waits out its lame duck (config/nats/300-config.yaml: 5 s
+// grace and 30 s of closing clients), then starts and catches up; on three
+// nodes sharing two cores with every image new, a server took 80 s to
+// come back, and three did not fit in 3 minutes (issue 43, item 7).
+const (
+	installWait = 3 * time.Minute
+	rolloutWait = 7 * time.Minute
+)
+
+// apply resolves dir, applies it and waits until it works, its workloads
+// Available within wait.
+func (in *Installed) apply(ctx context.Context, dir string, wait time.Duration) (*Installed, error) {
 	start := time.Now()
 	docs, err := in.resolve(ctx, dir)
 	if err != nil {
@@ -127,7 +139,7 @@ func (in *Installed) apply(ctx context.Context, dir string) (*Installed, error) 
 	if err := in.c.ApplyPlain(ctx, manifests); err != nil {
 		return nil, err
 	}
-	if err := in.WaitAvailable(ctx, 3*time.Minute); err != nil {
+	if err := in.WaitAvailable(ctx, wait); err != nil {
 		return in, err
 	}
 	if err := WaitMutates(ctx, in.c.Client(), "default", HasHold, time.Minute); err != nil {
