@@ -68,10 +68,11 @@ func (s *Shared) Main(m *testing.M) int {
 
 // Mesh returns the stack the run serves, starting it with Options on first
 // use. It skips the test where the machine cannot host a node (fails it
-// with CI=true).
+// with CI=true). In a run whose shape a test chose (Use), only that test
+// and its subtests get the stack.
 func (s *Shared) Mesh(t *testing.T) *Mesh {
 	t.Helper()
-	if s.owner != "" && !strings.HasPrefix(t.Name(), s.owner+"/") {
+	if s.owner != "" && t.Name() != s.owner && !strings.HasPrefix(t.Name(), s.owner+"/") {
 		s.refuse(t, s.Options)
 	}
 	return s.start(t, s.Options)
