@@ -137,7 +137,14 @@ func runFault(t *testing.T, e *env, l *load, f fault) result {
 	}
 	whole(t, e)
 	l.keepOff(t, "")
-	settled := l.settle(t, 4*time.Minute)
+	settled, err := l.settle(t, 4*time.Minute)
+	if err != nil {
+		// What the load saw, and what istio-aux's containers said: the
+		// cluster and its logs are gone once the test ends.
+		timeline(t, l.snapshot(), l.quitEvents(t), start)
+		logIstioAux(t, e.m.Cluster, start)
+		t.Fatal(err)
+	}
 	pods := slices.DeleteFunc(l.snapshot(), func(p tracked) bool { return !settled[p.job] })
 	events := l.quitEvents(t)
 	r := measure(f.name, pods, events, start, f.window)

@@ -211,7 +211,7 @@ func (l *load) snapshot() []tracked {
 
 // settle waits until every Job created so far has completed, and every one
 // of their pods has been seen quit: no quit lost. It returns those Jobs.
-func (l *load) settle(t *testing.T, timeout time.Duration) map[string]bool {
+func (l *load) settle(t *testing.T, timeout time.Duration) (map[string]bool, error) {
 	t.Helper()
 	l.mu.Lock()
 	jobs := slices.Clone(l.jobs)
@@ -235,7 +235,7 @@ func (l *load) settle(t *testing.T, timeout time.Duration) map[string]bool {
 		return len(pending) == 0, nil
 	})
 	if err != nil {
-		t.Fatalf("Jobs not complete: %v (%v)", pending, err)
+		return nil, fmt.Errorf("Jobs not complete: %v (%w)", pending, err)
 	}
 	settled := map[string]bool{}
 	for _, j := range jobs {
@@ -254,7 +254,7 @@ func (l *load) settle(t *testing.T, timeout time.Duration) map[string]bool {
 	if err != nil {
 		t.Fatalf("pods of completed Jobs: %v", err)
 	}
-	return settled
+	return settled, nil
 }
 
 // refusals counts the Job controller's FailedCreate Events: pods the API
