@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -239,7 +240,7 @@ var numbered = regexp.MustCompile(`^[0-9]{3}-[a-z0-9-]+\.yaml$`)
 func TestEveryDocumentIsNamedAndNamespaced(t *testing.T) {
 	clusterScoped := map[string]bool{
 		"Namespace": true, "ClusterRole": true, "ClusterRoleBinding": true, "MutatingWebhookConfiguration": true,
-		"ValidatingAdmissionPolicy": true, "ValidatingAdmissionPolicyBinding": true,
+		"ValidatingAdmissionPolicy": true, "ValidatingAdmissionPolicyBinding": true, "PriorityClass": true,
 	}
 	seen := map[string]bool{}
 	for _, d := range allDocs(t) {
@@ -452,5 +453,42 @@ func TestHooksRunTheImagesBinary(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestWorkloadsComeBeforeTheJobs: every Deployment and StatefulSet
+// istio-aux installs runs at its own PriorityClass, which is installed
+// with it: a NATS server whose volume ties it to a node that Jobs filled
+// while it was replaced preempts them instead of staying Pending (issue
+// 43, item 7). The Knative Service is left out: Knative admits
+// priorityClassName only behind a feature flag, and the function holds
+// no volume.
+func TestWorkloadsComeBeforeTheJobs(t *testing.T) {
+	classes := map[string]int64{}
+	for _, d := range allDocs(t) {
+		if d.obj.GetKind() == "PriorityClass" {
+			v, _, _ := unstructured.NestedFieldNoCopy(d.obj.Object, "value")
+			n, err := strconv.ParseFloat(fmt.Sprint(v), 64)
+			if err != nil || n != float64(int64(n)) {
+				t.Errorf("%s: value %v is not an integer (%v)", d, v, err)
+			}
+			classes[d.obj.GetName()] = int64(n)
+		}
+	}
+	if v, ok := classes["istio-aux"]; !ok || v <= 0 || v >= 1_000_000_000 {
+		t.Fatalf("PriorityClass istio-aux: %v (found %t); want one above the default 0 and below the system's classes", v, ok)
+	}
+	n := 0
+	for _, d := range allDocs(t) {
+		if k := d.obj.GetKind(); k != "Deployment" && k != "StatefulSet" {
+			continue
+		}
+		n++
+		if c, _, _ := unstructured.NestedString(d.obj.Object, "spec", "template", "spec", "priorityClassName"); c != "istio-aux" {
+			t.Errorf("%s: priorityClassName %q, want istio-aux", d, c)
+		}
+	}
+	if n == 0 {
+		t.Fatal("no Deployment or StatefulSet in config/")
 	}
 }
