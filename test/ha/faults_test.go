@@ -387,7 +387,7 @@ func restart(what string) func(*testing.T, *env, string) func() {
 // rollout to end: the window then watches what follows it.
 func upgrade(t *testing.T, e *env, _ string) func() {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	next, err := shared.Upgrade(ctx, fmt.Sprintf("v%d", time.Now().Unix()))
 	if err != nil {

@@ -116,10 +116,14 @@ func without(docs, other []*unstructured.Unstructured) []*unstructured.Unstructu
 // each first waits out its lame duck (config/nats/300-config.yaml: 5 s
 // grace and 30 s of closing clients), then starts and catches up; on three
 // nodes sharing two cores with every image new, a server took 80 s to
-// come back, and three did not fit in 3 minutes (issue 43, item 7).
+// come back, and three did not fit in 3 minutes (issue 43, item 7). Every
+// node pulls every new image at once from the harness's registry on the
+// same two cores: one NATS server took 2m34s to start (its image pulls
+// most of it), so three need up to about 10 minutes here, which a
+// cluster pulling from a registry of its own does not.
 const (
 	installWait = 3 * time.Minute
-	rolloutWait = 7 * time.Minute
+	rolloutWait = 12 * time.Minute
 )
 
 // apply resolves dir, applies it and waits until it works, its workloads
