@@ -73,8 +73,7 @@ func (r *run) webhookConfiguration(secret *corev1.Secret, secretErr error) Item 
 		return fail(ItemWebhookConfiguration, err.Error(), show)
 	}
 	for _, w := range mwc.Webhooks {
-		// Unset is the API server's default, Fail.
-		if w.FailurePolicy != nil && *w.FailurePolicy == admissionregistrationv1.Ignore {
+		if install.FailsOpen(w) {
 			r.ignoring = append(r.ignoring, w.Name)
 		} else {
 			r.failing = true

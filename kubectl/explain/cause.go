@@ -6,10 +6,10 @@ import (
 	"strings"
 	"time"
 
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 
+	"github.com/istio-aux/istio-aux/kubectl/install"
 	"github.com/istio-aux/istio-aux/pkg/decision"
 	"github.com/istio-aux/istio-aux/pkg/keys"
 	"github.com/istio-aux/istio-aux/pkg/names"
@@ -78,8 +78,7 @@ func (e *explanation) notMutated() (cause, text string, checks []string) {
 func (e *explanation) ignoring() []string {
 	var out []string
 	for _, w := range e.in.Webhook.Configuration.Webhooks {
-		if w.FailurePolicy != nil && *w.FailurePolicy == admissionregistrationv1.Ignore &&
-			matches(w.NamespaceSelector, e.nsLabels) && matches(w.ObjectSelector, e.in.Pod.Labels) {
+		if install.FailsOpen(w) && matches(w.NamespaceSelector, e.nsLabels) && matches(w.ObjectSelector, e.in.Pod.Labels) {
 			out = append(out, w.Name)
 		}
 	}
