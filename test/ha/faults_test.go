@@ -137,7 +137,7 @@ func runFault(t *testing.T, e *env, l *load, f fault) result {
 	}
 	whole(t, e)
 	l.keepOff(t, "")
-	settled, err := l.settle(t, 4*time.Minute)
+	settled, err := l.settle(4 * time.Minute)
 	if err != nil {
 		// What the load saw, and what istio-aux's containers said: the
 		// cluster and its logs are gone once the test ends.

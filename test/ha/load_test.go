@@ -210,9 +210,9 @@ func (l *load) snapshot() []tracked {
 }
 
 // settle waits until every Job created so far has completed, and every one
-// of their pods has been seen quit: no quit lost. It returns those Jobs.
-func (l *load) settle(t *testing.T, timeout time.Duration) (map[string]bool, error) {
-	t.Helper()
+// of their pods has been seen quit: no quit lost. It returns those Jobs,
+// or what was still missing at timeout.
+func (l *load) settle(timeout time.Duration) (map[string]bool, error) {
 	l.mu.Lock()
 	jobs := slices.Clone(l.jobs)
 	l.mu.Unlock()
@@ -252,7 +252,7 @@ func (l *load) settle(t *testing.T, timeout time.Duration) (map[string]bool, err
 		return true, nil
 	})
 	if err != nil {
-		t.Fatalf("pods of completed Jobs: %v", err)
+		return nil, fmt.Errorf("pods of completed Jobs: %w", err)
 	}
 	return settled, nil
 }
