@@ -86,13 +86,19 @@ func (s *Sandbox) Start(name string, env []string, path string, args ...string) 
 	c.cmd.Dir = s.Dir
 	c.cmd.Env = append(os.Environ(), env...)
 	c.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	// A child left behind (pilot-agent's Envoy) must not hold Wait up.
-	c.cmd.WaitDelay = 2 * time.Second
-	pr, pw := io.Pipe()
-	c.cmd.Stdout, c.cmd.Stderr = pw, pw
-	var err error
-	s.ns.run(func() { err = c.cmd.Start() })
+	// The output goes to a pipe of our own rather than through exec's
+	// copying, so Wait returns when the command itself exits: a child it
+	// leaves behind (pilot-agent's Envoy after "exiting immediately") must
+	// not move the exit time, nor fail Wait with exec.ErrWaitDelay.
+	pr, pw, err := os.Pipe()
 	if err != nil {
+		return nil, err
+	}
+	c.cmd.Stdout, c.cmd.Stderr = pw, pw
+	s.ns.run(func() { err = c.cmd.Start() })
+	_ = pw.Close() // the command holds its own copy
+	if err != nil {
+		_ = pr.Close()
 		return nil, fmt.Errorf("starting %s: %w", name, err)
 	}
 	c.Started = time.Now()
@@ -112,8 +118,15 @@ func (s *Sandbox) Start(name string, env []string, path string, args ...string) 
 	go func() {
 		c.err = c.cmd.Wait()
 		c.end = time.Now()
-		_ = pw.Close()
-		<-scanned // every line is in Output once Wait returns
+		// As in a container whose main process ended: what it left
+		// behind in its process group goes too, which closes the pipe.
+		_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
+		select {
+		case <-scanned: // every line is in Output once Wait returns
+		case <-time.After(5 * time.Second):
+			// Something outside the group still holds the pipe.
+		}
+		_ = pr.Close()
 		close(c.done)
 	}()
 	return c, nil
