@@ -3,14 +3,9 @@
 package ha
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"net/http"
-	"os"
-	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -25,7 +20,6 @@ import (
 	"github.com/istio-aux/istio-aux/test/istioaux"
 	"github.com/istio-aux/istio-aux/test/mesh"
 	"github.com/istio-aux/istio-aux/test/poll"
-	"github.com/istio-aux/istio-aux/webhook"
 )
 
 // A fault the three-node cluster suffers while Jobs keep finishing.
@@ -254,149 +248,6 @@ func streamWhole(e *env) error {
 	return nil
 }
 
-// Targets.
-
-func none(*testing.T, *env) string { return "" }
-
-// leaderNode is the node of the bridge (or all-in-one) that holds the
-// watcher's Lease.
-func leaderNode(t *testing.T, e *env) string {
-	return nodeOf(t, e.m.Cluster, leaseHolder(t, e.m.Cluster))
-}
-
-// streamLeaderNode is the node of the NATS server leading the stream.
-func streamLeaderNode(t *testing.T, e *env) string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	info, err := streamInfo(ctx, e)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return nodeOf(t, e.m.Cluster, info.Cluster.Leader) // a server is named after its pod
-}
-
-// webhookNode is the node of the webhook replica the API server sends the
-// admissions to now: it keeps one HTTP/2 connection to one replica and
-// sends every review over it, so losing that replica's node is the fault
-// that matters (losing the other's, nothing reaches it). That replica is
-// the one whose count of admissions grows while the load creates pods.
-func webhookNode(t *testing.T, e *env) string {
-	t.Helper()
-	pods, err := e.m.Cluster.Client().CoreV1().Pods(istioaux.SystemNamespace).List(context.Background(),
-		metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=webhook"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	count := func() map[string]float64 {
-		out := map[string]float64{}
-		for _, p := range pods.Items {
-			out[p.Spec.NodeName] = admissions(t, p.Status.PodIP)
-		}
-		return out
-	}
-	var busiest string
-	err = poll.Until(context.Background(), time.Minute, func(context.Context) (bool, error) {
-		before := count()
-		<-time.After(2 * jobEvery) // a sampling period: the load creates a pod or two
-		most := 0.0
-		for node, n := range count() {
-			if d := n - before[node]; d > most {
-				busiest, most = node, d
-			}
-		}
-		return most > 0, nil
-	})
-	if err != nil {
-		t.Fatalf("no webhook replica admitted the load's pods: %v", err)
-	}
-	return busiest
-}
-
-// admissions is a webhook replica's count of admissions, read from its
-// metrics.
-func admissions(t *testing.T, ip string) float64 {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+ip+":9090/metrics", nil)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0
-	}
-	defer resp.Body.Close()
-	var sum float64
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		if line := sc.Text(); strings.HasPrefix(line, webhook.MetricAdmissions+"{") {
-			f := strings.Fields(line)
-			v, _ := strconv.ParseFloat(f[len(f)-1], 64)
-			sum += v
-		}
-	}
-	return sum
-}
-
-// Faults.
-
-func powerOff(t *testing.T, e *env, node string) func() {
-	t.Helper()
-	n := e.m.Nodes.Node(node)
-	if err := n.PowerOff(); err != nil {
-		t.Fatal(err)
-	}
-	return func() {
-		if err := n.PowerOn(context.Background()); err != nil {
-			t.Fatalf("powering %s on: %v", node, err)
-		}
-	}
-}
-
-func partition(t *testing.T, e *env, node string) func() {
-	t.Helper()
-	n := e.m.Nodes.Node(node)
-	if err := n.Partition(); err != nil {
-		t.Fatal(err)
-	}
-	return func() {
-		if err := n.Heal(); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
-func restart(what string) func(*testing.T, *env, string) func() {
-	return func(t *testing.T, e *env, _ string) func() {
-		t.Helper()
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		var err error
-		if what == "etcd" {
-			err = e.m.Cluster.RestartEtcd(ctx)
-		} else {
-			err = e.m.Cluster.RestartAPIServer(ctx)
-		}
-		if err != nil {
-			t.Fatalf("restarting %s: %v", what, err)
-		}
-		return nil
-	}
-}
-
-// upgrade applies istio-aux again with new images and waits for the
-// rollout to end: the window then watches what follows it.
-func upgrade(t *testing.T, e *env, _ string) func() {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
-	defer cancel()
-	next, err := shared.Upgrade(ctx, fmt.Sprintf("v%d", time.Now().Unix()))
-	if err != nil {
-		t.Fatalf("rolling to a new release: %v", err)
-	}
-	e.aux = next
-	return nil
-}
-
 // streamInfo asks NATS, as the bridge does (with the Secret's token, any
 // server), about the stream.
 func streamInfo(ctx context.Context, e *env) (*jetstream.StreamInfo, error) {
@@ -429,115 +280,6 @@ func streamInfo(ctx context.Context, e *env) (*jetstream.StreamInfo, error) {
 		return nil, err
 	}
 	return s.Info(ctx)
-}
-
-// result is what a fault left, measured from the load's pods.
-type result struct {
-	fault string
-	// resume: from the fault's start to the first quit seen after it.
-	resume time.Duration
-	// jobs: pods whose app ended within the window; their app-exit → quit
-	// latencies' median and p99.
-	jobs     int
-	p50, p99 time.Duration
-	// unheld: pods created in the window without the hold; early: proxies
-	// seen stopped before their app ended; repeated: pods quit more than
-	// once (their ProxyQuit Events); unquit: pods whose app ended and whose
-	// proxy was never seen quit.
-	unheld, early, repeated, unquit int
-	// silent: proxies quit whose ProxyQuit Event never came: the function
-	// that quit them was on the node that went, before its Events were
-	// written (client-go writes them in the background). Not a lost quit.
-	silent int
-	// refused: pod creations the API server refused (FailedCreate), and
-	// the longest a Job created in the window waited for its pod: what
-	// failurePolicy Fail costs while a webhook replica's node is dead.
-	refused   int32
-	podWaited time.Duration
-}
-
-func measure(name string, pods []tracked, events map[string]int32, start time.Time, window time.Duration) result {
-	r := result{fault: name, resume: -1}
-	end := start.Add(window)
-	var lat []time.Duration
-	for _, p := range pods {
-		if !p.created.Before(start) && p.created.Before(end) && !p.held {
-			r.unheld++
-		}
-		if !p.jobAt.IsZero() && !p.jobAt.Before(start) && p.jobAt.Before(end) {
-			r.podWaited = max(r.podWaited, p.created.Sub(p.jobAt))
-		}
-		if p.early {
-			r.early++
-		}
-		if events[p.name] > 1 {
-			r.repeated++
-		}
-		switch {
-		case !p.appExit.IsZero() && p.quit.IsZero():
-			r.unquit++
-		case !p.quit.IsZero() && events[p.name] == 0:
-			r.silent++
-		}
-		if !p.quit.IsZero() && !p.quit.Before(start) && (r.resume < 0 || p.quit.Sub(start) < r.resume) {
-			r.resume = p.quit.Sub(start)
-		}
-		if !p.appExit.IsZero() && !p.quit.IsZero() && !p.appExit.Before(start) && p.appExit.Before(end) {
-			lat = append(lat, p.quit.Sub(p.appExit))
-		}
-	}
-	slices.Sort(lat)
-	r.jobs = len(lat)
-	if len(lat) > 0 {
-		r.p50 = lat[len(lat)/2]
-		r.p99 = lat[min(len(lat)-1, len(lat)*99/100)]
-	}
-	return r
-}
-
-func (r result) String() string {
-	return fmt.Sprintf("%-36s quits resumed %5.1fs  jobs %3d  app exit→quit p50 %5.1fs p99 %5.1fs  unheld %d  early %d  repeated %d  unquit %d  silent %d  refused %d  pod waited ≤%3.0fs",
-		r.fault, r.resume.Seconds(), r.jobs, r.p50.Seconds(), r.p99.Seconds(), r.unheld, r.early, r.repeated, r.unquit, r.silent,
-		r.refused, r.podWaited.Seconds())
-}
-
-// ok reports whether the fault stayed within the bounds.
-func (r result) ok() bool {
-	return r.unheld+r.early+r.repeated+r.unquit == 0 && r.resume >= 0 && r.resume <= resumeWithin
-}
-
-// check holds the fault to the bounds.
-func (r result) check(t *testing.T) {
-	t.Helper()
-	if r.unheld+r.early+r.repeated+r.unquit > 0 {
-		t.Errorf("%s: %d pods admitted without the hold, %d proxies quit before their apps ended, %d quit more than once, %d never quit",
-			r.fault, r.unheld, r.early, r.repeated, r.unquit)
-	}
-	if r.resume < 0 || r.resume > resumeWithin {
-		t.Errorf("%s: quits resumed %v after the fault, want within %v", r.fault, r.resume, resumeWithin)
-	}
-}
-
-// report writes the rows to the log and to $HA_RESULTS (default
-// _output/ha-results.txt), from which the README's table is made.
-func report(t *testing.T, shape string, rows []result) {
-	var b strings.Builder
-	fmt.Fprintf(&b, "# %s, %s, %d nodes on this machine\n", shape, time.Now().Format(time.RFC3339), nodes)
-	for _, r := range rows {
-		b.WriteString(r.String() + "\n")
-	}
-	t.Log("\n" + b.String())
-	path := os.Getenv("HA_RESULTS")
-	if path == "" {
-		path = filepath.Join(cluster.CacheDir(), "ha-results.txt")
-	}
-	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
-	if err != nil {
-		t.Log(err)
-		return
-	}
-	defer f.Close()
-	_, _ = f.WriteString(b.String())
 }
 
 // TestHAStandalone: config/standalone on three nodes (two all-in-ones on a
