@@ -46,6 +46,10 @@ type env struct {
 const (
 	jobEvery  = 3 * time.Second
 	jobRunFor = "3s"
+	// maxInFlight bounds the Jobs under way (load): twice what the steady
+	// rate keeps in flight on this machine (a Job takes 15 to 20 s from
+	// its creation to its proxy's quit: 5 to 7 at once).
+	maxInFlight = 14
 	// resumeWithin is the bound on quits stopping after any one
 	// fault.
 	resumeWithin = 30 * time.Second
@@ -99,7 +103,7 @@ func TestV133MixedIstio129NodeLoss(t *testing.T) {
 func runFaults(t *testing.T, name string, faults []fault) {
 	m, aux := installedAs(t, istioaux.Config)
 	e := &env{m: m, aux: aux}
-	l := startLoad(t, m.Cluster, jobEvery, jobRunFor)
+	l := startLoad(t, m.Cluster, jobEvery, jobRunFor, maxInFlight)
 	var rows []result
 	for _, f := range faults {
 		settled := false
@@ -120,7 +124,7 @@ func runFaults(t *testing.T, name string, faults []fault) {
 func runFault(t *testing.T, e *env, l *load, f fault) result {
 	node := f.target(t, e)
 	l.keepOff(t, node)
-	refusedBefore := l.refusals(t)
+	refusedBefore, heldBefore := l.refusals(t), l.held()
 	start := time.Now()
 	end := f.inject(t, e, node)
 	t.Logf("%s: fault began at %s on %q", f.name, start.Format(time.StampMilli), node)
@@ -144,6 +148,9 @@ func runFault(t *testing.T, e *env, l *load, f fault) result {
 	r := measure(f.name, pods, events, start, f.window)
 	r.refused = l.refusals(t) - refusedBefore
 	t.Log(r.String())
+	if held := l.held() - heldBefore; held > 0 {
+		t.Logf("%s: %d ticks of the load created no Job, %d Jobs in flight", f.name, held, maxInFlight)
+	}
 	if !r.ok() || r.p99 > resumeWithin {
 		timeline(t, pods, events, start)
 		logIstioAux(t, e.m.Cluster, start)
@@ -290,7 +297,7 @@ func TestHAStandalone(t *testing.T) {
 	m, aux := installedAs(t, istioaux.Standalone)
 	e := &env{m: m, aux: aux}
 	spread(t, m.Cluster, "app.kubernetes.io/component=allinone", 2)
-	l := startLoad(t, m.Cluster, jobEvery, jobRunFor)
+	l := startLoad(t, m.Cluster, jobEvery, jobRunFor, maxInFlight)
 	var rows []result
 	f := fault{name: "power-off-watching-allinone-node", target: leaderNode, inject: powerOff, window: 60 * time.Second}
 	t.Run(f.name, func(t *testing.T) {

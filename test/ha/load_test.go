@@ -28,14 +28,28 @@ import (
 // downloading through its proxy at start (it fails without the hold) and
 // running a few seconds. A watch of the namespace's pods notes, for every
 // pod, when its app and its proxy were first seen terminated.
+//
+// At most maxInFlight Jobs are under way (created, their proxy not yet
+// seen quit): a tick that finds that many creates none. Three nodes on
+// two shared cores keep up with the steady rate, but not with it and a
+// fault's aftermath at once (every kubelet and controller relisting
+// after kube-apiserver's restart, a node's pods started again after its
+// power-off): Jobs created faster than they finish start ever slower, and
+// the backlog fed itself until the machine, not istio-aux, stalled every
+// Job for minutes (seen in TestHAFaults runs on this machine). A quit
+// that stalls still shows: its Job stays in flight and its pod's quit is
+// measured as before.
 type load struct {
 	c      *cluster.Cluster
 	ns     string
 	every  time.Duration
 	runFor string
+	limit  int // maxInFlight
 	mu     sync.Mutex
 	avoid  string // the node new Jobs must keep off, "" for none
-	jobs   []string
+	// heldBack counts the ticks that created no Job: limit Jobs in flight.
+	heldBack int
+	jobs     []string
 	// jobAt is when each Job was created: its pod's creation after it is
 	// what a refused admission costs (the Job controller's retries).
 	jobAt    map[string]time.Time
@@ -62,10 +76,10 @@ type tracked struct {
 }
 
 // startLoad creates the namespace and starts creating Jobs, one every
-// every, each running runFor.
-func startLoad(t *testing.T, c *cluster.Cluster, every time.Duration, runFor string) *load {
+// every, each running runFor, at most limit of them in flight.
+func startLoad(t *testing.T, c *cluster.Cluster, every time.Duration, runFor string, limit int) *load {
 	t.Helper()
-	l := &load{c: c, every: every, runFor: runFor, pods: map[string]*tracked{}, jobAt: map[string]time.Time{}, stopped: make(chan struct{})}
+	l := &load{c: c, every: every, runFor: runFor, limit: limit, pods: map[string]*tracked{}, jobAt: map[string]time.Time{}, stopped: make(chan struct{})}
 	l.ns = mesh.Namespace(t, c, "", true, mesh.OptedIn)
 	pctx, stopPods := context.WithCancel(context.Background())
 	l.stopPods = stopPods
@@ -91,6 +105,11 @@ func (l *load) run(ctx context.Context) {
 		name := fmt.Sprintf("job-%d", i)
 		j := mesh.TrainingJob(name, 1, corev1.RestartPolicyOnFailure, mesh.App{RunFor: l.runFor}, nil)
 		l.mu.Lock()
+		if l.inFlight() >= l.limit {
+			l.heldBack++
+			l.mu.Unlock()
+			continue
+		}
 		if l.avoid != "" {
 			j.Spec.Template.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
 				RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
@@ -145,6 +164,31 @@ func (l *load) keepOff(t *testing.T, node string) {
 	if err != nil {
 		t.Fatalf("the load's pods did not leave %s: %v", node, err)
 	}
+}
+
+// inFlight is how many Jobs are under way: created, and no pod of theirs
+// seen with its proxy quit. Called with mu held.
+func (l *load) inFlight() int {
+	quit := map[string]bool{}
+	for _, tr := range l.pods {
+		if !tr.quit.IsZero() {
+			quit[tr.job] = true
+		}
+	}
+	n := 0
+	for _, j := range l.jobs {
+		if !quit[j] {
+			n++
+		}
+	}
+	return n
+}
+
+// held is how many ticks so far created no Job (limit Jobs in flight).
+func (l *load) held() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.heldBack
 }
 
 func (l *load) stop() {
