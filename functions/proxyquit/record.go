@@ -9,9 +9,10 @@ import (
 )
 
 // eventWaiter is a recorder that writes an Event while its caller waits
-// (eventLog.EventAndWait).
+// (eventLog.EventAndWait), and deletes one written once (DeleteAndWait).
 type eventWaiter interface {
 	EventAndWait(ctx context.Context, object runtime.Object, once bool, eventtype, reason, message string) error
+	DeleteAndWait(ctx context.Context, object runtime.Object, reason string) error
 }
 
 // record writes an Event about pod and returns once it is written or
@@ -49,7 +50,11 @@ func unwrittenEvent(logger *zap.SugaredLogger, m *Metrics) func(*corev1.Event, s
 	return func(e *corev1.Event, cause string, err error) {
 		m.eventsUnwritten.WithLabelValues(e.Reason, cause).Inc()
 		o := e.InvolvedObject
-		logger.Errorw("Kubernetes Event not written (istio_aux_proxyquit_events_unwritten_total counts it)",
+		msg := "Kubernetes Event not written (istio_aux_proxyquit_events_unwritten_total counts it)"
+		if cause == unwrittenUndeleted {
+			msg = "Kubernetes Event not deleted: it claims a quit that failed (istio_aux_proxyquit_events_unwritten_total counts it)"
+		}
+		logger.Errorw(msg,
 			zap.String("kind", o.Kind), zap.String("namespace", o.Namespace), zap.String("name", o.Name),
 			zap.String("reason", e.Reason), zap.String("message", e.Message), zap.String("cause", cause), zap.Error(err))
 	}
