@@ -43,7 +43,9 @@ import (
 // Here the Events of a quit are written while its request waits
 // (EventAndWait): each on its own, tried again with a short back-off
 // until written, refused for good, or its deadline; the request answers
-// (and the dispatcher acks) once that is settled. Every Event that ends
+// (and the dispatcher acks) once that is settled. A quit's ProxyQuit
+// Event is written before its exec, and deleted (DeleteAndWait) if the
+// exec did not quit the proxy (Function.quit). Every Event that ends
 // unwritten is handed to lost, once (a metric and an error log with the
 // pod's name). The other Events (record.EventRecorder's methods: the
 // settings follower's) are written the same way in the background;

@@ -64,10 +64,11 @@ type Function struct {
 // Close waits for the Kubernetes Events still being written, at most
 // closeTimeout (each one left is counted and logged, and a warning on
 // ctx's logger says how many), and stops writing. A quit's Events are
-// written before its request is answered; what Close waits for are the
-// writes of requests the drain cut off and the settings' Events. Call it
-// once the events under way have been handled (the HTTP server shut down,
-// the dispatcher drained), with the process's context, done or not.
+// written before its request is answered (its ProxyQuit before its
+// exec); what Close waits for are the writes of requests the drain cut
+// off and the settings' Events. Call it once the events under way have
+// been handled (the HTTP server shut down, the dispatcher drained), with
+// the process's context, done or not.
 func (f *Function) Close(ctx context.Context) {
 	if f.events == nil {
 		return
@@ -86,7 +87,11 @@ const closeTimeout = 5 * time.Second
 // eventTimeout bounds the write of a quit's Event, tries included: long
 // enough to ride out an API server restarting or an etcd election (a few
 // seconds), short enough that the request, with its exec (10 s) and
-// reads, stays within the dispatcher's and Knative's 30 s.
+// reads, stays within the dispatcher's and Knative's 30 s. It bounds the
+// ProxyQuit Event written before the exec, and, after a failed exec, its
+// delete and the ProxyQuitFailed together; the first is a write or two
+// unless the API server is failing, and then the caller's 30 s may end
+// first: it delivers the event again.
 const eventTimeout = 10 * time.Second
 
 // exitWait bounds how long proxyGone watches a pod whose exec failed in a
@@ -380,16 +385,49 @@ func (f *Function) kubelet(ctx context.Context, name string) (decision.Kubelet, 
 }
 
 // quit execs the quit command in istio-proxy and records what happened.
+//
+// The quit's record, its ProxyQuit Event, is written first, as its
+// intent: a process that dies right after the exec (its node powered
+// off) has left it, and the redelivery, which reads the proxy stopped
+// and has nothing to do, needs none. No record, no quit: an Event that
+// cannot be written (refused for good, or not by its deadline) is
+// counted and logged (unwrittenEvent), and the event answered 503, to be
+// delivered again. An exec that fails while the proxy still runs, or
+// whose pod is gone without its proxy seen stopped, did not quit it: its
+// Event is deleted. The window left: a process that dies between the
+// Event and the exec leaves an Event ahead of its quit, until the
+// redelivery (the message is not acked) makes it.
+//
+// A recorder that cannot wait (New's caller's) can neither tell that the
+// Event is written nor delete it: it records after the exec, as it did.
 func (f *Function) quit(ctx context.Context, pod *corev1.Pod, d decision.Decision, argv []string) result {
-	ctx, cancel := context.WithTimeout(ctx, f.cfg.ExecTimeout)
+	msg := "Quit istio-proxy: " + d.Reason
+	w, ahead := f.recorder.(eventWaiter)
+	if ahead {
+		wctx, wcancel := f.recordContext(ctx)
+		err := w.EventAndWait(wctx, pod, true, corev1.EventTypeNormal, names.ReasonProxyQuit, msg)
+		wcancel()
+		if err != nil {
+			return result{code: http.StatusServiceUnavailable, outcome: OutcomeError,
+				detail: "the quit's ProxyQuit Event could not be written; not quitting", err: err}
+		}
+		// The caller gave up while the Event was written: it delivers the
+		// event again, which finds the Event there and quits.
+		if r, ended := contextEnded(ctx); ended {
+			return r
+		}
+	}
+	ectx, cancel := context.WithTimeout(ctx, f.cfg.ExecTimeout)
 	start := f.now()
-	out, err := f.exec.Exec(ctx, pod.Namespace, pod.Name, keys.ProxyContainer, argv)
+	out, err := f.exec.Exec(ectx, pod.Namespace, pod.Name, keys.ProxyContainer, argv)
 	cancel()
 	end := f.now()
 	elapsed := end.Sub(start).Seconds()
 	if err == nil {
 		f.metrics.execDuration.WithLabelValues("ok").Observe(elapsed)
-		f.record(ctx, pod, true, corev1.EventTypeNormal, names.ReasonProxyQuit, "Quit istio-proxy: "+d.Reason)
+		if !ahead {
+			f.record(ctx, pod, true, corev1.EventTypeNormal, names.ReasonProxyQuit, msg)
+		}
 		return result{code: http.StatusOK, outcome: OutcomeQuit, detail: "quit istio-proxy: " + d.Reason}
 	}
 	f.metrics.execDuration.WithLabelValues("error").Observe(elapsed)
@@ -403,30 +441,42 @@ func (f *Function) quit(ctx context.Context, pod *corev1.Pod, d decision.Decisio
 	if quitMayBeUnderWay(err) {
 		wait = quitWatch(start, end, f.cfg.ExecTimeout, f.exitWait)
 	}
-	if gone, stopped, why := f.proxyGone(ctx, pod, wait); gone {
-		if stopped {
-			// The proxy stopped as it was told to quit, or before (a
-			// delivery whose quit went through but whose Event did
-			// not): this is the quit's record, and it may be the last
-			// chance to write it. Written once per pod, so that it
-			// never doubles one already there.
-			f.record(ctx, pod, true, corev1.EventTypeNormal, names.ReasonProxyQuit,
+	gone, stopped, why := f.proxyGone(ctx, pod, wait)
+	// What is recorded after the exec, its ProxyQuit Event taken back and
+	// a ProxyQuitFailed, shares one deadline, as the one Event written
+	// after it did: the request stays within its caller's 30 s
+	// (TestQuitWatchStaysWithinTheRequest).
+	rctx, rcancel := f.recordContext(ctx)
+	defer rcancel()
+	// An exec that did not quit the proxy takes its Event back (deleted by
+	// its name; one that cannot be is counted and logged, cause
+	// undeleted, and stays on the pod).
+	if ahead && !stopped {
+		_ = w.DeleteAndWait(rctx, pod, names.ReasonProxyQuit)
+	}
+	if gone {
+		// Nothing left to quit. The proxy stopped as it was told to
+		// quit, or before: the Event written before the exec is the
+		// quit's record. A pod gone or going whose proxy was not seen to
+		// stop had its Event taken back: nothing says this exec quit it.
+		if stopped && !ahead {
+			f.recordWithin(rctx, pod, true, corev1.EventTypeNormal, names.ReasonProxyQuit,
 				fmt.Sprintf("Quit istio-proxy: %s (%s; the exec of the quit command ended with: %v)", d.Reason, why, err))
 		}
-		return result{code: http.StatusOK, outcome: OutcomeGone, detail: "exec failed but " + why}
+		return result{code: http.StatusOK, outcome: OutcomeGone, detail: fmt.Sprintf("exec failed but %s (the exec ended with: %v)", why, err)}
 	}
 	f.metrics.execFailures.Inc()
-	msg := err.Error()
+	msg = err.Error()
 	if out.Stderr != "" {
 		msg += "; stderr: " + out.Stderr
 	}
 	if reason, final := finalFailure(err); final {
 		f.metrics.finalFailures.WithLabelValues(reason).Inc()
-		f.record(ctx, pod, false, corev1.EventTypeWarning, names.ReasonProxyQuitFailed,
+		f.recordWithin(rctx, pod, false, corev1.EventTypeWarning, names.ReasonProxyQuitFailed,
 			fmt.Sprintf("Quitting istio-proxy failed for good (%s); istio-aux tries again when the pod changes: %s", reason, msg))
 		return result{code: http.StatusUnprocessableEntity, outcome: OutcomeFailedFinal, detail: "quit command failed for good: " + reason, err: err}
 	}
-	f.record(ctx, pod, false, corev1.EventTypeWarning, names.ReasonProxyQuitFailed, "Quitting istio-proxy failed (will retry): "+msg)
+	f.recordWithin(rctx, pod, false, corev1.EventTypeWarning, names.ReasonProxyQuitFailed, "Quitting istio-proxy failed (will retry): "+msg)
 	return result{code: http.StatusInternalServerError, outcome: OutcomeFailed, detail: "quit command failed", err: err}
 }
 
