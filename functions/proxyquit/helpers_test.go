@@ -196,12 +196,11 @@ func (h *harness) quitEvents() map[string]int {
 // set, are asked first: an error is the answer (nothing is written or
 // deleted), nil lets the call through.
 type eventStore struct {
-	mu      sync.Mutex
-	events  map[string]*corev1.Event
-	calls   []string // "create NAME" or "delete NAME", in order
-	create  func(e *corev1.Event) error
-	del     func(name string) error
-	created int // Events created (not AlreadyExists)
+	mu     sync.Mutex
+	events map[string]*corev1.Event
+	calls  []string // "create NAME" or "delete NAME", in order
+	create func(e *corev1.Event) error
+	del    func(name string) error
 }
 
 func (s *eventStore) CreateEvent(_ context.Context, e *corev1.Event) error {
@@ -217,7 +216,6 @@ func (s *eventStore) CreateEvent(_ context.Context, e *corev1.Event) error {
 		return apierrors.NewAlreadyExists(schema.GroupResource{Resource: "events"}, e.Name)
 	}
 	s.events[e.Name] = e.DeepCopy()
-	s.created++
 	return nil
 }
 
