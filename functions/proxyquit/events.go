@@ -43,7 +43,9 @@ import (
 // Here the Events of a quit are written while its request waits
 // (EventAndWait): each on its own, tried again with a short back-off
 // until written, refused for good, or its deadline; the request answers
-// (and the dispatcher acks) once that is settled. Every Event that ends
+// (and the dispatcher acks) once that is settled. A quit's ProxyQuit
+// Event is written before its exec, and deleted (DeleteAndWait) if the
+// exec did not quit the proxy (Function.quit). Every Event that ends
 // unwritten is handed to lost, once (a metric and an error log with the
 // pod's name). The other Events (record.EventRecorder's methods: the
 // settings follower's) are written the same way in the background;
@@ -66,16 +68,21 @@ type eventLog struct {
 	pending map[*corev1.Event]struct{} // writes under way, settled by their writer or by flush
 }
 
-// eventSink creates Events; its errors are the API server's.
+// eventSink creates and deletes Events; its errors are the API server's.
 type eventSink interface {
 	CreateEvent(ctx context.Context, e *corev1.Event) error
+	DeleteEvent(ctx context.Context, namespace, name string) error
 }
 
-// apiEventSink creates Events through a core/v1 REST client.
+// apiEventSink creates and deletes Events through a core/v1 REST client.
 type apiEventSink struct{ rest rest.Interface }
 
 func (s apiEventSink) CreateEvent(ctx context.Context, e *corev1.Event) error {
 	return s.rest.Post().Namespace(e.Namespace).Resource("events").Body(e).Do(ctx).Error()
+}
+
+func (s apiEventSink) DeleteEvent(ctx context.Context, namespace, name string) error {
+	return s.rest.Delete().Namespace(namespace).Resource("events").Name(name).Do(ctx).Error()
 }
 
 // Causes of an Event left unwritten: the cause label of
@@ -84,6 +91,10 @@ const (
 	unwrittenTimeout  = "timeout"  // not written by its deadline: the API server slow or failing all along
 	unwrittenRejected = "rejected" // refused for good (RBAC, a namespace being deleted, an invalid Event)
 	unwrittenShutdown = "shutdown" // the process stopped before its write ended
+	// A ProxyQuit Event written ahead of its quit (Function.quit), whose
+	// quit then failed, that could not be deleted (refused for good, or
+	// not by its deadline): it stays on the pod, claiming a quit.
+	unwrittenUndeleted = "undeleted"
 )
 
 // How an Event is written: each try bounded by eventTryTimeout, tried again
@@ -117,6 +128,31 @@ func (l *eventLog) EventAndWait(ctx context.Context, object runtime.Object, once
 		return err
 	}
 	return l.write(ctx, e)
+}
+
+// DeleteAndWait deletes the Event of reason about object written once
+// (EventAndWait with once), and returns once it is gone (or was never
+// there), refused for good, or ctx is done: nil if gone. Its tries are
+// the writes' (create). One it cannot delete is handed to lost, with the
+// cause unwrittenUndeleted. It is not tracked for flush: it is made while
+// its request waits, which the drain waits for, and one cut off by the
+// process's end leaves the Event that a redelivery finds (its message is
+// not acked).
+func (l *eventLog) DeleteAndWait(ctx context.Context, object runtime.Object, reason string) error {
+	e, err := l.makeEvent(object, true, "", reason, "")
+	if err != nil {
+		return err
+	}
+	err = l.retry(ctx, func(ctx context.Context) error {
+		if err := l.sink.DeleteEvent(ctx, e.Namespace, e.Name); !apierrors.IsNotFound(err) {
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		l.lost(e, unwrittenUndeleted, err)
+	}
+	return err
 }
 
 // Event implements record.EventRecorder: the Event is written in the
@@ -208,13 +244,25 @@ var errEventRefused = errors.New("refused for good")
 // although its answer was lost makes the next one AlreadyExists, which is
 // written.
 func (l *eventLog) create(ctx context.Context, e *corev1.Event) error {
+	return l.retry(ctx, func(ctx context.Context) error {
+		if err := l.sink.CreateEvent(ctx, e); !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+		return nil
+	})
+}
+
+// retry makes one call to the API server (try) until it succeeds, is
+// refused for good (errEventRefused), or ctx is done; each try bounded by
+// eventTryTimeout.
+func (l *eventLog) retry(ctx context.Context, try func(context.Context) error) error {
 	delay := eventRetryMin
 	for {
 		tctx, cancel := context.WithTimeout(ctx, eventTryTimeout)
-		err := l.sink.CreateEvent(tctx, e)
+		err := try(tctx)
 		cancel()
 		switch {
-		case err == nil, apierrors.IsAlreadyExists(err):
+		case err == nil:
 			return nil
 		case !retryable(err):
 			return fmt.Errorf("%w: %w", errEventRefused, err)

@@ -53,6 +53,21 @@ func (s *gatedSink) CreateEvent(ctx context.Context, e *corev1.Event) error {
 	return nil
 }
 
+func (s *gatedSink) DeleteEvent(ctx context.Context, _, name string) error {
+	select {
+	case <-s.release:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.names[name]; !ok {
+		return apierrors.NewNotFound(schema.GroupResource{Resource: "events"}, name)
+	}
+	delete(s.names, name)
+	return nil
+}
+
 func (s *gatedSink) written() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -109,6 +124,10 @@ func TestCloseWritesTheLastEvents(t *testing.T) {
 type eventSinkFunc func(context.Context, *corev1.Event) error
 
 func (f eventSinkFunc) CreateEvent(ctx context.Context, e *corev1.Event) error { return f(ctx, e) }
+
+func (f eventSinkFunc) DeleteEvent(context.Context, string, string) error {
+	return errors.New("eventSinkFunc: no delete")
+}
 
 // TestEventsNameTheFunction: the function's Events say who wrote them,
 // names.SourceProxyQuit as their source.component and reportingController
@@ -195,6 +214,87 @@ func TestEventWrittenOnce(t *testing.T) {
 	}
 	if got := lost.all(); len(got) != 0 {
 		t.Errorf("given up: %v", got)
+	}
+}
+
+// answeringSink is an events endpoint whose deletes are answered by
+// deleteAnswers, in turn (then let through); it holds the Events written.
+type answeringSink struct {
+	*gatedSink
+	deleteAnswers []error
+	deletes       int
+}
+
+func (s *answeringSink) DeleteEvent(ctx context.Context, ns, name string) error {
+	s.mu.Lock()
+	s.deletes++
+	var answer error
+	if len(s.deleteAnswers) > 0 {
+		answer, s.deleteAnswers = s.deleteAnswers[0], s.deleteAnswers[1:]
+	}
+	s.mu.Unlock()
+	if answer != nil {
+		return answer
+	}
+	return s.gatedSink.DeleteEvent(ctx, ns, name)
+}
+
+// TestDeleteOnceEvent: the Event of a pod's reason written once is
+// deleted by its name: tried again while the API server cannot take it
+// now, done when it is not there, and counted as lost (undeleted) when
+// refused for good.
+func TestDeleteOnceEvent(t *testing.T) {
+	gr := schema.GroupResource{Resource: "events"}
+	for name, tc := range map[string]struct {
+		answers   []error
+		written   bool
+		wantErr   bool
+		wantTries int
+	}{
+		"written, deleted":         {written: true, wantTries: 1},
+		"never written: done":      {wantTries: 1},
+		"503 then deleted":         {answers: []error{apierrors.NewServiceUnavailable("etcd is down")}, written: true, wantTries: 2},
+		"refused for good: undone": {answers: []error{apierrors.NewForbidden(gr, "", errors.New("cannot delete resource events"))}, written: true, wantErr: true, wantTries: 1},
+	} {
+		t.Run(name, func(t *testing.T) {
+			sink := &answeringSink{gatedSink: newGatedSink(), deleteAnswers: tc.answers}
+			close(sink.release)
+			l := newEventLog(sink, scheme.Scheme)
+			var lost lostEvents
+			l.lost = lost.lost
+			ctx := context.Background()
+			pod := testPod("job")
+			if tc.written {
+				if err := l.EventAndWait(ctx, pod, true, corev1.EventTypeNormal, names.ReasonProxyQuit, "Quit istio-proxy"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// Another reason's Event of the pod is not touched.
+			if err := l.EventAndWait(ctx, pod, false, corev1.EventTypeWarning, names.ReasonProxyQuitFailed, "will retry"); err != nil {
+				t.Fatal(err)
+			}
+
+			err := l.DeleteAndWait(ctx, pod, names.ReasonProxyQuit)
+
+			if (err != nil) != tc.wantErr {
+				t.Errorf("DeleteAndWait = %v, want an error: %v", err, tc.wantErr)
+			}
+			want := []string{names.ReasonProxyQuitFailed}
+			var wantLost []string
+			if tc.wantErr {
+				want = []string{names.ReasonProxyQuit, names.ReasonProxyQuitFailed}
+				wantLost = []string{"job ProxyQuit " + unwrittenUndeleted}
+			}
+			if got := sink.written(); !slices.Equal(got, want) {
+				t.Errorf("Events left %v, want %v", got, want)
+			}
+			if got := lost.all(); !slices.Equal(got, wantLost) {
+				t.Errorf("given up: %v, want %v", got, wantLost)
+			}
+			if sink.deletes != tc.wantTries {
+				t.Errorf("%d deletes, want %d", sink.deletes, tc.wantTries)
+			}
+		})
 	}
 }
 

@@ -25,10 +25,11 @@ import (
 
 // fakeKube is a kube-apiserver as far as a quit goes: it serves the pods
 // given to it and an opted-in namespace, and takes Events (POSTed as
-// protobuf, as the function's clients send them). answer, when set, is
-// asked first about every Event write (try counts the writes of Events of
-// that name, from 1): it answers the write itself and returns true (a
-// failure, a hang), or returns false to let the write through.
+// protobuf, as the function's clients send them) and their deletes by
+// name. answer, when set, is asked first about every Event write (try
+// counts the writes of Events of that name, from 1): it answers the write
+// itself and returns true (a failure, a hang), or returns false to let the
+// write through.
 type fakeKube struct {
 	url    string
 	answer func(w http.ResponseWriter, r *http.Request, e *corev1.Event, try int) bool
@@ -37,6 +38,7 @@ type fakeKube struct {
 	pods    map[string]*corev1.Pod
 	events  map[string]*corev1.Event // by name
 	tries   map[string]int
+	deletes int                // Event deletes received
 	arrived chan *corev1.Event // every Event write, as it arrives (buffered; full: not told)
 }
 
@@ -96,6 +98,18 @@ func newFakeKube(t *testing.T, pods ...*corev1.Pod) *fakeKube {
 				return
 			}
 			writeJSON(w, http.StatusCreated, e)
+		case r.Method == http.MethodDelete && strings.HasPrefix(r.URL.Path, nsPath+"/events/"):
+			name := strings.TrimPrefix(r.URL.Path, nsPath+"/events/")
+			k.mu.Lock()
+			_, exists := k.events[name]
+			delete(k.events, name)
+			k.deletes++
+			k.mu.Unlock()
+			if !exists {
+				writeStatus(w, http.StatusNotFound, metav1.StatusReasonNotFound, "events "+name+" not found")
+				return
+			}
+			writeJSON(w, http.StatusOK, &metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}, Status: metav1.StatusSuccess})
 		default:
 			writeStatus(w, http.StatusNotFound, metav1.StatusReasonNotFound, r.URL.Path+" not found")
 		}

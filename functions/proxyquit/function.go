@@ -25,7 +25,6 @@ import (
 	"github.com/istio-aux/istio-aux/internal/kube"
 	"github.com/istio-aux/istio-aux/internal/settings"
 	"github.com/istio-aux/istio-aux/pkg/decision"
-	"github.com/istio-aux/istio-aux/pkg/keys"
 	"github.com/istio-aux/istio-aux/pkg/names"
 	"github.com/istio-aux/istio-aux/pkg/podevent"
 	"github.com/istio-aux/istio-aux/pkg/slim"
@@ -64,10 +63,11 @@ type Function struct {
 // Close waits for the Kubernetes Events still being written, at most
 // closeTimeout (each one left is counted and logged, and a warning on
 // ctx's logger says how many), and stops writing. A quit's Events are
-// written before its request is answered; what Close waits for are the
-// writes of requests the drain cut off and the settings' Events. Call it
-// once the events under way have been handled (the HTTP server shut down,
-// the dispatcher drained), with the process's context, done or not.
+// written before its request is answered (its ProxyQuit before its
+// exec); what Close waits for are the writes of requests the drain cut
+// off and the settings' Events. Call it once the events under way have
+// been handled (the HTTP server shut down, the dispatcher drained), with
+// the process's context, done or not.
 func (f *Function) Close(ctx context.Context) {
 	if f.events == nil {
 		return
@@ -86,26 +86,12 @@ const closeTimeout = 5 * time.Second
 // eventTimeout bounds the write of a quit's Event, tries included: long
 // enough to ride out an API server restarting or an etcd election (a few
 // seconds), short enough that the request, with its exec (10 s) and
-// reads, stays within the dispatcher's and Knative's 30 s.
+// reads, stays within the dispatcher's and Knative's 30 s. It bounds the
+// ProxyQuit Event written before the exec, and, after a failed exec, its
+// delete and the ProxyQuitFailed together; the first is a write or two
+// unless the API server is failing, and then the caller's 30 s may end
+// first: it delivers the event again.
 const eventTimeout = 10 * time.Second
-
-// exitWait bounds how long proxyGone watches a pod whose exec failed in a
-// way that may be the quit itself (the command killed with its container,
-// the stream cut). An idle kubelet reports a stopped container within a
-// second or two; on a loaded node it takes longer: with 24 proxies
-// stopping at once on two cores (TestNodeKnativeBurst) some took more
-// than 3 s, and their pods were left with a ProxyQuitFailed instead of
-// their ProxyQuit. The exec and the watch together stay within the exec's
-// timeout and half this (quitWatch), so that the request, the Event's
-// write included, stays within the dispatcher's and Knative's 30 s.
-const exitWait = 10 * time.Second
-
-// quitWatch is how long to watch for the proxy's stop after an exec that
-// started at start and ended at now: exitWait, but no later than the
-// exec's timeout and half of exitWait after start.
-func quitWatch(start, now time.Time, execTimeout, exitWait time.Duration) time.Duration {
-	return max(0, min(exitWait, start.Add(execTimeout+exitWait/2).Sub(now)))
-}
 
 // New assembles a Function from its dependencies. metrics may be nil (not
 // exported anywhere); the others are required.
@@ -379,57 +365,6 @@ func (f *Function) kubelet(ctx context.Context, name string) (decision.Kubelet, 
 	return decision.KubeletOf(n.Status.NodeInfo.KubeletVersion), nil
 }
 
-// quit execs the quit command in istio-proxy and records what happened.
-func (f *Function) quit(ctx context.Context, pod *corev1.Pod, d decision.Decision, argv []string) result {
-	ctx, cancel := context.WithTimeout(ctx, f.cfg.ExecTimeout)
-	start := f.now()
-	out, err := f.exec.Exec(ctx, pod.Namespace, pod.Name, keys.ProxyContainer, argv)
-	cancel()
-	end := f.now()
-	elapsed := end.Sub(start).Seconds()
-	if err == nil {
-		f.metrics.execDuration.WithLabelValues("ok").Observe(elapsed)
-		f.record(ctx, pod, true, corev1.EventTypeNormal, names.ReasonProxyQuit, "Quit istio-proxy: "+d.Reason)
-		return result{code: http.StatusOK, outcome: OutcomeQuit, detail: "quit istio-proxy: " + d.Reason}
-	}
-	f.metrics.execDuration.WithLabelValues("error").Observe(elapsed)
-
-	// The proxy may have exited between our GET and the exec (another
-	// replica quit it, or the quit itself tore the stream down): that is
-	// success, and only a fresh read can tell it apart from a failure. A
-	// failure that may be the quit itself is watched a little longer: the
-	// kubelet reports the stopped proxy a moment later.
-	wait := time.Duration(0)
-	if quitMayBeUnderWay(err) {
-		wait = quitWatch(start, end, f.cfg.ExecTimeout, f.exitWait)
-	}
-	if gone, stopped, why := f.proxyGone(ctx, pod, wait); gone {
-		if stopped {
-			// The proxy stopped as it was told to quit, or before (a
-			// delivery whose quit went through but whose Event did
-			// not): this is the quit's record, and it may be the last
-			// chance to write it. Written once per pod, so that it
-			// never doubles one already there.
-			f.record(ctx, pod, true, corev1.EventTypeNormal, names.ReasonProxyQuit,
-				fmt.Sprintf("Quit istio-proxy: %s (%s; the exec of the quit command ended with: %v)", d.Reason, why, err))
-		}
-		return result{code: http.StatusOK, outcome: OutcomeGone, detail: "exec failed but " + why}
-	}
-	f.metrics.execFailures.Inc()
-	msg := err.Error()
-	if out.Stderr != "" {
-		msg += "; stderr: " + out.Stderr
-	}
-	if reason, final := finalFailure(err); final {
-		f.metrics.finalFailures.WithLabelValues(reason).Inc()
-		f.record(ctx, pod, false, corev1.EventTypeWarning, names.ReasonProxyQuitFailed,
-			fmt.Sprintf("Quitting istio-proxy failed for good (%s); istio-aux tries again when the pod changes: %s", reason, msg))
-		return result{code: http.StatusUnprocessableEntity, outcome: OutcomeFailedFinal, detail: "quit command failed for good: " + reason, err: err}
-	}
-	f.record(ctx, pod, false, corev1.EventTypeWarning, names.ReasonProxyQuitFailed, "Quitting istio-proxy failed (will retry): "+msg)
-	return result{code: http.StatusInternalServerError, outcome: OutcomeFailed, detail: "quit command failed", err: err}
-}
-
 // cacheableVersion is rv if it names a version (a positive integer: "0"
 // would accept any cached state, however old), else "" (most recent).
 func cacheableVersion(rv string) string {
@@ -437,53 +372,6 @@ func cacheableVersion(rv string) string {
 		return rv
 	}
 	return ""
-}
-
-// proxyGone re-reads the pod after a failed exec, and again for up to wait
-// while its proxy still runs. gone is true if there is nothing left to
-// quit, stopped if that is because istio-proxy has terminated.
-func (f *Function) proxyGone(ctx context.Context, pod *corev1.Pod, wait time.Duration) (gone, stopped bool, why string) {
-	ctx = context.WithoutCancel(ctx)
-	until := time.Now().Add(wait)
-	for every := exitPoll; ; every *= 2 {
-		if gone, stopped, why = f.readProxy(ctx, pod); gone {
-			return gone, stopped, why
-		}
-		left := time.Until(until)
-		if left <= 0 {
-			return false, false, ""
-		}
-		t := time.NewTimer(min(every, left))
-		<-t.C
-	}
-}
-
-// exitPoll is the first interval between proxyGone's reads (doubling).
-const exitPoll = 200 * time.Millisecond
-
-// readProxy reads the pod once for proxyGone.
-func (f *Function) readProxy(ctx context.Context, pod *corev1.Pod) (gone, stopped bool, why string) {
-	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
-	defer cancel()
-	// The most recent state (etcd): whether the proxy has stopped since.
-	live, err := f.cluster.Pod(ctx, pod.Namespace, pod.Name, "")
-	switch {
-	case apierrors.IsNotFound(err):
-		return true, false, "the pod is gone"
-	case err != nil:
-		return false, false, ""
-	case live.UID != pod.UID:
-		return true, false, "the pod was replaced"
-	case live.DeletionTimestamp != nil:
-		return true, false, "the pod is being deleted"
-	}
-	// A classic proxy's status, or a native one's (QuitNative).
-	for _, s := range append(live.Status.ContainerStatuses, live.Status.InitContainerStatuses...) {
-		if s.Name == keys.ProxyContainer && s.State.Terminated != nil {
-			return true, true, "istio-proxy has terminated"
-		}
-	}
-	return false, false, ""
 }
 
 // refuseBeyondBounds tells the pod an event names, when its pod is beyond

@@ -234,9 +234,9 @@ func TestHandle(t *testing.T) {
 		},
 		wantCode: 200, wantOut: OutcomeGone,
 		wantExec: []execCall{{testNS, "job-1", "istio-proxy", defaultArgv}},
-		// The quit's record: the proxy stopped as it was told to quit,
-		// or before, by a delivery whose Event was not written.
-		wantKube: []string{"Normal ProxyQuit Quit istio-proxy: all apps terminated (istio-proxy has terminated; the exec of the quit command ended with: container not found"},
+		// The quit's record, written before the exec, stays: the proxy
+		// stopped as it was told to quit, or before.
+		wantKube: []string{"Normal ProxyQuit Quit istio-proxy: all apps terminated"},
 	}, {
 		name:     "the quit command killed with its container, the kubelet reporting it a moment later: success, recorded",
 		nsLabels: optedIn, live: done, event: ev(done),
@@ -256,7 +256,7 @@ func TestHandle(t *testing.T) {
 		},
 		wantCode: 200, wantOut: OutcomeGone,
 		wantExec: []execCall{{testNS, "job-1", "istio-proxy", defaultArgv}},
-		wantKube: []string{"Normal ProxyQuit Quit istio-proxy: all apps terminated (istio-proxy has terminated; the exec of the quit command ended with: command terminated with exit code 137)"},
+		wantKube: []string{"Normal ProxyQuit Quit istio-proxy: all apps terminated"},
 	}, {
 		name:     "the quit command killed, the proxy still running after the wait: 422, for good",
 		nsLabels: optedIn, live: done, event: ev(done),
@@ -332,6 +332,12 @@ func TestHandle(t *testing.T) {
 			}
 			if len(tc.wantKube) == 0 && kube != "" {
 				t.Errorf("unexpected Kubernetes Events %q", kube)
+			}
+			// The ProxyQuit Event, written before the exec, stays only
+			// where the proxy was quit: taken back otherwise.
+			wantQuit := slices.ContainsFunc(tc.wantKube, func(s string) bool { return strings.HasPrefix(s, "Normal ProxyQuit") })
+			if got := h.quitEvents()["job-1"]; got != btoi(wantQuit) {
+				t.Errorf("%d ProxyQuit Events left on the pod, want %d", got, btoi(wantQuit))
 			}
 			if tc.noAPI && len(h.client.Actions()) != 0 {
 				t.Errorf("API calls %v, want none", h.client.Actions())

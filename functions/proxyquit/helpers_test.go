@@ -1,8 +1,10 @@
 package proxyquit
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"maps"
 	"net/http"
 	"slices"
 	"sync"
@@ -12,16 +14,20 @@ import (
 	cloudevents "github.com/cloudevents/sdk-go/v2"
 	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
 	dto "github.com/prometheus/client_model/go"
+	"go.uber.org/zap"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
-	"k8s.io/client-go/tools/record"
 
+	"github.com/istio-aux/istio-aux/internal/kube"
+	"github.com/istio-aux/istio-aux/pkg/names"
 	"github.com/istio-aux/istio-aux/pkg/podevent"
 	"github.com/istio-aux/istio-aux/pkg/slim"
 )
@@ -63,21 +69,26 @@ func (f *fakeExecer) Calls() []execCall {
 	return slices.Clone(f.calls)
 }
 
-// harness is one Function over a fake API with an opted-in namespace.
+// harness is one Function over a fake API with an opted-in namespace. Its
+// Kubernetes Events are written as NewFromConfig writes them (eventLog),
+// to an events API of their own (kube), as the function's Events go
+// through a client of their own: client's actions are the rest.
 type harness struct {
-	fn       *Function
-	client   *fake.Clientset
-	exec     *fakeExecer
-	recorder *record.FakeRecorder
-	metrics  *Metrics
+	fn      *Function
+	client  *fake.Clientset
+	kube    *eventStore
+	exec    *fakeExecer
+	metrics *Metrics
+	seen    map[string]bool // the Events events returned, by name
 }
 
 func newHarness(t testing.TB, cfg Config, nsLabels map[string]string, objects ...*corev1.Pod) *harness {
 	t.Helper()
 	h := &harness{
-		client:   fake.NewClientset(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: testNS, Labels: nsLabels}}),
-		exec:     &fakeExecer{},
-		recorder: record.NewFakeRecorder(100),
+		client: fake.NewClientset(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: testNS, Labels: nsLabels}}),
+		kube:   &eventStore{events: map[string]*corev1.Event{}},
+		exec:   &fakeExecer{},
+		seen:   map[string]bool{},
 	}
 	for _, p := range objects {
 		h.setPod(t, p)
@@ -88,10 +99,13 @@ func newHarness(t testing.TB, cfg Config, nsLabels map[string]string, objects ..
 		t.Fatal(err)
 	}
 	h.metrics = m
-	h.fn, err = New(cfg, ClientCluster{Client: h.client}, h.exec, h.recorder, m)
+	events := newEventLog(h.kube, kube.Scheme)
+	events.lost = unwrittenEvent(zap.NewNop().Sugar(), m)
+	h.fn, err = New(cfg, ClientCluster{Client: h.client}, h.exec, events, m)
 	if err != nil {
 		t.Fatal(err)
 	}
+	h.fn.events = events
 	// A failed exec's pod is watched for its proxy to stop for a moment,
 	// not for the seconds a kubelet may take.
 	h.fn.exitWait = 500 * time.Millisecond
@@ -148,17 +162,93 @@ func (h *harness) setPod(t testing.TB, p *corev1.Pod) {
 	}
 }
 
-// events drains the fake recorder.
+// events are the Kubernetes Events the API holds that an earlier call did
+// not return, oldest first, each "type reason message" (as client-go's
+// FakeRecorder writes them). An Event written and deleted since is not
+// among them.
 func (h *harness) events() []string {
 	var out []string
-	for {
-		select {
-		case e := <-h.recorder.Events:
-			out = append(out, e)
-		default:
-			return out
+	for _, e := range h.kube.held() {
+		if !h.seen[e.Name] {
+			h.seen[e.Name] = true
+			out = append(out, e.Type+" "+e.Reason+" "+e.Message)
 		}
 	}
+	return out
+}
+
+// quitEvents are the ProxyQuit Events the API holds, by the name of their
+// pod.
+func (h *harness) quitEvents() map[string]int {
+	out := map[string]int{}
+	for _, e := range h.kube.held() {
+		if e.Reason == names.ReasonProxyQuit {
+			out[e.InvolvedObject.Name]++
+		}
+	}
+	return out
+}
+
+// eventStore is an API server's events endpoint (the function's
+// eventSink): it holds the Events written, by name, as kube-apiserver
+// does (a second write of a name is AlreadyExists, a delete of a name it
+// does not hold NotFound), and records every call. create and del, when
+// set, are asked first: an error is the answer (nothing is written or
+// deleted), nil lets the call through.
+type eventStore struct {
+	mu     sync.Mutex
+	events map[string]*corev1.Event
+	calls  []string // "create NAME" or "delete NAME", in order
+	create func(e *corev1.Event) error
+	del    func(name string) error
+}
+
+func (s *eventStore) CreateEvent(_ context.Context, e *corev1.Event) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls = append(s.calls, "create "+e.Name)
+	if s.create != nil {
+		if err := s.create(e); err != nil {
+			return err
+		}
+	}
+	if _, ok := s.events[e.Name]; ok {
+		return apierrors.NewAlreadyExists(schema.GroupResource{Resource: "events"}, e.Name)
+	}
+	s.events[e.Name] = e.DeepCopy()
+	return nil
+}
+
+func (s *eventStore) DeleteEvent(_ context.Context, _, name string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls = append(s.calls, "delete "+name)
+	if s.del != nil {
+		if err := s.del(name); err != nil {
+			return err
+		}
+	}
+	if _, ok := s.events[name]; !ok {
+		return apierrors.NewNotFound(schema.GroupResource{Resource: "events"}, name)
+	}
+	delete(s.events, name)
+	return nil
+}
+
+// held are the Events the store holds, oldest first.
+func (s *eventStore) held() []*corev1.Event {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.SortedFunc(maps.Values(s.events), func(a, b *corev1.Event) int {
+		return cmp.Or(a.FirstTimestamp.Compare(b.FirstTimestamp.Time), cmp.Compare(a.Name, b.Name))
+	})
+}
+
+// log is the calls the store took, in order.
+func (s *eventStore) log() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.calls)
 }
 
 func (h *harness) count(eventType string, outcome Outcome) float64 {

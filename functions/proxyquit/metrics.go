@@ -25,7 +25,8 @@ type Metrics struct {
 	// (the review* constants).
 	tokenReviews *prometheus.CounterVec
 	// eventsUnwritten counts the Kubernetes Events given up, by their
-	// reason and the cause (the unwritten* constants).
+	// reason and the cause (the unwritten* constants), and the ProxyQuit
+	// Events of failed quits that could not be deleted (unwrittenUndeleted).
 	eventsUnwritten *prometheus.CounterVec
 }
 
@@ -71,7 +72,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}, []string{"result"}),
 		eventsUnwritten: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "istio_aux_proxyquit_events_unwritten_total",
-			Help: "Kubernetes Events (not CloudEvents) the function gave up writing, each also logged with its pod's name, by the Event's reason (ProxyQuit: a quit that left no record on its pod) and cause: timeout (the API server slow or failing past the write's deadline), rejected (refused for good: RBAC, a namespace being deleted), shutdown (the process stopped first).",
+			Help: "Kubernetes Events (not CloudEvents) the function gave up writing, each also logged with its pod's name, by the Event's reason (ProxyQuit: a quit not made, answered 503 to be delivered again, as its record could not be written first) and cause: timeout (the API server slow or failing past the write's deadline), rejected (refused for good: RBAC, a namespace being deleted), shutdown (the process stopped first), undeleted (a ProxyQuit Event written before a quit that then failed, which could not be deleted: it stays on the pod).",
 		}, []string{"reason", "cause"}),
 	}
 	if reg == nil {

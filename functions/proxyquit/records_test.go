@@ -2,6 +2,7 @@ package proxyquit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+	utilexec "k8s.io/client-go/util/exec"
 
 	"github.com/istio-aux/istio-aux/pkg/names"
 )
@@ -142,21 +144,25 @@ func TestEventWhoseFirstWriteFailsIsWritten(t *testing.T) {
 	}
 }
 
-// TestUnwrittenEventIsCountedAndLogged: an Event that cannot be written
-// (refused for good, or failing past its deadline) leaves the quit
-// counted in istio_aux_proxyquit_events_unwritten_total and an error
-// logged with the pod's name; the quit itself stands (200).
+// TestUnwrittenEventIsCountedAndLogged: a quit's Event that cannot be
+// written (refused for good, or failing past its deadline) is counted in
+// istio_aux_proxyquit_events_unwritten_total and an error logged with the
+// pod's name. The quit, whose Event is written before its exec, is not
+// made while the API server fails (503: delivered again); one refused for
+// good, which no delivery could write, is made without it.
 func TestUnwrittenEventIsCountedAndLogged(t *testing.T) {
 	tests := map[string]struct {
 		answer func(http.ResponseWriter)
 		cause  string
+		code   int
+		execs  int
 	}{
 		"refused for good": {func(w http.ResponseWriter) {
 			writeStatus(w, http.StatusForbidden, metav1.StatusReasonForbidden, `events is forbidden: User "system:serviceaccount:istio-aux:istio-aux-proxyquit" cannot create resource "events"`)
-		}, unwrittenRejected},
+		}, unwrittenRejected, http.StatusOK, 1},
 		"failing past its deadline": {func(w http.ResponseWriter) {
 			writeStatus(w, http.StatusServiceUnavailable, metav1.StatusReasonServiceUnavailable, "etcd is down")
-		}, unwrittenTimeout},
+		}, unwrittenTimeout, http.StatusServiceUnavailable, 0},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -166,11 +172,15 @@ func TestUnwrittenEventIsCountedAndLogged(t *testing.T) {
 				tc.answer(w)
 				return true
 			}
-			w := newWired(t, &rest.Config{Host: k.url}, &fakeExecer{})
+			exec := &fakeExecer{}
+			w := newWired(t, &rest.Config{Host: k.url}, exec)
 			w.fn.eventTimeout = 300 * time.Millisecond
 
-			if code := codeOf(t, w.fn.Handle(w.ctx, newEvent(t, pod))); code != http.StatusOK {
-				t.Errorf("code %d, want 200: the quit stands", code)
+			if code := codeOf(t, w.fn.Handle(w.ctx, newEvent(t, pod))); code != tc.code {
+				t.Errorf("code %d, want %d", code, tc.code)
+			}
+			if calls := exec.Calls(); len(calls) != tc.execs {
+				t.Errorf("exec calls %v, want %d", calls, tc.execs)
 			}
 			w.fn.Close(w.ctx)
 
@@ -188,6 +198,31 @@ func TestUnwrittenEventIsCountedAndLogged(t *testing.T) {
 				t.Errorf("no error logged with the pod's name, the Event's reason and the cause %s; the log: %v", tc.cause, logLines(w))
 			}
 		})
+	}
+}
+
+// TestFailedQuitsEventDeletedThroughTheAPI: wired as in a cluster, a quit
+// whose exec fails for good while the proxy runs leaves the pod its
+// ProxyQuitFailed Warning and no ProxyQuit: the one written before the
+// exec is deleted through the events client.
+func TestFailedQuitsEventDeletedThroughTheAPI(t *testing.T) {
+	pod := donePod("job-1", "uid-1")
+	k := newFakeKube(t, pod)
+	w := newWired(t, &rest.Config{Host: k.url}, &fakeExecer{hook: func(context.Context, execCall) (ExecOutput, error) {
+		return ExecOutput{}, utilexec.CodeExitError{Err: errors.New("command terminated with exit code 3"), Code: 3}
+	}})
+
+	if code := codeOf(t, w.fn.Handle(w.ctx, newEvent(t, pod))); code != http.StatusUnprocessableEntity {
+		t.Errorf("code %d, want 422", code)
+	}
+	w.fn.Close(w.ctx)
+
+	k.mu.Lock()
+	deletes := k.deletes
+	k.mu.Unlock()
+	if quit, failed := k.written(names.ReasonProxyQuit)["job-1"], k.written(names.ReasonProxyQuitFailed)["job-1"]; quit != 0 || failed != 1 || deletes != 1 {
+		t.Errorf("%d ProxyQuit and %d ProxyQuitFailed Events on the pod after %d deletes, want 0, 1 after 1 (unwritten: %v)",
+			quit, failed, deletes, w.unwritten(t, nil))
 	}
 }
 

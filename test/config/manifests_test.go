@@ -326,6 +326,8 @@ func TestRBACHasNoWildcardsOrWrites(t *testing.T) {
 		"istio-aux-proxyquit/pods/exec/create":  true,
 		"istio-aux-proxyquit/events/create":     true,
 		"istio-aux-proxyquit/events/patch":      true,
+		// A failed quit's ProxyQuit Event, written before its exec.
+		"istio-aux-proxyquit/events/delete": true,
 		// SettingsApplied/Rejected/Restart on config-istio-aux, in
 		// istio-aux only (the bridge and the function).
 		"istio-aux-logging/events/create": true,

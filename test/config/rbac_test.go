@@ -75,7 +75,7 @@ func TestRBAC(t *testing.T) {
 	}, {
 		sa: "istio-aux-proxyquit",
 		allowed: []string{"get pods team-a/", "get pods/exec team-a/", "create pods/exec team-a/", "get namespaces /team-a",
-			"create events team-a/", "patch events team-a/"},
+			"create events team-a/", "patch events team-a/", "delete events team-a/"},
 		denied: []string{"list pods", "delete pods team-a/", "create pods/attach team-a/", "get secrets team-a/", "list namespaces"},
 	}, {
 		sa: "istio-aux-webhook",

@@ -28,9 +28,10 @@ type result struct {
 	// once (their ProxyQuit Events); unquit: pods whose app ended and whose
 	// proxy was never seen quit.
 	unheld, early, repeated, unquit int
-	// silent: proxies quit whose ProxyQuit Event never came: the function
-	// that quit them was on the node that went, before its Events were
-	// written (client-go writes them in the background). Not a lost quit.
+	// silent: proxies quit whose ProxyQuit Event never came. The function
+	// writes a quit's Event before its exec (issue 43), so one on the node
+	// that went, killed after the exec, has left it: a silent pod is a
+	// record lost some other way. Not a lost quit.
 	silent int
 	// refused: pod creations the API server refused (FailedCreate), and
 	// the longest a Job created in the window waited for its pod: what
