@@ -148,6 +148,9 @@ func runFault(t *testing.T, e *env, l *load, f fault) result {
 	r := measure(f.name, pods, events, start, f.window)
 	r.refused = l.refusals(t) - refusedBefore
 	t.Log(r.String())
+	for _, pod := range r.silentPods {
+		t.Logf("%s: no ProxyQuit Event; its Events: %s", pod, l.eventsOf(t, pod))
+	}
 	if held := l.held() - heldBefore; held > 0 {
 		t.Logf("%s: %d ticks of the load created no Job, %d Jobs in flight", f.name, held, maxInFlight)
 	}

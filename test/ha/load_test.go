@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -330,4 +331,19 @@ func (l *load) quitEvents(t *testing.T) map[string]int32 {
 		out[e.InvolvedObject.Name] += max(e.Count, 1)
 	}
 	return out
+}
+
+// eventsOf is what the Events of a pod of the load say, reason and message.
+func (l *load) eventsOf(t *testing.T, pod string) string {
+	t.Helper()
+	evs, err := l.c.Client().CoreV1().Events(l.ns).List(context.Background(), metav1.ListOptions{
+		FieldSelector: fields.OneTermEqualSelector("involvedObject.name", pod).String()})
+	if err != nil {
+		return err.Error()
+	}
+	var b strings.Builder
+	for _, e := range evs.Items {
+		fmt.Fprintf(&b, "\n        %s (%s): %s", e.Reason, e.Source.Component+e.ReportingController, e.Message)
+	}
+	return b.String()
 }

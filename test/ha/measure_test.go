@@ -33,6 +33,8 @@ type result struct {
 	// that went, killed after the exec, has left it: a silent pod is a
 	// record lost some other way. Not a lost quit.
 	silent int
+	// silentPods names them, for the fault's log (eventsOf).
+	silentPods []string
 	// refused: pod creations the API server refused (FailedCreate), and
 	// the longest a Job created in the window waited for its pod: what
 	// failurePolicy Fail costs while a webhook replica's node is dead.
@@ -62,6 +64,7 @@ func measure(name string, pods []tracked, events map[string]int32, start time.Ti
 			r.unquit++
 		case !p.quit.IsZero() && events[p.name] == 0:
 			r.silent++
+			r.silentPods = append(r.silentPods, p.name)
 		}
 		if !p.quit.IsZero() && !p.quit.Before(start) && (r.resume < 0 || p.quit.Sub(start) < r.resume) {
 			r.resume = p.quit.Sub(start)
