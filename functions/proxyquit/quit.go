@@ -20,17 +20,17 @@ import (
 // The quit's record, its ProxyQuit Event, is written first, as its
 // intent: a process that dies right after the exec (its node powered
 // off) has left it, and the redelivery, which reads the proxy stopped
-// and has nothing to do, needs none. No record, no quit: an Event that
-// cannot be written (refused for good, or not by its deadline) is
-// counted and logged (unwrittenEvent); one failing past its deadline (the
-// API server failing, through which the exec would go too) has the event
-// answered 503, to be delivered again, while one refused for good (RBAC,
-// quota, a namespace being deleted), which no delivery could write, lets
-// the quit go ahead without it: a record never holds a Job up. An exec that fails while the proxy still runs, or
-// whose pod is gone without its proxy seen stopped, did not quit it: its
-// Event is deleted. The window left: a process that dies between the
-// Event and the exec leaves an Event ahead of its quit, until the
-// redelivery (the message is not acked) makes it.
+// and has nothing to do, needs none. An Event that cannot be written is
+// counted and logged (unwrittenEvent). One failing past its deadline (the
+// API server failing, through which the exec would go too) means no
+// quit: the event is answered 503, to be delivered again. One refused for
+// good (RBAC, quota, a namespace being deleted), which no delivery could
+// write, lets the quit go ahead without it: a record never holds a Job
+// up. An exec that fails while the proxy still runs, or whose pod is gone
+// without its proxy seen stopped, did not quit it: its Event is deleted.
+// The window left: a process that dies between the Event and the exec
+// leaves an Event ahead of its quit, until the redelivery (the message is
+// not acked) makes it.
 //
 // A recorder that cannot wait (New's caller's) can neither tell that the
 // Event is written nor delete it: it records after the exec, as it did.
