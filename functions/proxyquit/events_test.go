@@ -38,11 +38,19 @@ func newGatedSink() *gatedSink {
 	return &gatedSink{release: make(chan struct{}), names: map[string]string{}}
 }
 
-func (s *gatedSink) CreateEvent(ctx context.Context, e *corev1.Event) error {
+// wait holds a call until the gate opens or its context ends.
+func (s *gatedSink) wait(ctx context.Context) error {
 	select {
 	case <-s.release:
+		return nil
 	case <-ctx.Done():
 		return ctx.Err()
+	}
+}
+
+func (s *gatedSink) CreateEvent(ctx context.Context, e *corev1.Event) error {
+	if err := s.wait(ctx); err != nil {
+		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -54,10 +62,8 @@ func (s *gatedSink) CreateEvent(ctx context.Context, e *corev1.Event) error {
 }
 
 func (s *gatedSink) DeleteEvent(ctx context.Context, _, name string) error {
-	select {
-	case <-s.release:
-	case <-ctx.Done():
-		return ctx.Err()
+	if err := s.wait(ctx); err != nil {
+		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

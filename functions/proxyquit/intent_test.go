@@ -233,64 +233,52 @@ func TestQuitEventNotTakenBack(t *testing.T) {
 	}
 }
 
-// TestQuitNotMadeWithoutItsEvent: a quit whose ProxyQuit Event fails past
+// TestQuitWhoseEventIsUnwritten: a quit whose ProxyQuit Event fails past
 // its deadline (the API server failing) is not made: no exec, 503
-// (delivered again later), the Event counted unwritten.
-func TestQuitNotMadeWithoutItsEvent(t *testing.T) {
-	done := donePod("job-1", "uid-1")
-	h := newHarness(t, DefaultConfig(), optedIn, done)
-	h.fn.eventTimeout = 300 * time.Millisecond
-	h.kube.create = func(*corev1.Event) error { return apierrors.NewServiceUnavailable("etcd is down") }
-	e := newEvent(t, done)
+// (delivered again later). One refused for good (here RBAC) could not be
+// written by any delivery, so it does not hold the Job up: the quit is
+// made, once. Either way the Event is counted unwritten once, with its
+// cause (the refused one is not tried again after the exec), and none is
+// written.
+func TestQuitWhoseEventIsUnwritten(t *testing.T) {
+	for name, tc := range map[string]struct {
+		refuse  error
+		code    int
+		outcome Outcome
+		execs   int
+		cause   string
+	}{
+		"failing past its deadline": {apierrors.NewServiceUnavailable("etcd is down"),
+			http.StatusServiceUnavailable, OutcomeError, 0, unwrittenTimeout},
+		"refused for good": {apierrors.NewForbidden(schema.GroupResource{Resource: "events"}, "",
+			errors.New(`User "system:serviceaccount:istio-aux:istio-aux-proxyquit" cannot create resource "events"`)),
+			http.StatusOK, OutcomeQuit, 1, unwrittenRejected},
+	} {
+		t.Run(name, func(t *testing.T) {
+			done := donePod("job-1", "uid-1")
+			h := newHarness(t, DefaultConfig(), optedIn, done)
+			h.fn.eventTimeout = 300 * time.Millisecond
+			h.kube.create = func(*corev1.Event) error { return tc.refuse }
+			e := newEvent(t, done)
 
-	res := h.fn.Handle(context.Background(), e)
+			res := h.fn.Handle(context.Background(), e)
 
-	if code := codeOf(t, res); code != http.StatusServiceUnavailable {
-		t.Errorf("code %d, want 503 (%v)", code, res)
-	}
-	if got := h.count(e.Type(), OutcomeError); got != 1 {
-		t.Errorf("outcome error counted %v times, want 1 (%v)", got, res)
-	}
-	if calls := h.exec.Calls(); len(calls) != 0 {
-		t.Errorf("exec calls %v, want none", calls)
-	}
-	if got := counterValue(h.metrics.eventsUnwritten.WithLabelValues(names.ReasonProxyQuit, unwrittenTimeout)); got != 1 {
-		t.Errorf("events_unwritten_total{reason=ProxyQuit,cause=timeout} = %v, want 1", got)
-	}
-	if got := h.events(); len(got) != 0 {
-		t.Errorf("Kubernetes Events %q, want none", got)
-	}
-}
-
-// TestQuitMadeWhenItsEventIsRefusedForGood: an Event refused for good
-// (here RBAC) could not be written by any delivery, so it does not hold
-// the Job up: the quit is made, once, and the Event counted rejected once
-// (not tried again after the exec).
-func TestQuitMadeWhenItsEventIsRefusedForGood(t *testing.T) {
-	done := donePod("job-1", "uid-1")
-	h := newHarness(t, DefaultConfig(), optedIn, done)
-	h.kube.create = func(*corev1.Event) error {
-		return apierrors.NewForbidden(schema.GroupResource{Resource: "events"}, "",
-			errors.New(`User "system:serviceaccount:istio-aux:istio-aux-proxyquit" cannot create resource "events"`))
-	}
-	e := newEvent(t, done)
-
-	res := h.fn.Handle(context.Background(), e)
-
-	if code := codeOf(t, res); code != http.StatusOK {
-		t.Errorf("code %d, want 200 (%v)", code, res)
-	}
-	if got := h.count(e.Type(), OutcomeQuit); got != 1 {
-		t.Errorf("outcome quit counted %v times, want 1 (%v)", got, res)
-	}
-	if calls := h.exec.Calls(); len(calls) != 1 {
-		t.Errorf("exec calls %v, want one", calls)
-	}
-	if got := counterValue(h.metrics.eventsUnwritten.WithLabelValues(names.ReasonProxyQuit, unwrittenRejected)); got != 1 {
-		t.Errorf("events_unwritten_total{reason=ProxyQuit,cause=rejected} = %v, want 1", got)
-	}
-	if got := h.events(); len(got) != 0 {
-		t.Errorf("Kubernetes Events %q, want none", got)
+			if code := codeOf(t, res); code != tc.code {
+				t.Errorf("code %d, want %d (%v)", code, tc.code, res)
+			}
+			if got := h.count(e.Type(), tc.outcome); got != 1 {
+				t.Errorf("outcome %s counted %v times, want 1 (%v)", tc.outcome, got, res)
+			}
+			if calls := h.exec.Calls(); len(calls) != tc.execs {
+				t.Errorf("exec calls %v, want %d", calls, tc.execs)
+			}
+			if got := counterValue(h.metrics.eventsUnwritten.WithLabelValues(names.ReasonProxyQuit, tc.cause)); got != 1 {
+				t.Errorf("events_unwritten_total{reason=ProxyQuit,cause=%s} = %v, want 1", tc.cause, got)
+			}
+			if got := h.events(); len(got) != 0 {
+				t.Errorf("Kubernetes Events %q, want none", got)
+			}
+		})
 	}
 }
 
