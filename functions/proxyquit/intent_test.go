@@ -172,8 +172,8 @@ func TestFailedQuitTakesItsEventBack(t *testing.T) {
 				"job-1", errors.New("ValidatingAdmissionPolicy denied request"))}),
 			wantCode: 422, want: "Warning ProxyQuitFailed Quitting istio-proxy failed for good (denied)",
 		},
-		"the exec fails for now": {
-			err:      errBoom,
+		"the API server refuses the exec for now": {
+			err:      fmt.Errorf("exec: %w", &httpstream.UpgradeFailureError{Cause: apierrors.NewServiceUnavailable("the kubelet is not answering")}),
 			wantCode: 500, want: "Warning ProxyQuitFailed Quitting istio-proxy failed (will retry)",
 		},
 	} {
@@ -202,6 +202,72 @@ func TestFailedQuitTakesItsEventBack(t *testing.T) {
 			del := slices.Index(calls, "delete "+name)
 			if del < 0 || !slices.ContainsFunc(calls[del:], func(c string) bool { return c != "delete "+name && strings.HasPrefix(c, "create ") }) {
 				t.Errorf("Event calls %v, want the delete of %s, then the ProxyQuitFailed's create", calls, name)
+			}
+		})
+	}
+}
+
+// TestMaybeQuitKeepsItsEvent: an exec that fails in a way that may be the
+// quit itself (here it times out: a loaded node, Envoy slow to answer)
+// while the kubelet has not yet reported the proxy stopped keeps its
+// ProxyQuit Event and is answered 500. The redelivery settles it: it finds
+// the proxy stopped (the Event is the quit's record: before, the Event was
+// deleted and the pod of a completed Job was left with only its
+// ProxyQuitFailed), or quits the proxy under the same Event, or takes the
+// Event back when its own exec fails for sure.
+func TestMaybeQuitKeepsItsEvent(t *testing.T) {
+	for name, tc := range map[string]struct {
+		stopped   bool  // the proxy stopped after the first exec, reported late
+		redeliver error // the redelivery's exec error, if it execs
+		wantOut   Outcome
+		wantExecs int
+		wantQuit  int // ProxyQuit Events left
+	}{
+		"the proxy stopped, reported late":         {stopped: true, wantOut: OutcomeIgnored, wantExecs: 1, wantQuit: 1},
+		"the proxy still runs; the retry quits it": {wantOut: OutcomeQuit, wantExecs: 2, wantQuit: 1},
+		"the proxy still runs; the retry fails for sure": {
+			redeliver: utilexec.CodeExitError{Err: errors.New("command terminated with exit code 3"), Code: 3},
+			wantOut:   OutcomeFailedFinal, wantExecs: 2, wantQuit: 0,
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			cfg := DefaultConfig()
+			cfg.ExecTimeout = 20 * time.Millisecond
+			done := donePod("job-1", "uid-1")
+			h := newHarness(t, cfg, optedIn, done)
+			execs := 0
+			h.exec.hook = func(ctx context.Context, _ execCall) (ExecOutput, error) {
+				execs++
+				if execs == 1 {
+					<-ctx.Done()
+					return ExecOutput{}, fmt.Errorf("stream: %w", ctx.Err())
+				}
+				return ExecOutput{}, tc.redeliver
+			}
+			e := newEvent(t, done)
+
+			res := h.fn.Handle(context.Background(), e)
+
+			if code := codeOf(t, res); code != http.StatusInternalServerError {
+				t.Fatalf("first delivery: code %d, want 500 (%v)", code, res)
+			}
+			if got := h.quitEvents()["job-1"]; got != 1 {
+				t.Errorf("%d ProxyQuit Events after the first delivery, want it kept (1); Events %q", got, h.events())
+			}
+			if tc.stopped {
+				h.setPod(t, proxyExitedPod("job-1", "uid-1"))
+			}
+
+			res = h.fn.Handle(context.Background(), e)
+
+			if got := h.count(e.Type(), tc.wantOut); got != 1 {
+				t.Errorf("redelivery: outcome %s counted %v times, want 1 (%v)", tc.wantOut, got, res)
+			}
+			if execs != tc.wantExecs {
+				t.Errorf("%d execs, want %d", execs, tc.wantExecs)
+			}
+			if got := h.quitEvents()["job-1"]; got != tc.wantQuit {
+				t.Errorf("%d ProxyQuit Events left, want %d; Events %q", got, tc.wantQuit, h.events())
 			}
 		})
 	}

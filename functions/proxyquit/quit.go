@@ -28,8 +28,10 @@ import (
 // write, lets the quit go ahead without it: a record never holds a Job
 // up. An exec that fails while the proxy still runs, or whose pod is gone
 // without its proxy seen stopped, did not quit it: its Event is deleted.
-// The window left: a process that dies between the Event and the exec
-// leaves an Event ahead of its quit, until the redelivery (the message is
+// An exec whose failure may be the quit itself, on a pod still there,
+// keeps it until a redelivery settles it. The windows left: a process that
+// dies between the Event and the exec, or an exec that may have quit,
+// leaves an Event ahead of its quit until the redelivery (the message is
 // not acked) makes it.
 //
 // A recorder that cannot wait (New's caller's) can neither tell that the
@@ -76,7 +78,8 @@ func (f *Function) quit(ctx context.Context, pod *corev1.Pod, d decision.Decisio
 	// failure that may be the quit itself is watched a little longer: the
 	// kubelet reports the stopped proxy a moment later.
 	wait := time.Duration(0)
-	if quitMayBeUnderWay(err) {
+	underWay := quitMayBeUnderWay(err)
+	if underWay {
 		wait = quitWatch(start, end, f.cfg.ExecTimeout, f.exitWait)
 	}
 	gone, stopped, why := f.proxyGone(ctx, pod, wait)
@@ -88,8 +91,18 @@ func (f *Function) quit(ctx context.Context, pod *corev1.Pod, d decision.Decisio
 	defer rcancel()
 	// An exec that did not quit the proxy takes its Event back (deleted by
 	// its name; one that cannot be is counted and logged, cause
-	// undeleted, and stays on the pod).
-	if ahead && !stopped {
+	// undeleted, and stays on the pod). One that may yet have quit it (cut
+	// off, timed out, killed with its container) and whose pod is still
+	// there keeps it, if the event is delivered again: the kubelet may
+	// report the stop later than the watch (a loaded node), and then the
+	// redelivery, reading the proxy stopped, has nothing to do and could
+	// not write it again; while the proxy still runs, the redelivery quits
+	// it under the same Event, or takes it back if that exec fails for
+	// sure. A failure for good (422) is not delivered again: nothing would
+	// settle a kept Event.
+	reason, final := finalFailure(err)
+	kept := ahead && !stopped && !gone && underWay && !final
+	if ahead && !stopped && !kept {
 		_ = w.DeleteAndWait(rctx, pod, names.ReasonProxyQuit)
 	}
 	if gone {
@@ -108,7 +121,10 @@ func (f *Function) quit(ctx context.Context, pod *corev1.Pod, d decision.Decisio
 	if out.Stderr != "" {
 		msg += "; stderr: " + out.Stderr
 	}
-	if reason, final := finalFailure(err); final {
+	if kept {
+		msg += " (the quit may be under way: its ProxyQuit Event stays until a retry finds the proxy stopped or quits it)"
+	}
+	if final {
 		f.metrics.finalFailures.WithLabelValues(reason).Inc()
 		f.recordWithin(rctx, pod, false, corev1.EventTypeWarning, names.ReasonProxyQuitFailed,
 			fmt.Sprintf("Quitting istio-proxy failed for good (%s); istio-aux tries again when the pod changes: %s", reason, msg))

@@ -239,7 +239,16 @@ func CountEvents(evs []corev1.Event, reason string) int32 {
 func WaitEvent(t testing.TB, c *cluster.Cluster, ns, pod, reason string) {
 	t.Helper()
 	poll.Eventually(t, 30*time.Second, reason+" Event on "+ns+"/"+pod, func(context.Context) (bool, error) {
-		return CountEvents(Events(t, c, ns, pod), reason) > 0, nil
+		evs := Events(t, c, ns, pod)
+		if CountEvents(evs, reason) > 0 {
+			return true, nil
+		}
+		// What the pod has instead says why (a ProxyQuitFailed, no Event).
+		seen := make([]string, 0, len(evs))
+		for _, e := range evs {
+			seen = append(seen, e.Reason+": "+e.Message)
+		}
+		return false, fmt.Errorf("the pod's Events: %q", seen)
 	})
 }
 
