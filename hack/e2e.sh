@@ -6,14 +6,13 @@
 # as the node (test/e2e); checks config/ against the real API and builds its
 # images; then runs the real-node suite (test/node) on a whole cluster with
 # istio-aux installed from config/ by ko; then the three-node suite
-# (test/ha) under faults (but CI_SKIP's, hack/versions.sh); then the
-# older versions: a cluster mid-upgrade (control plane 1.33, kubelets 1.33,
-# 1.32, 1.32, so Istio classic for every pod) losing a node, and config/
-# against 1.33's API server; and prints the wall
-# time of every stage at the end. The other cells of the compatibility
-# matrix (whole clusters of 1.32 and of 1.33, Istio's releases) are make
-# e2e-matrix's: each old control plane costs a cold run ~11 minutes to
-# build, and CI's budget is 80.
+# (test/ha) under faults; then the older versions: a cluster mid-upgrade
+# (control plane 1.33, kubelets 1.33, 1.32, 1.32, so Istio classic for
+# every pod) losing a node, and config/ against 1.33's API server; and
+# prints the wall time of every stage at the end. The other cells of the
+# compatibility matrix (whole clusters of 1.32 and of 1.33, Istio's
+# releases) are make e2e-matrix's: each old control plane costs a cold run
+# ~11 minutes to build, and CI's budget is 80.
 set -o errexit -o nounset -o pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -65,5 +64,5 @@ fi
 timed "real-node tests" go test -tags e2e -count=1 -timeout 20m -parallel 8 -v -skip "${VERSIONED}" ./test/node/...
 # Three real nodes, istio-aux in its highly available shape, under faults
 # (test/ha): one fault after another.
-timed "three-node tests" go test -tags e2e -count=1 -timeout 45m -v -skip "${VERSIONED}|${CI_SKIP}" ./test/ha/...
+timed "three-node tests" go test -tags e2e -count=1 -timeout 45m -v -skip "${VERSIONED}" ./test/ha/...
 timed "three nodes mid-upgrade" go test -tags e2e -count=1 -timeout 15m -v -run '^TestV133MixedNodeLoss$' ./test/ha/...

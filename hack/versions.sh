@@ -6,8 +6,3 @@
 K8S_OLDEST=v1.32.13
 K8S_MIXED=v1.33.13
 VERSIONED='^TestV1[0-9][0-9]'
-# The tests CI's make e2e leaves out for time (make e2e-ha, make e2e-node
-# and make e2e-matrix run them): what another test CI runs already covers
-# in part, at a cost of minutes (TestHAWatcherLossAndUpgrade: the mixed
-# cluster loses the watching bridge's node; the upgrade waits 7 minutes).
-CI_SKIP='^TestHAWatcherLossAndUpgrade$'

@@ -57,31 +57,21 @@ const (
 
 // TestHAFaults: config/ on three nodes, while one-pod Jobs keep finishing
 // on the nodes the fault spares, survives each fault in turn: the node of
-// the NATS stream's leader powered off; a node of a webhook replica powered
-// off; the watching bridge's node partitioned for 60 s and healed;
-// kube-apiserver and etcd killed and started again. After each: every Job
-// completes, every proxy is quit exactly once (no quit lost, none
-// repeated), none before its app ended, every pod created was held for its
-// proxy, and quits resumed within 30 s of the fault. The watching bridge's
-// node powered off and the rolling upgrade are TestHAWatcherLossAndUpgrade's.
+// the bridge that watches powered off; the node of the NATS stream's
+// leader powered off; a node of a webhook replica powered off; the
+// watching bridge's node partitioned for 60 s and healed; kube-apiserver
+// and etcd killed and started again; istio-aux rolled to a new release.
+// After each: every Job completes, every proxy is quit exactly once (no
+// quit lost, none repeated), none before its app ended, every pod created
+// was held for its proxy, and quits resumed within 30 s of the fault.
 func TestHAFaults(t *testing.T) {
 	runFaults(t, "config", []fault{
+		powerOffWatcher,
 		{name: "power-off-nats-stream-leader-node", target: streamLeaderNode, inject: powerOff, window: 60 * time.Second},
 		{name: "power-off-webhook-node", target: webhookNode, inject: powerOff, window: 90 * time.Second},
 		{name: "partition-watching-bridge-node-60s", target: leaderNode, inject: partition, window: 60 * time.Second},
 		{name: "restart-kube-apiserver", target: none, inject: restart("kube-apiserver"), window: 30 * time.Second},
 		{name: "restart-etcd", target: none, inject: restart("etcd"), window: 30 * time.Second},
-	})
-}
-
-// TestHAWatcherLossAndUpgrade is TestHAFaults with the watching bridge's
-// node powered off and istio-aux rolled to a new release (its 7 minutes are
-// most of the wait for the rollout). Not in CI's run (hack/versions.sh's
-// CI_SKIP): the mixed cluster CI runs (TestV133MixedNodeLoss) loses the
-// watching bridge's node; make e2e-ha and make e2e-matrix run both.
-func TestHAWatcherLossAndUpgrade(t *testing.T) {
-	runFaults(t, "config: the watcher lost, an upgrade", []fault{
-		powerOffWatcher,
 		{name: "rolling-upgrade", target: none, inject: upgrade, window: 30 * time.Second},
 	})
 }
