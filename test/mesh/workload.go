@@ -2,14 +2,12 @@ package mesh
 
 import (
 	"context"
-	"fmt"
 	"strconv"
 	"strings"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
@@ -113,26 +111,10 @@ func CreateNamespace(ctx context.Context, cs kubernetes.Interface, name string, 
 }
 
 // CreatePlainNamespace creates a namespace with exactly these labels and
-// waits until it has its default ServiceAccount. A namespace of that name
-// still terminating (the same test's, run again with -count) is waited
-// out first, up to two minutes.
+// waits until it has its default ServiceAccount.
 func CreatePlainNamespace(ctx context.Context, cs kubernetes.Interface, name string, labels map[string]string) error {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
-	err := poll.Until(ctx, 2*time.Minute, func(ctx context.Context) (bool, error) {
-		_, err := cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{})
-		switch {
-		case err == nil:
-			return true, nil
-		case !apierrors.IsAlreadyExists(err):
-			return false, poll.Permanent(err)
-		}
-		old, gerr := cs.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{})
-		if gerr == nil && old.DeletionTimestamp == nil {
-			return false, poll.Permanent(err)
-		}
-		return false, fmt.Errorf("namespace %s is still terminating", name)
-	})
-	if err != nil {
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
 		return err
 	}
 	return poll.Until(ctx, 30*time.Second, func(ctx context.Context) (bool, error) {
