@@ -53,13 +53,35 @@ func finalFailure(err error) (string, bool) {
 	return "", false
 }
 
+// containerStopped says whether the runtime refused the exec because its
+// container is not running (its words: containerd's CRI, CRI-O, runc, a
+// containerd task gone), however the API server passed them on. The proxy
+// has then stopped, whoever stopped it, and the pod's status may not say
+// so yet: the kubelet reports it a moment later. A second delivery of a
+// quit reaches it in that moment when the first quit the proxy (a
+// dispatcher replaced in a rolling upgrade delivers again what it had in
+// hand).
+func containerStopped(err error) bool {
+	msg := err.Error()
+	for _, s := range []string{"CONTAINER_EXITED", "container is not created or running", "cannot exec in a stopped state", "no running task found"} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
+}
+
 // quitMayBeUnderWay says whether an exec error leaves open that the quit
 // command ran and istio-proxy is stopping: the command killed with its
 // container (an exit code of 128 or more: a signal), the stream cut, a
-// timeout. An exec the API server answered with an error did not run, nor
-// did one that found no program; a command that exited on its own with a
-// code below 128 did not quit the proxy (pilot-agent's 255: Envoy refused).
+// timeout, the container found stopped. An exec the API server answered
+// with an error did not run, nor did one that found no program; a command
+// that exited on its own with a code below 128 did not quit the proxy
+// (pilot-agent's 255: Envoy refused).
 func quitMayBeUnderWay(err error) bool {
+	if containerStopped(err) {
+		return true
+	}
 	var exit utilexec.ExitError
 	if errors.As(err, &exit) {
 		return exit.ExitStatus() > 128 && exit.ExitStatus() < 255

@@ -46,3 +46,39 @@ func TestFinalFailure(t *testing.T) {
 		}
 	}
 }
+
+// TestQuitMayBeUnderWay: which exec errors leave open that the proxy is
+// stopping, so that the function watches the pod for its stop and, failing
+// to see it, keeps the quit's Event for the redelivery. The runtime's
+// refusal of an exec into a stopped container says the proxy has stopped,
+// however the API server passes it on.
+func TestQuitMayBeUnderWay(t *testing.T) {
+	gr := schema.GroupResource{Resource: "pods/exec"}
+	wrap := func(err error) error {
+		return fmt.Errorf(`exec ["pilot-agent"] in ns/p container istio-proxy: %w`, err)
+	}
+	cases := map[string]struct {
+		err  error
+		want bool
+	}{
+		"killed with its container":       {wrap(utilexec.CodeExitError{Err: errors.New("command terminated with exit code 137"), Code: 137}), true},
+		"exited on its own":               {wrap(utilexec.CodeExitError{Err: errors.New("command terminated with exit code 3"), Code: 3}), false},
+		"Envoy refused":                   {wrap(utilexec.CodeExitError{Err: errors.New("command terminated with exit code 255"), Code: 255}), false},
+		"deadline":                        {wrap(context.DeadlineExceeded), true},
+		"stream cut":                      {wrap(io.ErrUnexpectedEOF), true},
+		"policy denial":                   {wrap(&httpstream.UpgradeFailureError{Cause: apierrors.NewForbidden(gr, "p", errors.New("denied"))}), false},
+		"kubelet unreachable":             {wrap(apierrors.NewInternalError(errors.New("error dialing backend: dial tcp 10.0.0.1:10250: connect: connection refused"))), false},
+		"WebSocket without status":        {wrap(&httpstream.UpgradeFailureError{Cause: errors.New("bad handshake")}), false},
+		"no pilot-agent":                  {wrap(errors.New(`OCI runtime exec failed: exec failed: unable to start container process: exec: "pilot-agent": executable file not found in $PATH: unknown`)), false},
+		"containerd: exited, upgrade":     {wrap(&httpstream.UpgradeFailureError{Cause: errors.New("unable to upgrade connection: container is in CONTAINER_EXITED state")}), true},
+		"containerd: exited, as a status": {wrap(apierrors.NewInternalError(errors.New("error executing command in container: container is in CONTAINER_EXITED state"))), true},
+		"CRI-O: not running":              {wrap(apierrors.NewInternalError(errors.New("error executing command in container: container is not created or running"))), true},
+		"runc: stopped under the exec":    {wrap(errors.New("OCI runtime exec failed: exec failed: cannot exec in a stopped state: unknown")), true},
+		"containerd: task gone":           {wrap(errors.New("failed to exec in container: failed to load task: no running task found: task abc not found: not found")), true},
+	}
+	for name, tc := range cases {
+		if got := quitMayBeUnderWay(tc.err); got != tc.want {
+			t.Errorf("%s: quitMayBeUnderWay = %v, want %v", name, got, tc.want)
+		}
+	}
+}

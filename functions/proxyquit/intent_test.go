@@ -13,8 +13,10 @@ import (
 	cloudevents "github.com/cloudevents/sdk-go/v2"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/httpstream"
+	k8stesting "k8s.io/client-go/testing"
 	utilexec "k8s.io/client-go/util/exec"
 
 	"github.com/istio-aux/istio-aux/internal/kube"
@@ -268,6 +270,55 @@ func TestMaybeQuitKeepsItsEvent(t *testing.T) {
 			}
 			if got := h.quitEvents()["job-1"]; got != tc.wantQuit {
 				t.Errorf("%d ProxyQuit Events left, want %d; Events %q", got, tc.wantQuit, h.events())
+			}
+		})
+	}
+}
+
+// TestSecondDeliveryFindsTheProxyStopped: a delivery of a pod's quit whose
+// exec the runtime refuses because istio-proxy has already stopped (another
+// delivery quit it; the kubelet has not reported it yet) keeps the pod's
+// ProxyQuit Event: it watches the pod for the stop, and answers 200 once it
+// sees it, or 500 with the Event kept while the status still lags.
+func TestSecondDeliveryFindsTheProxyStopped(t *testing.T) {
+	refused := fmt.Errorf("exec: %w", &httpstream.UpgradeFailureError{Cause: apierrors.NewInternalError(
+		errors.New("error executing command in container: container is in CONTAINER_EXITED state"))})
+	for name, tc := range map[string]struct {
+		reported bool // the kubelet reports the stop within the watch
+		wantCode int
+		wantOut  Outcome
+	}{
+		"the stop reported within the watch": {reported: true, wantCode: http.StatusOK, wantOut: OutcomeGone},
+		"the status still lags":              {wantCode: http.StatusInternalServerError, wantOut: OutcomeFailed},
+	} {
+		t.Run(name, func(t *testing.T) {
+			done := donePod("job-1", "uid-1")
+			h := newHarness(t, DefaultConfig(), optedIn, done)
+			h.exec.hook = func(context.Context, execCall) (ExecOutput, error) {
+				return ExecOutput{}, refused
+			}
+			// The event's read and the first read after the refusal see
+			// the proxy running; when the kubelet reports the stop, the
+			// next reads see it stopped.
+			reads := 0
+			h.client.PrependReactor("get", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+				if reads++; reads < 3 || !tc.reported {
+					return true, done.DeepCopy(), nil
+				}
+				return true, proxyExitedPod("job-1", "uid-1"), nil
+			})
+			e := newEvent(t, done)
+
+			res := h.fn.Handle(context.Background(), e)
+
+			if code := codeOf(t, res); code != tc.wantCode {
+				t.Errorf("code %d, want %d (%v)", code, tc.wantCode, res)
+			}
+			if got := h.count(e.Type(), tc.wantOut); got != 1 {
+				t.Errorf("outcome %s counted %v times, want 1 (%v)", tc.wantOut, got, res)
+			}
+			if got := h.quitEvents()["job-1"]; got != 1 {
+				t.Errorf("%d ProxyQuit Events, want the one written before the exec kept; Events %q", got, h.events())
 			}
 		})
 	}
