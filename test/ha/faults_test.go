@@ -154,7 +154,9 @@ func runFault(t *testing.T, e *env, l *load, f fault) result {
 	if held := l.held() - heldBefore; held > 0 {
 		t.Logf("%s: %d ticks of the load created no Job, %d Jobs in flight", f.name, held, maxInFlight)
 	}
-	if !r.ok() || r.p99 > resumeWithin {
+	// A silent pod's quit went without its record: what the function
+	// logged (of its pods still there) says which way.
+	if !r.ok() || r.p99 > resumeWithin || len(r.silentPods) > 0 {
 		timeline(t, pods, events, start)
 		logIstioAux(t, e.m.Cluster, start)
 	}
