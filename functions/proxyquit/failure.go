@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -44,13 +45,18 @@ func finalFailure(err error) (string, bool) {
 	}
 	// The runtime's words when the program is missing (runc, crun, and
 	// the API server's container check), from the exec's error stream.
-	msg := strings.ToLower(err.Error())
-	for _, s := range []string{"executable file not found", "no such file or directory"} {
-		if strings.Contains(msg, s) {
-			return names.FinalNotFound, true
-		}
+	if says(err, "executable file not found", "no such file or directory") {
+		return names.FinalNotFound, true
 	}
 	return "", false
+}
+
+// says reports whether err's text holds any of words, whatever its case:
+// the runtime's words reach the function as text, wrapped as each API
+// server and client version wraps them.
+func says(err error, words ...string) bool {
+	msg := strings.ToLower(err.Error())
+	return slices.ContainsFunc(words, func(w string) bool { return strings.Contains(msg, strings.ToLower(w)) })
 }
 
 // containerStopped says whether the runtime refused the exec because its
@@ -62,13 +68,7 @@ func finalFailure(err error) (string, bool) {
 // dispatcher replaced in a rolling upgrade delivers again what it had in
 // hand).
 func containerStopped(err error) bool {
-	msg := err.Error()
-	for _, s := range []string{"CONTAINER_EXITED", "container is not created or running", "cannot exec in a stopped state", "no running task found"} {
-		if strings.Contains(msg, s) {
-			return true
-		}
-	}
-	return false
+	return says(err, "CONTAINER_EXITED", "container is not created or running", "cannot exec in a stopped state", "no running task found")
 }
 
 // quitMayBeUnderWay says whether an exec error leaves open that the quit
