@@ -33,6 +33,7 @@ func Registered() []Metric {
 	webhook.RegisterMetrics(reg)
 	metrics.NewBridge(reg)
 	metrics.NewDispatch(reg)
+	metrics.NewDirect(reg)
 	_, _ = proxyquit.NewMetrics(reg)
 	var out []Metric
 	for _, c := range reg.cs {

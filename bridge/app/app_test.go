@@ -59,6 +59,14 @@ func TestConfigFromLookup(t *testing.T) {
 		"resync and sidecars": {env: map[string]string{"SYSTEM_NAMESPACE": "istio-aux", "ISTIO_AUX_RESYNC": "10m", "ISTIO_AUX_SIDECARS": "vault-agent, fluent-bit"}, check: func(c Config) bool {
 			return c.Settings.Resync == 10*time.Minute && len(c.Settings.Decision.ExtraSidecars) == 2 && c.Settings.Decision.ExtraSidecars[1] == "fluent-bit"
 		}},
+		// config/500-bridge.yaml: the function's revisions' private slices.
+		"direct delivery": {env: map[string]string{"SYSTEM_NAMESPACE": "istio-aux", "K_SINK": "http://f",
+			"ISTIO_AUX_SINK_ENDPOINTS": "serving.knative.dev/service=proxy-quit,networking.internal.knative.dev/serviceType=Private"}, check: func(c Config) bool {
+			return c.SinkEndpoints == "serving.knative.dev/service=proxy-quit,networking.internal.knative.dev/serviceType=Private"
+		}},
+		"direct delivery needs a selector": {env: map[string]string{"SYSTEM_NAMESPACE": "istio-aux", "ISTIO_AUX_SINK_ENDPOINTS": "a in ("}, wantErr: true},
+		"direct delivery needs the function's namespace": {env: map[string]string{"ISTIO_AUX_ROLE": "dispatch", "K_SINK": "http://f",
+			"ISTIO_AUX_SINK_ENDPOINTS": "serving.knative.dev/service=proxy-quit"}, wantErr: true},
 		"resync off is refused":          {env: map[string]string{"ISTIO_AUX_RESYNC": "0s"}, wantErr: true},
 		"unknown role":                   {env: map[string]string{"ISTIO_AUX_ROLE": "both"}, wantErr: true},
 		"bad resync":                     {env: map[string]string{"ISTIO_AUX_RESYNC": "often"}, wantErr: true},

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"k8s.io/apimachinery/pkg/labels"
+
 	"github.com/istio-aux/istio-aux/bridge/transport"
 	"github.com/istio-aux/istio-aux/internal/settings"
 	"github.com/istio-aux/istio-aux/pkg/names"
@@ -45,6 +47,11 @@ type Config struct {
 	DataDir       string // ISTIO_AUX_DATA_DIR, the embedded JetStream store
 	Stream        string // NATS_STREAM
 	Sink          string // K_SINK, where the dispatcher POSTs events
+	// SinkEndpoints (ISTIO_AUX_SINK_ENDPOINTS) is a label selector of the
+	// function's EndpointSlices in SystemNamespace (its Knative revisions'
+	// private Services): the dispatcher delivers to their ready pods
+	// itself, and through K_SINK when none is ready. Empty: K_SINK only.
+	SinkEndpoints string
 	Role          Role   // ISTIO_AUX_ROLE
 	ClusterName   string // ISTIO_AUX_CLUSTER_NAME; empty: the API server URL
 	// Settings are config-istio-aux's keys as the environment starts them
@@ -87,6 +94,7 @@ func configFromLookup(lookup func(string) (string, bool)) (Config, error) {
 		DataDir:       get("ISTIO_AUX_DATA_DIR", filepath.Join(os.TempDir(), "istio-aux-jetstream")),
 		Stream:        get("NATS_STREAM", transport.DefaultName),
 		Sink:          get("K_SINK", ""),
+		SinkEndpoints: get("ISTIO_AUX_SINK_ENDPOINTS", ""),
 		Role:          Role(get("ISTIO_AUX_ROLE", string(RoleAll))),
 		ClusterName:   get("ISTIO_AUX_CLUSTER_NAME", ""),
 		MetricsAddr:   get("METRICS_ADDR", ":"+names.MetricsPort),
@@ -105,6 +113,14 @@ func configFromLookup(lookup func(string) (string, bool)) (Config, error) {
 	c.Settings.NATSURL = c.NATSURL
 	_, c.NATSURLSet = lookup("NATS_URL")
 	c.SystemNamespace = get("SYSTEM_NAMESPACE", "")
+	if c.SinkEndpoints != "" {
+		if _, err := labels.Parse(c.SinkEndpoints); err != nil {
+			return c, fmt.Errorf("ISTIO_AUX_SINK_ENDPOINTS=%q: want a label selector: %w", c.SinkEndpoints, err)
+		}
+		if c.SystemNamespace == "" {
+			return c, fmt.Errorf("ISTIO_AUX_SINK_ENDPOINTS needs SYSTEM_NAMESPACE, the namespace of the function's EndpointSlices")
+		}
+	}
 	if c.SinkTimeout, err = duration(get("ISTIO_AUX_SINK_TIMEOUT", "30s"), "ISTIO_AUX_SINK_TIMEOUT"); err != nil {
 		return c, err
 	}

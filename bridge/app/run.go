@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -52,13 +53,35 @@ const (
 type NewSink func(ctx context.Context, rc *rest.Config, reg prometheus.Registerer) (dispatch.Sink, error)
 
 // HTTPSink is the bridge binary's sink: events POSTed in binary mode to
-// cfg.Sink (K_SINK), each within cfg.SinkTimeout.
+// cfg.Sink (K_SINK), each within cfg.SinkTimeout; with cfg.SinkEndpoints,
+// to the function's ready pods themselves first (dispatch.DirectSink).
 func HTTPSink(cfg Config) NewSink {
-	return func(context.Context, *rest.Config, prometheus.Registerer) (dispatch.Sink, error) {
+	return func(ctx context.Context, rc *rest.Config, reg prometheus.Registerer) (dispatch.Sink, error) {
 		if cfg.Sink == "" {
 			return nil, ErrNoSink
 		}
-		return dispatch.NewHTTPSink(cfg.Sink, cfg.SinkTimeout, cfg.SinkTokenFile)
+		sink, err := dispatch.NewHTTPSink(cfg.Sink, cfg.SinkTimeout, cfg.SinkTokenFile)
+		if err != nil || cfg.SinkEndpoints == "" {
+			return sink, err
+		}
+		if rc == nil {
+			return nil, fmt.Errorf("ISTIO_AUX_SINK_ENDPOINTS needs a Kubernetes client configuration (in-cluster or KUBECONFIG)")
+		}
+		cs, err := kubernetes.NewForConfig(rest.CopyConfig(rc))
+		if err != nil {
+			return nil, err
+		}
+		eps := dispatch.NewEndpoints()
+		direct, err := dispatch.NewDirectSink(ctx, eps, sink, cfg.SinkTimeout, cfg.SinkTokenFile, metrics.NewDirect(reg))
+		if err != nil {
+			return nil, err
+		}
+		if err := dispatch.WatchEndpoints(ctx, cs, cfg.SystemNamespace, cfg.SinkEndpoints, eps); err != nil {
+			return nil, err
+		}
+		logging.FromContext(ctx).Infow("Delivering to the function's ready pods, through K_SINK when none is",
+			zap.String("endpointslices", cfg.SinkEndpoints), zap.String("namespace", cfg.SystemNamespace))
+		return direct, nil
 	}
 }
 

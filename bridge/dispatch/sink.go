@@ -3,11 +3,9 @@ package dispatch
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
-	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
 
 	"github.com/istio-aux/istio-aux/bridge/transport"
 )
@@ -41,17 +39,7 @@ func NewHTTPSink(target string, timeout time.Duration, tokenFile string) (*HTTPS
 	// tried again (another pod, most likely), one already open is closed
 	// within seconds, and the function's name still resolves while the
 	// cluster DNS loses queries to a dead node (transport.Dialer).
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.DialContext = transport.NewDialer().WithServiceRetries().DialContext
-	client := http.Client{Timeout: timeout, Transport: tr}
-	if tokenFile != "" {
-		client.Transport = newBearer(tr, tokenFile)
-	}
-	p, err := cehttp.New(cehttp.WithClient(client))
-	if err != nil {
-		return nil, fmt.Errorf("http sink: %w", err)
-	}
-	c, err := cloudevents.NewClient(p)
+	c, err := newCEClient(transport.NewDialer().WithServiceRetries(), timeout, tokenFile)
 	if err != nil {
 		return nil, fmt.Errorf("http sink: %w", err)
 	}

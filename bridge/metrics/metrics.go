@@ -181,3 +181,34 @@ func NewDispatch(reg prometheus.Registerer) *Dispatch {
 	}
 	return m
 }
+
+// Direct counts how the dispatcher reaches the function when it delivers
+// straight to the Knative revision's pods (dispatch.DirectSink).
+type Direct struct {
+	// Path counts deliveries by the way they went: direct (to a ready pod
+	// of the function) or sink (K_SINK, when no pod was ready or usable).
+	Path *prometheus.CounterVec
+	// Ejections counts pod addresses set aside after nothing answered
+	// there (a dead node, most likely).
+	Ejections prometheus.Counter
+	// Endpoints is the number of ready pod addresses of the function the
+	// dispatcher knows, those set aside included.
+	Endpoints prometheus.Gauge
+}
+
+// NewDirect registers the direct delivery's metrics on reg (nil: not
+// registered).
+func NewDirect(reg prometheus.Registerer) *Direct {
+	m := &Direct{
+		Path: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "istio_aux_dispatch_path_total", Help: "Deliveries by the way they reached the function: direct to a ready pod, or through K_SINK."}, []string{"path"}),
+		Ejections: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "istio_aux_dispatch_ejections_total", Help: "Function pod addresses set aside after nothing answered there."}),
+		Endpoints: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "istio_aux_dispatch_direct_endpoints", Help: "Ready pod addresses of the function the dispatcher can deliver to directly."}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.Path, m.Ejections, m.Endpoints)
+	}
+	return m
+}
