@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
@@ -40,6 +41,7 @@ type run struct {
 	noConfiguration bool
 	ignoring        []string
 	failing         bool
+	ksvc            *unstructured.Unstructured // the function's Knative Service, when there is one
 }
 
 // Run checks every item. It never fails as a whole: an item it cannot read
@@ -56,6 +58,9 @@ func (c Checker) Run(ctx context.Context) Report {
 	}
 	items := append([]Item{r.kubernetes()}, r.webhook()...)
 	items = append(items, r.configItem(), r.execPolicy(), r.leader(), r.namespaces(), r.nats(), r.backlog(), r.function())
+	if r.ksvc != nil {
+		items = append(items, r.functionNodeLoss())
+	}
 	rep := Report{Shape: r.shape, Items: items}
 	rep.OK = rep.Worst() != StatusFail
 	return rep

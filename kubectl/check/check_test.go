@@ -45,6 +45,9 @@ func TestCheck(t *testing.T) {
 			check.ItemNATS:                 {check.StatusOK, "StatefulSet istio-aux-nats: 3/3 ready"},
 			check.ItemBacklog:              {check.StatusOK, "4 events wait for delivery (read from istio-aux-bridge-a)"},
 			check.ItemFunction:             {check.StatusOK, "Knative Service proxy-quit Ready (revision proxy-quit-00001)"},
+			check.ItemFunctionNodeLoss: {check.StatusOK, "min-scale 2, spread by kubernetes.io/hostname, ready pods on 2 nodes (checked: the Service's " +
+				"autoscaling.knative.dev/min-scale (else config-autoscaler min-scale), its topologySpreadConstraints or required podAntiAffinity on " +
+				"kubernetes.io/hostname, config-features kubernetes.podspec-topologyspreadconstraints, and where its ready pods run)"},
 		}},
 		"healthy install (config/standalone/)": {cluster: standalone, shape: check.ShapeStandalone, want: map[string]expect{
 			check.ItemNATS:     {check.StatusOK, "embedded in Deployment istio-aux-allinone"},
@@ -212,6 +215,31 @@ func TestCheck(t *testing.T) {
 		"the function not Ready": {cluster: healthy, shape: check.ShapeConfig,
 			change: func(t *testing.T, c *cluster) { c.ksvc = ksvc("False", "RevisionFailed") },
 			want:   map[string]expect{check.ItemFunction: {check.StatusFail, "not Ready: RevisionFailed: revision failed"}}},
+		"the function at Knative's defaults": {cluster: healthy, shape: check.ShapeConfig,
+			change: func(t *testing.T, c *cluster) {
+				c.atKnativeDefaults()
+				c.without("ConfigMap", "config-features")
+				c.replace(functionPod("proxy-quit-00001-deployment-b", "node-0"))
+			},
+			want: map[string]expect{check.ItemFunctionNodeLoss: {check.StatusWarn, "a node's loss would stop quits for minutes: " +
+				"min-scale 0 (config-autoscaler min-scale): a lone pod's node lost stops quits until its eviction, about 6 minutes; " +
+				"set autoscaling.knative.dev/min-scale: \"2\"; config-features kubernetes.podspec-topologyspreadconstraints is \"disabled\", " +
+				"and the Service has no spread: its pods may share a node; enable the flag and spread them by kubernetes.io/hostname (docs/install.md); " +
+				"its ready pods run on 1 node(s) now"}}},
+		"min-scale from config-autoscaler, the flag on, no spread": {cluster: healthy, shape: check.ShapeConfig,
+			change: func(t *testing.T, c *cluster) {
+				c.atKnativeDefaults()
+				c.objects = append(c.objects, knativeConfig("config-autoscaler", map[string]string{"min-scale": "2"}))
+			},
+			want: map[string]expect{check.ItemFunctionNodeLoss: {check.StatusWarn, "minutes: the Service has no topologySpreadConstraints on " +
+				"kubernetes.io/hostname with whenUnsatisfiable DoNotSchedule: its pods may share a node (docs/install.md) (checked:"}}},
+		"one function pod not ready": {cluster: healthy, shape: check.ShapeConfig,
+			change: func(t *testing.T, c *cluster) {
+				p := functionPod("proxy-quit-00001-deployment-b", "node-1")
+				p.Status.Conditions[0].Status = corev1.ConditionFalse
+				c.replace(p)
+			},
+			want: map[string]expect{check.ItemFunctionNodeLoss: {check.StatusWarn, "minutes: its ready pods run on 1 node(s) now"}}},
 		"no Knative: the function's stand-in Deployment": {cluster: healthy, shape: check.ShapeConfig,
 			change: func(t *testing.T, c *cluster) {
 				c.ksvc = nil
@@ -260,6 +288,9 @@ func TestCheck(t *testing.T) {
 			}
 			wantNames := []string{check.ItemKubernetes, check.ItemWebhookConfiguration, check.ItemWebhookCertificate, check.ItemWebhookEndpoints, check.ItemConfig,
 				check.ItemExecPolicy, check.ItemWatcher, check.ItemWatchedNamespaces, check.ItemNATS, check.ItemBacklog, check.ItemFunction}
+			if c.ksvc != nil {
+				wantNames = append(wantNames, check.ItemFunctionNodeLoss)
+			}
 			if fmt.Sprint(names) != fmt.Sprint(wantNames) {
 				t.Errorf("items %v, want %v", names, wantNames)
 			}

@@ -37,6 +37,7 @@ func (r *run) function() Item {
 	case err != nil:
 		return fail(ItemFunction, fmt.Sprintf("reading Knative Service %s/%s: %v", r.SystemNamespace, names.FunctionService, err), show)
 	}
+	r.ksvc = ksvc
 	conditions, _, _ := unstructured.NestedSlice(ksvc.Object, "status", "conditions")
 	for _, c := range conditions {
 		m, _ := c.(map[string]any)

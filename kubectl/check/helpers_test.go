@@ -72,6 +72,8 @@ func healthy(t *testing.T, now time.Time) *cluster {
 		namespace("some", map[string]string{"istio-aux.dev/enabled": "pods"}),
 		namespace("plain", nil),
 		node("node-0", "v1.33.13"), node("node-1", "v1.32.13"), node("node-2", "v1.32.13"),
+		functionPod("proxy-quit-00001-deployment-a", "node-0"), functionPod("proxy-quit-00001-deployment-b", "node-1"),
+		knativeConfig("config-features", map[string]string{"kubernetes.podspec-topologyspreadconstraints": "enabled"}),
 	}
 	objects = append(objects, manifests(t, "config/204-proxyquit-exec-policy.yaml", "config/205-proxyquit-exec-policy-binding.yaml")...)
 	return &cluster{objects: objects, ksvc: ksvc("True", ""), metrics: map[string]string{
@@ -226,14 +228,38 @@ func namespace(name string, labels map[string]string) *corev1.Namespace {
 	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
 }
 
-// ksvc is the proxy-quit Knative Service with its Ready condition.
+// ksvc is the proxy-quit Knative Service with its Ready condition, as
+// config/ ships it (min-scale 2) and docs/install.md spreads it.
 func ksvc(ready, reason string) *unstructured.Unstructured {
 	return &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "serving.knative.dev/v1", "kind": "Service",
 		"metadata": map[string]any{"namespace": sys, "name": "proxy-quit"},
+		"spec": map[string]any{"template": map[string]any{
+			"metadata": map[string]any{"annotations": map[string]any{"autoscaling.knative.dev/min-scale": "2"}},
+			"spec": map[string]any{"topologySpreadConstraints": []any{map[string]any{
+				"maxSkew": int64(1), "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "DoNotSchedule"}}},
+		}},
 		"status": map[string]any{"latestReadyRevisionName": "proxy-quit-00001",
 			"conditions": []any{map[string]any{"type": "Ready", "status": ready, "reason": reason, "message": "revision failed"}}},
 	}}
+}
+
+// atKnativeDefaults is c's Knative Service without min-scale or spread.
+func (c *cluster) atKnativeDefaults() {
+	unstructured.RemoveNestedField(c.ksvc.Object, "spec", "template")
+}
+
+// functionPod is a ready pod of the function's revision on node.
+func functionPod(name, node string) *corev1.Pod {
+	p := pod(name, "proxyquit", true)
+	p.Labels["serving.knative.dev/service"] = "proxy-quit"
+	p.Spec.NodeName = node
+	return p
+}
+
+// knativeConfig is a ConfigMap of Knative Serving.
+func knativeConfig(name string, data map[string]string) *corev1.ConfigMap {
+	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "knative-serving", Name: name}, Data: data}
 }
 
 // manifests decodes the objects of config files, as kubectl applies them.

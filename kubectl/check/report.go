@@ -42,6 +42,9 @@ const (
 	ItemNATS                 = "nats"
 	ItemBacklog              = "backlog"
 	ItemFunction             = "function"
+	// ItemFunctionNodeLoss is whether the function's Knative Service
+	// outlives a node's loss (only when there is one).
+	ItemFunctionNodeLoss = "function-node-loss"
 )
 
 // Shapes of install.
