@@ -22,5 +22,5 @@ source hack/versions.sh
 source hack/node-builds.sh
 node_builds
 # One fault after another, each on the whole cluster: nothing in parallel.
-((${#})) || set -- -skip "${VERSIONED}"
+((${#})) || set -- -skip "${SHAPED}"
 timed "three-node tests" go test -tags e2e -count=1 -timeout 45m -v ./test/ha/... "$@"

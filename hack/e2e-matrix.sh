@@ -36,7 +36,7 @@ failed=0
 cell() {
   local k8s="$1" istio="$2" shape="$3" pkg="$4" run="$5" timeout="${6:-20m}" result=pass
   local args=(-run "${run}")
-  [[ "${run}" == skip ]] && args=(-skip "${VERSIONED}")
+  [[ "${run}" == skip ]] && args=(-skip "${SHAPED}")
   if ! timed "${pkg} ${run}" go test -tags e2e -count=1 -timeout "${timeout}" -parallel 8 -v "${args[@]}" "./${pkg}/..."; then
     result=FAIL
     failed=1
@@ -46,6 +46,7 @@ cell() {
 if [[ "${MATRIX_NEWEST:-1}" != 0 ]]; then
   cell "1.36" "master (1.30 cut)" "one node, Knative Serving" test/node skip 25m
   cell "1.36" "master (1.30 cut)" "three nodes under faults" test/ha skip 45m
+  cell "1.36" "master (1.30 cut)" "three nodes, Knative Serving, two nodes lost in turn" test/ha '^TestHAKnativeNodeLoss$' 30m
 fi
 cell "1.32" "master (1.30 cut), auto" "config/ against the API server" test/config '^TestV132$' 10m
 cell "1.33" "master (1.30 cut), auto" "config/ against the API server" test/config '^TestV133$' 10m

@@ -26,5 +26,5 @@ timed "knative serving + traefik" hack/build-knative.sh >/dev/null
 # The operators whose pods the TestOwner* tests run (test/operators).
 timed "training operator, trainer, jobset" hack/build-operators.sh
 # The tests mostly wait on the kubelet: run them all at once, not two by two.
-((${#})) || set -- -skip "${VERSIONED}"
+((${#})) || set -- -skip "${SHAPED}"
 timed "real-node tests" go test -tags e2e -count=1 -timeout 20m -parallel 8 -v ./test/node/... "$@"

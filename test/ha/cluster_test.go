@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -20,7 +19,6 @@ import (
 	"github.com/istio-aux/istio-aux/test/httpget"
 	"github.com/istio-aux/istio-aux/test/images"
 	"github.com/istio-aux/istio-aux/test/istioaux"
-	"github.com/istio-aux/istio-aux/test/knative"
 	"github.com/istio-aux/istio-aux/test/mesh"
 	"github.com/istio-aux/istio-aux/test/poll"
 )
@@ -177,33 +175,6 @@ func reachable(t *testing.T, ip string, want bool) {
 func alive(pid int) bool {
 	_, err := os.Stat(fmt.Sprintf("/proc/%d", pid))
 	return pid > 0 && err == nil
-}
-
-// TestHAKnativeFootprint measures what Knative Serving's components add to
-// the three-node cluster's idle CPU, with istio-aux installed (config/):
-// the reason the suite runs the function as a plain Deployment. A
-// measurement, not a check: it runs with HA_KNATIVE=1 (make e2e does not).
-func TestHAKnativeFootprint(t *testing.T) {
-	if os.Getenv("HA_KNATIVE") == "" {
-		t.Skip("a measurement: HA_KNATIVE=1 runs it")
-	}
-	m, _ := installedAs(t, istioaux.Config)
-	busy := func(what string) float64 {
-		a := machineCPU(t)
-		start := time.Now()
-		<-time.After(30 * time.Second) // the sampling period, not a wait for anything
-		cores := (machineCPU(t) - a) / time.Since(start).Seconds()
-		t.Logf("%s: %.2f of the machine's cores busy, idle cluster", what, cores)
-		return cores
-	}
-	before := busy("three nodes, istio-aux")
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	if err := knative.Install(ctx, m.Cluster, shared.Log()); err != nil {
-		t.Fatal(err)
-	}
-	after := busy("three nodes, istio-aux, Knative Serving")
-	t.Logf("Knative Serving adds %.2f cores at rest (%.0f%% of the machine's %d)", after-before, 100*(after-before)/float64(runtime.NumCPU()), runtime.NumCPU())
 }
 
 // machineCPU is the CPU seconds the machine has spent busy (all but idle

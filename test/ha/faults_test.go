@@ -34,6 +34,9 @@ type fault struct {
 	// window is how long the fault is watched for: the Jobs whose apps end
 	// within it are the ones measured.
 	window time.Duration
+	// p99Within, if set, bounds the measured Jobs' app exit → quit at the
+	// 99th percentile (the Knative path's promise: seconds).
+	p99Within time.Duration
 }
 
 // env is what the faults act on.
@@ -112,6 +115,9 @@ func runFaults(t *testing.T, name string, faults []fault) {
 			settled = true
 			rows = append(rows, r)
 			r.check(t)
+			if f.p99Within > 0 && r.p99 > f.p99Within {
+				t.Errorf("%s: app exit → quit p99 %v, want within %v", f.name, r.p99, f.p99Within)
+			}
 		})
 		if !settled {
 			break // the next fault would start on a cluster not yet whole

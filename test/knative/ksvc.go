@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 
 	"github.com/istio-aux/istio-aux/test/cluster"
@@ -89,4 +90,19 @@ func readyStatus(ksvc *unstructured.Unstructured) (Status, bool, string) {
 		}
 	}
 	return st, false, "no Ready condition"
+}
+
+// MinScale sets the Knative Service ns/name's autoscaling.knative.dev/
+// min-scale (config/ ships "2"; docs/install.md tells whoever prefers scale
+// to zero to set "0") and waits until its new revision is Ready.
+func MinScale(ctx context.Context, c *cluster.Cluster, ns, name string, n int, timeout time.Duration) (Status, error) {
+	dyn, err := dynamic.NewForConfig(c.RESTConfig())
+	if err != nil {
+		return Status{}, err
+	}
+	patch := fmt.Sprintf(`{"spec":{"template":{"metadata":{"annotations":{"autoscaling.knative.dev/min-scale":"%d"}}}}}`, n)
+	if _, err := dyn.Resource(ServiceResource).Namespace(ns).Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		return Status{}, fmt.Errorf("knative service %s/%s: min-scale %d: %w", ns, name, n, err)
+	}
+	return WaitReady(ctx, c, ns, name, timeout)
 }

@@ -41,6 +41,11 @@ type Options struct {
 	// NativeSidecars is istiod's ENABLE_NATIVE_SIDECARS: "false" (the
 	// default: classic sidecars), "true" or "auto".
 	NativeSidecars string
+	// Knative installs Knative Serving and its ingress (test/knative)
+	// before istio-aux's first install (Shared.Installed), so that config/'s
+	// function is a Knative Service rather than the Deployment Knative would
+	// make of it.
+	Knative bool
 	// IstioAux starts istio-aux's webhook and all-in-one bridge too.
 	IstioAux bool
 	// Log receives every process's output; nil discards it.

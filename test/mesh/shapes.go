@@ -6,6 +6,7 @@ import (
 
 	"github.com/istio-aux/istio-aux/test/cluster"
 	"github.com/istio-aux/istio-aux/test/istio"
+	"github.com/istio-aux/istio-aux/test/knative"
 )
 
 // The shapes of cluster the suites run besides their own default one, each
@@ -33,6 +34,10 @@ var (
 	// 1.33 node too: one older kubelet is enough.
 	V133Mixed = Options{Kubernetes: cluster.K8sV133, Nodes: 3,
 		Kubelets: []string{cluster.K8sV133, cluster.K8sV132, cluster.K8sV132}, NativeSidecars: "auto"}
+	// HAKnative is the three-node cluster of the newest version with
+	// Knative Serving installed: the function as config/ ships it, a
+	// Knative Service, rather than the Deployment Knative would make.
+	HAKnative = Options{Nodes: 3, Knative: true}
 	// V133MixedIstio129 is V133Mixed with Istio 1.29, a current release.
 	V133MixedIstio129 = Options{Kubernetes: cluster.K8sV133, Nodes: 3, Istio: istio.R129,
 		Kubelets: []string{cluster.K8sV133, cluster.K8sV132, cluster.K8sV132}, NativeSidecars: "auto"}
@@ -57,5 +62,9 @@ func ShapeOf(o Options) string {
 	if native == "" {
 		native = "false"
 	}
-	return fmt.Sprintf("Kubernetes %s, %d node(s) with kubelets %s, Istio %s with ENABLE_NATIVE_SIDECARS=%s", cp, nodes, strings.Join(kubelets, ","), o.Istio, native)
+	shape := fmt.Sprintf("Kubernetes %s, %d node(s) with kubelets %s, Istio %s with ENABLE_NATIVE_SIDECARS=%s", cp, nodes, strings.Join(kubelets, ","), o.Istio, native)
+	if o.Knative && knative.Supports(cp) {
+		shape += ", Knative Serving " + knative.ServingVersion
+	}
+	return shape
 }

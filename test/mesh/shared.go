@@ -12,6 +12,7 @@ import (
 
 	"github.com/istio-aux/istio-aux/test/cluster"
 	"github.com/istio-aux/istio-aux/test/istioaux"
+	"github.com/istio-aux/istio-aux/test/knative"
 	"github.com/istio-aux/istio-aux/test/realnode"
 )
 
@@ -27,9 +28,6 @@ type Shared struct {
 	Options Options
 	// LogName is the processes' log in /tmp, echoed with $Verbose set.
 	LogName, Verbose string
-	// BeforeInstall runs once before the first install (the one-node suite
-	// installs Knative Serving there).
-	BeforeInstall func(ctx context.Context, c *cluster.Cluster, log io.Writer) error
 	// Explain logs what explains a failed install, or a failure of the
 	// test that installed (istio-aux's own logs, say).
 	Explain func(t *testing.T, c *cluster.Cluster)
@@ -38,6 +36,7 @@ type Shared struct {
 	m        *Mesh
 	err      error
 	shape    string // ShapeOf what runs, once started
+	opts     Options
 	owner    string // the test that chose a shape other than Options (Use)
 	log      io.Writer
 	closeLog func()
@@ -116,7 +115,7 @@ func (s *Shared) start(t *testing.T, o Options) *Mesh {
 	s.once.Do(func() {
 		s.log, s.closeLog = cluster.ProcessLog(s.LogName, s.Verbose)
 		o.Node, o.Log = true, s.log
-		s.shape = ShapeOf(o)
+		s.shape, s.opts = ShapeOf(o), o
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
 		start := time.Now()
@@ -156,8 +155,8 @@ func (s *Shared) Installed(t *testing.T, dir string) (*Mesh, *istioaux.Installed
 	switch {
 	case s.aux != nil:
 		aux, err = s.aux.Move(ctx, dir)
-	case s.BeforeInstall != nil:
-		err = s.BeforeInstall(ctx, m.Cluster, s.log)
+	case s.opts.Knative:
+		err = s.installKnative(ctx, m.Cluster)
 	}
 	if err == nil && aux == nil {
 		aux, err = istioaux.Install(ctx, m.Cluster, dir, s.log)
@@ -192,4 +191,16 @@ func (s *Shared) Upgrade(ctx context.Context, version string) (*istioaux.Install
 	}
 	s.aux = next
 	return next, nil
+}
+
+// installKnative installs Knative Serving and its ingress before istio-aux's
+// first install (Options.Knative), where the harness's Knative release runs
+// on the cluster's version: elsewhere config/'s function runs as the
+// Deployment Knative would make of it (test/istioaux).
+func (s *Shared) installKnative(ctx context.Context, c *cluster.Cluster) error {
+	if !knative.Supports(c.Version()) {
+		fmt.Fprintf(s.log, "harness| Kubernetes %s: no Knative Serving (it needs 1.%d); the function runs as the Deployment Knative would make\n", c.Version(), knative.MinKubernetesMinor)
+		return nil
+	}
+	return knative.Install(ctx, c, s.log)
 }

@@ -25,9 +25,9 @@ import (
 // run; istio-aux is installed on first use (meshCluster), as users install
 // it, after Knative Serving.
 var shared = &mesh.Shared{
+	Options: mesh.Options{Knative: true},
 	LogName: "istio-aux-node.log", Verbose: "NODE_VERBOSE",
-	BeforeInstall: installKnative,
-	Explain:       logIstioAux,
+	Explain: logIstioAux,
 }
 
 // nodeCluster returns the shared cluster, without istio-aux unless another
