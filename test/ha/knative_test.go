@@ -34,9 +34,9 @@ const function = "proxy-quit"
 // TestHAKnativeNodeLoss: config/ with Knative Serving at its defaults on
 // three nodes, the function spread as docs/install.md says, while Jobs keep
 // finishing on the nodes each fault spares: the node of a pod of the
-// function powered off, then the node of Knative's activator. After each,
-// as after every fault of TestHAFaults, and besides: app exit → quit within
-// 30 s at the 99th percentile.
+// function powered off (app exit → quit within 30 s at the 99th percentile
+// too: the dispatcher skips the dead pod in seconds), then the node of
+// Knative's activator. After each, the checks of every TestHAFaults fault.
 func TestHAKnativeNodeLoss(t *testing.T) {
 	m := shared.Use(t, mesh.HAKnative)
 	t.Logf("cluster: %s", mesh.ShapeOf(mesh.HAKnative))
@@ -56,7 +56,10 @@ func TestHAKnativeNodeLoss(t *testing.T) {
 	sinkBefore := deliveries(t, m.Cluster, "sink")
 	runFaults(t, "Knative Serving "+knative.ServingVersion, []fault{
 		{name: "power-off-function-pod-node", target: functionNode, inject: powerOff, window: 60 * time.Second, p99Within: resumeWithin},
-		{name: "power-off-knative-activator-node", target: activatorNode, inject: powerOff, window: 60 * time.Second, p99Within: resumeWithin},
+		// Not bound at p99 beyond TestHAFaults' checks: Knative's
+		// components share one node, often with the watching bridge or
+		// the stream leader, whose faults TestHAFaults bounds.
+		{name: "power-off-knative-activator-node", target: activatorNode, inject: powerOff, window: 60 * time.Second},
 	})
 	// Logged, not asserted: a counter restarts with its pod.
 	t.Logf("deliveries through K_SINK during the faults: %v (before: %v); direct to the function's pods: %v",
@@ -227,7 +230,7 @@ func activatorNode(t *testing.T, e *env) string {
 			also = append(also, p.Namespace+"/"+p.Name)
 		}
 	}
-	t.Logf("the activator's node %s also runs %v", node, also)
+	t.Logf("the activator's node %s also runs %v (the watcher's node: %s)", node, also, leaderNode(t, e))
 	return node
 }
 
