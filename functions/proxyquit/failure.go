@@ -23,7 +23,10 @@ import (
 func finalFailure(err error) (string, bool) {
 	var exit utilexec.ExitError
 	if errors.As(err, &exit) {
-		return names.FinalExitCode, true
+		// Killed by a signal: most likely with its container, stopping
+		// as the quit told it to, and the kubelet slow to say so. Another
+		// delivery finds the proxy stopped (or quits it).
+		return names.FinalExitCode, !killed(exit)
 	}
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 		return "", false
@@ -84,7 +87,7 @@ func quitMayBeUnderWay(err error) bool {
 	}
 	var exit utilexec.ExitError
 	if errors.As(err, &exit) {
-		return exit.ExitStatus() > 128 && exit.ExitStatus() < 255
+		return killed(exit)
 	}
 	var upgrade *httpstream.UpgradeFailureError
 	if errors.As(err, &upgrade) {
@@ -96,4 +99,10 @@ func quitMayBeUnderWay(err error) bool {
 	}
 	reason, final := finalFailure(err)
 	return !final || reason == names.FinalExitCode
+}
+
+// killed says whether the exec'd command ended by a signal (an exit code of
+// 129 to 254, as the runtime reports one), not on its own.
+func killed(exit utilexec.ExitError) bool {
+	return exit.ExitStatus() > 128 && exit.ExitStatus() < 255
 }

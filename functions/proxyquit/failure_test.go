@@ -29,6 +29,7 @@ func TestFinalFailure(t *testing.T) {
 		final  bool
 	}{
 		"exit code":                {wrapExec(utilexec.CodeExitError{Err: errors.New("command terminated with exit code 255"), Code: 255}), names.FinalExitCode, true},
+		"killed by a signal":       {wrapExec(utilexec.CodeExitError{Err: errors.New("command terminated with exit code 137"), Code: 137}), names.FinalExitCode, false},
 		"policy denial over SPDY":  {wrapExec(apierrors.NewForbidden(execGR, "p", errors.New("denied"))), names.FinalDenied, true},
 		"policy denial over WS":    {wrapExec(&httpstream.UpgradeFailureError{Cause: apierrors.NewForbidden(execGR, "p", errors.New("denied"))}), names.FinalDenied, true},
 		"no such container":        {wrapExec(apierrors.NewBadRequest("container istio-proxy is not valid for pod p")), names.FinalRejected, true},
