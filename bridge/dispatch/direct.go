@@ -76,11 +76,11 @@ func NewEndpoints() *Endpoints {
 }
 
 // Update replaces the set with the ready, non-terminating endpoints of
-// slices on their "http" port. An address no longer among them is no
+// ss on their "http" port. An address no longer among them is no
 // longer set aside (a new pod may reuse it).
-func (e *Endpoints) Update(slices []*discoveryv1.EndpointSlice) {
+func (e *Endpoints) Update(ss []*discoveryv1.EndpointSlice) {
 	byGen := map[int64][]string{}
-	for _, s := range slices {
+	for _, s := range ss {
 		port := httpPort(s)
 		if port == 0 {
 			continue
@@ -98,13 +98,15 @@ func (e *Endpoints) Update(slices []*discoveryv1.EndpointSlice) {
 	for g := range byGen {
 		gens = append(gens, g)
 	}
-	slicesSortDesc(gens)
+	slices.Sort(gens)
+	slices.Reverse(gens) // newest first
 	groups := make([][]string, 0, len(gens))
 	present := map[string]bool{}
 	n := 0
 	for _, g := range gens {
 		addrs := byGen[g]
-		sortUnique(&addrs)
+		slices.Sort(addrs)
+		addrs = slices.Compact(addrs)
 		for _, a := range addrs {
 			present[a] = true
 		}
@@ -156,16 +158,6 @@ func httpPort(s *discoveryv1.EndpointSlice) int32 {
 		}
 	}
 	return 0
-}
-
-func slicesSortDesc(v []int64) {
-	slices.Sort(v)
-	slices.Reverse(v)
-}
-
-func sortUnique(v *[]string) {
-	slices.Sort(*v)
-	*v = slices.Compact(*v)
 }
 
 // WatchEndpoints keeps e up to date with the EndpointSlices in namespace

@@ -82,16 +82,8 @@ func spreadFunction(t *testing.T, c *cluster.Cluster) {
 	if _, err := knative.WaitReady(ctx, c, istioaux.SystemNamespace, function, 3*time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	var why string
-	err := poll.Until(ctx, 3*time.Minute, func(ctx context.Context) (bool, error) {
-		nodes, err := functionNodes(ctx, c)
-		why = fmt.Sprintf("ready on %v", nodes)
-		return err == nil && len(nodes) >= 2, nil
-	})
-	if err != nil {
-		t.Fatalf("the function's pods are not on two nodes: %v (%s; %s)", err, why, c.PodsSummary(ctx, istioaux.SystemNamespace, knative.PodSelector(function)))
-	}
-	t.Logf("the function spread by docs/install.md's %d lines: %s", len(lines), why)
+	nodes := functionOnTwoNodes(t, c)
+	t.Logf("the function spread by docs/install.md's %d lines: ready on %v", len(lines), nodes)
 }
 
 // installLines are the kubectl lines of docs/install.md's block that the
@@ -160,6 +152,23 @@ func functionNodes(ctx context.Context, c *cluster.Cluster) ([]string, error) {
 	return sortedNames(seen), nil
 }
 
+// functionOnTwoNodes waits until the function has ready pods on two nodes
+// or more, and returns those nodes.
+func functionOnTwoNodes(t *testing.T, c *cluster.Cluster) []string {
+	t.Helper()
+	var nodes []string
+	err := poll.Until(context.Background(), 3*time.Minute, func(ctx context.Context) (bool, error) {
+		var err error
+		nodes, err = functionNodes(ctx, c)
+		return err == nil && len(nodes) >= 2, nil
+	})
+	if err != nil {
+		t.Fatalf("the function's pods are not ready on two nodes: %v (ready on %v; %s)", err, nodes,
+			c.PodsSummary(context.Background(), istioaux.SystemNamespace, knative.PodSelector(function)))
+	}
+	return nodes
+}
+
 // nodeLossItem is what kubectl istio-aux check says of the function's
 // Knative Service and a node's loss.
 func nodeLossItem(t *testing.T, c *cluster.Cluster) check.Item {
@@ -182,15 +191,7 @@ func nodeLossItem(t *testing.T, c *cluster.Cluster) check.Item {
 // it has two on two nodes again (after the last fault).
 func functionNode(t *testing.T, e *env) string {
 	t.Helper()
-	var nodes []string
-	err := poll.Until(context.Background(), 3*time.Minute, func(ctx context.Context) (bool, error) {
-		var err error
-		nodes, err = functionNodes(ctx, e.m.Cluster)
-		return err == nil && len(nodes) >= 2, nil
-	})
-	if err != nil {
-		t.Fatalf("the function's pods are not ready on two nodes: %v (%v)", err, nodes)
-	}
+	nodes := functionOnTwoNodes(t, e.m.Cluster)
 	// Not the watching bridge's node where there is a choice: that fault
 	// is TestHAFaults'; this one is the function's alone.
 	leader := leaderNode(t, e)
