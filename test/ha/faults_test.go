@@ -37,6 +37,10 @@ type fault struct {
 	// p99Within, if set, bounds the measured Jobs' app exit → quit at the
 	// 99th percentile (the Knative path's promise: seconds).
 	p99Within time.Duration
+	// long marks a fault whose window alone takes minutes: `go test -short`
+	// (make e2e, which CI runs within its budget) leaves it out; make
+	// e2e-ha runs it.
+	long bool
 }
 
 // env is what the faults act on.
@@ -63,7 +67,7 @@ const (
 // the bridge that watches powered off; the node of the NATS stream's
 // leader powered off; a node of a webhook replica powered off; the
 // watching bridge's node partitioned for 60 s and healed, then for 7
-// minutes, past the eviction of its pods; kube-apiserver
+// minutes, past the eviction of its pods (not under -short); kube-apiserver
 // and etcd killed and started again; istio-aux rolled to a new release.
 // After each: every Job completes, every proxy is quit exactly once (no
 // quit lost, none repeated), none before its app ended, every pod created
@@ -78,7 +82,7 @@ func TestHAFaults(t *testing.T) {
 		// after the 300 s NoExecute tolerations (50 s after the node
 		// went unreachable), replaced elsewhere, and killed by their
 		// kubelet only once the node is back.
-		{name: "partition-watching-bridge-node-past-eviction", target: leaderNode, inject: partition, window: 7 * time.Minute},
+		{name: "partition-watching-bridge-node-past-eviction", target: leaderNode, inject: partition, window: 7 * time.Minute, long: true},
 		{name: "restart-kube-apiserver", target: none, inject: restart("kube-apiserver"), window: 30 * time.Second},
 		{name: "restart-etcd", target: none, inject: restart("etcd"), window: 30 * time.Second},
 		{name: "rolling-upgrade", target: none, inject: upgrade, window: 30 * time.Second},
@@ -117,6 +121,9 @@ func runFaults(t *testing.T, name string, faults []fault) {
 	for _, f := range faults {
 		ran, settled := false, false
 		t.Run(f.name, func(t *testing.T) {
+			if f.long && testing.Short() {
+				t.Skipf("a %v window: left out by -short (make e2e); make e2e-ha runs it", f.window)
+			}
 			ran = true
 			r := runFault(t, e, l, f)
 			settled = true
