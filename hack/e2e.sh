@@ -64,8 +64,8 @@ fi
 timed "real-node tests" go test -tags e2e -count=1 -timeout 20m -parallel 8 -v -skip "${SHAPED}" ./test/node/...
 # Three real nodes, istio-aux in its highly available shape, under faults
 # (test/ha): one fault after another. -short leaves out the faults whose
-# window alone takes minutes (the partition past the eviction, 7): make
-# e2e-ha runs them, CI's 80-minute budget cannot.
+# window alone takes minutes (the 7-minute partition past the eviction):
+# make e2e-ha runs them; CI's 80-minute budget has no room for them.
 timed "three-node tests" go test -tags e2e -count=1 -timeout 45m -v -short -skip "${SHAPED}" ./test/ha/...
 # The function as config/ ships it, on Knative Serving, on three nodes: its
 # pod's node and the activator's powered off (a cluster of its own).
