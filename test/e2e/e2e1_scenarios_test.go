@@ -15,7 +15,7 @@ import (
 // before any other test starts istio-aux.
 
 func kwok(t *testing.T) scenario.Target {
-	return scenario.Target{Cluster: env, Timeout: time.Minute, StopBridge: func(t *testing.T) func() error {
+	return scenario.Target{Cluster: env, Timeout: time.Minute, StopBridge: func(t testing.TB) func() error {
 		a := withIstioAux(t)
 		if err := a.StopBridge(); err != nil {
 			t.Fatal(err)
@@ -32,9 +32,9 @@ func Test1ProblemWithoutIstioAux(t *testing.T) {
 }
 
 // withAux runs the scenario on kwok with istio-aux started.
-func withAux(t *testing.T, run func(*testing.T, scenario.Target)) {
+func withAux(t *testing.T, s func(testing.TB, scenario.Target)) {
 	withIstioAux(t)
-	run(t, kwok(t))
+	scenario.Run(t, kwok(t), s)
 }
 
 func Test2JobCompletes(t *testing.T) { withAux(t, scenario.WithIstioAux) }

@@ -17,7 +17,7 @@ var (
 
 // withIstioAux starts the webhook and the bridge once for the whole run
 // (tests before the first call run without istio-aux).
-func withIstioAux(t *testing.T) *istioaux.IstioAux {
+func withIstioAux(t testing.TB) *istioaux.IstioAux {
 	t.Helper()
 	auxOnce.Do(func() { auxErr = stack.StartIstioAux(context.Background()) })
 	if auxErr != nil {

@@ -35,18 +35,20 @@ type Target struct {
 	// Timeout bounds a Job's end (and an app's).
 	Timeout time.Duration
 	// StopBridge stops istio-aux's watcher; start brings it back.
-	StopBridge func(t *testing.T) (start func() error)
+	StopBridge func(t testing.TB) (start func() error)
 }
 
 // App is the training container's name, as in the reference demo.
 const App = "tensorflow"
 
-func (tg Target) namespace(t *testing.T, optedIn bool) string {
+func (tg Target) namespace(t testing.TB, optedIn bool) string {
 	var labels map[string]string
 	if optedIn {
 		labels = mesh.OptedIn
 	}
-	return mesh.Namespace(t, tg.Cluster, "", true, labels)
+	ns := mesh.Namespace(t, tg.Cluster, "", true, labels)
+	noteNamespace(t, ns)
+	return ns
 }
 
 // job is the demo's Job of n workers (the Job controller's default
@@ -62,7 +64,7 @@ func stuck(p *corev1.Pod) bool { return mesh.StuckDone(p, App) }
 
 // waitStuck waits until all n pods of the Job are stuck: apps done,
 // proxies running.
-func (tg Target) waitStuck(t *testing.T, ns, name string, n int) []corev1.Pod {
+func (tg Target) waitStuck(t testing.TB, ns, name string, n int) []corev1.Pod {
 	t.Helper()
 	var pods []corev1.Pod
 	if err := poll.Until(context.Background(), tg.Timeout, func(context.Context) (bool, error) {
@@ -79,7 +81,7 @@ func (tg Target) waitStuck(t *testing.T, ns, name string, n int) []corev1.Pod {
 // running, both pods stay Running at 1/2 and the Job never completes. On a
 // real node the app also starts before its proxy, so its first download
 // fails and the kubelet runs it again.
-func WithoutIstioAux(t *testing.T, tg Target) {
+func WithoutIstioAux(t testing.TB, tg Target) {
 	ns := tg.namespace(t, false)
 	mesh.CreateJob(t, tg.Cluster, ns, job("mnist", 2, corev1.RestartPolicyOnFailure, mesh.App{RunFor: "1s"}))
 	pods := tg.waitStuck(t, ns, "mnist", 2)
@@ -124,7 +126,7 @@ func WithoutIstioAux(t *testing.T, tg Target) {
 // works at its first attempt; once it exits, istio-aux quits the proxy,
 // both pods Succeed, the Job completes and each pod has its ProxyQuit
 // Event. It logs the timeline the README shows.
-func WithIstioAux(t *testing.T, tg Target) {
+func WithIstioAux(t testing.TB, tg Target) {
 	ns := tg.namespace(t, true)
 	start := time.Now()
 	mesh.CreateJob(t, tg.Cluster, ns, job("mnist", 2, corev1.RestartPolicyOnFailure, mesh.App{RunFor: "3s"}))
@@ -166,7 +168,7 @@ func WithIstioAux(t *testing.T, tg Target) {
 // NeverFailingApp: restartPolicy Never and an app exiting 1: the kubelet
 // will not run it again, so the proxy is quit, the pod fails and the Job
 // counts the failure.
-func NeverFailingApp(t *testing.T, tg Target) {
+func NeverFailingApp(t testing.TB, tg Target) {
 	ns := tg.namespace(t, true)
 	j := job("failing", 1, corev1.RestartPolicyNever, mesh.App{RunFor: "1s", ExitCodes: []int{1}})
 	j.Spec.BackoffLimit = ptr.To(int32(0))
@@ -187,7 +189,7 @@ func NeverFailingApp(t *testing.T, tg Target) {
 // is quit after the retry succeeded, and the Job completes. (On kwok a
 // premature quit shows too: its Stages make an app restarted without its
 // proxy fail for ever.)
-func OnFailureRetry(t *testing.T, tg Target) {
+func OnFailureRetry(t testing.TB, tg Target) {
 	ns := tg.namespace(t, true)
 	j := job("retry", 1, corev1.RestartPolicyOnFailure, mesh.App{RunFor: "1s", ExitCodes: []int{1, 0}})
 	j.Spec.BackoffLimit = ptr.To(int32(3))
@@ -199,7 +201,7 @@ func OnFailureRetry(t *testing.T, tg Target) {
 // CheckRetried: the Job's one pod ran its app twice, the second attempt
 // with a working network, and its proxy was quit once, after that attempt
 // started.
-func CheckRetried(t *testing.T, tg Target, ns, job string) {
+func CheckRetried(t testing.TB, tg Target, ns, job string) {
 	t.Helper()
 	p := mesh.OnlyPod(t, tg.Cluster, ns, job)
 	app := cluster.ContainerStatus(&p, App)
@@ -229,7 +231,7 @@ func CheckRetried(t *testing.T, tg Target, ns, job string) {
 
 // MissedWhileDown: pods that finished while the bridge was down are quit
 // once it is back (its initial list, not a watch update).
-func MissedWhileDown(t *testing.T, tg Target) {
+func MissedWhileDown(t testing.TB, tg Target) {
 	start := tg.StopBridge(t)
 	started := false
 	t.Cleanup(func() {
@@ -253,7 +255,7 @@ func MissedWhileDown(t *testing.T, tg Target) {
 // NotOptedIn: outside the opt-in nothing is mutated and nothing is quit,
 // whatever the pod does (WithoutIstioAux has the long form; this is a
 // Never pod that finished).
-func NotOptedIn(t *testing.T, tg Target) {
+func NotOptedIn(t testing.TB, tg Target) {
 	ns := tg.namespace(t, false)
 	mesh.CreateJob(t, tg.Cluster, ns, job("untouched", 1, corev1.RestartPolicyNever, mesh.App{RunFor: "1s", NoNetwork: true}))
 	p := tg.waitStuck(t, ns, "untouched", 1)[0]
@@ -270,7 +272,7 @@ func (tg Target) halfReady(p *corev1.Pod) bool {
 }
 
 // checkQuit: istio-proxy was stopped by a quit (exit 0), not killed.
-func checkQuit(t *testing.T, p *corev1.Pod) {
+func checkQuit(t testing.TB, p *corev1.Pod) {
 	t.Helper()
 	if s := cluster.ContainerStatus(p, keys.ProxyContainer); s.State.Terminated == nil || s.State.Terminated.ExitCode != 0 {
 		t.Errorf("%s: istio-proxy %+v, want it quit (exit 0)", p.Name, s.State)
@@ -278,7 +280,7 @@ func checkQuit(t *testing.T, p *corev1.Pod) {
 }
 
 // logs is the app container's log (empty on kwok, which runs nothing).
-func (tg Target) logs(t *testing.T, ns, pod string) string {
+func (tg Target) logs(t testing.TB, ns, pod string) string {
 	t.Helper()
 	if !tg.Real {
 		return ""
@@ -302,7 +304,7 @@ type step struct {
 // Job completes or the target's timeout passes, noting when each step was
 // first seen. The app's exit is the kubelet's own finishedAt (whole
 // seconds); the rest are when the API showed them.
-func (tg Target) watchTimeline(t *testing.T, ns, job string) *timeline {
+func (tg Target) watchTimeline(t testing.TB, ns, job string) *timeline {
 	t.Helper()
 	tl := &timeline{}
 	seen := map[string]bool{}
@@ -334,7 +336,7 @@ func (tg Target) watchTimeline(t *testing.T, ns, job string) *timeline {
 	return tl
 }
 
-func (tl *timeline) log(t *testing.T, start time.Time) {
+func (tl *timeline) log(t testing.TB, start time.Time) {
 	t.Helper()
 	var b strings.Builder
 	steps := slices.Clone(tl.steps)
