@@ -213,10 +213,11 @@ func burst(t *testing.T, c *cluster.Cluster, ns string, n int, until time.Time, 
 
 // burstPods are a burst Job's pods: one, or, where the runtime could not
 // start an app on the loaded node (runc's "namespace path: lstat
-// /proc/0/ns/ipc", seen once in a whole suite's run; scenario.Run), that pod too, whose
-// Job made another. Its app never ran, so its proxy was quit as a finished
-// pod's (that is what failed it): it is measured with the others. Any other
-// reason for a second pod fails the test.
+// /proc/0/ns/ipc", seen once in a whole suite's run; the cause is in
+// realnode's containerdConfig), that pod too, whose Job made another. Its
+// app never ran, so its proxy was quit as a finished pod's (that is what
+// failed it): it is measured with the others. Any other reason for a
+// second pod fails the test.
 func burstPods(t *testing.T, c *cluster.Cluster, ns, job string) []corev1.Pod {
 	t.Helper()
 	pods := mesh.Pods(t, c, ns, job)
