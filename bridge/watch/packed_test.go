@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/istio-aux/istio-aux/pkg/decision"
+	"github.com/istio-aux/istio-aux/pkg/decision/decisiontest"
 	"github.com/istio-aux/istio-aux/pkg/keys"
 	"github.com/istio-aux/istio-aux/pkg/slim"
 )
@@ -141,7 +142,7 @@ func TestPackKeepsEveryDecision(t *testing.T) {
 	}
 	r := rand.New(rand.NewPCG(4, 3))
 	for i := range 20_000 {
-		check(fmt.Sprintf("random pod %d", i), randomPod(r))
+		check(fmt.Sprintf("random pod %d", i), decisiontest.RandomPod(r))
 	}
 }
 
@@ -178,101 +179,6 @@ func comparable(in *slim.Pod) *slim.Pod {
 	out.Labels = optInOf(in.Labels[keys.LabelEnabled], in.Labels != nil && in.Labels[keys.LabelEnabled] != "").put(nil, keys.LabelEnabled)
 	return &out
 }
-
-// randomPod draws a slim pod from the cases the decision and the packing
-// tell apart: proxies classic and native, extra and annotated sidecars
-// (past slim.MaxSidecars too), every pod and container restart policy,
-// rules with every operator and action (and unknown ones), every container
-// state, statuses missing, repeated or of no container, opt-in values
-// valid and not.
-func randomPod(r *rand.Rand) *slim.Pod {
-	pick := func(n int) int { return r.IntN(n) }
-	policies := []*corev1.ContainerRestartPolicy{nil, ptr(corev1.ContainerRestartPolicyAlways),
-		ptr(corev1.ContainerRestartPolicyOnFailure), ptr(corev1.ContainerRestartPolicyNever)}
-	operators := []corev1.ContainerRestartRuleOnExitCodesOperator{corev1.ContainerRestartRuleOnExitCodesOpIn,
-		corev1.ContainerRestartRuleOnExitCodesOpNotIn, "Between"}
-	actions := []corev1.ContainerRestartRuleAction{corev1.ContainerRestartRuleActionRestart,
-		corev1.ContainerRestartRuleActionRestartAllContainers, "Explode"}
-	rules := func() slim.Rules {
-		var out slim.Rules
-		for range pick(4) {
-			rule := slim.Rule{Action: actions[pick(len(actions))]}
-			if pick(5) > 0 {
-				rule.ExitCodes = &slim.ExitCodes{Operator: operators[pick(len(operators))]}
-				for range pick(4) {
-					rule.ExitCodes.Values = append(rule.ExitCodes.Values, int32(pick(4)))
-				}
-			}
-			out = append(out, rule)
-		}
-		return out
-	}
-	state := func() slim.State {
-		switch pick(7) {
-		case 0:
-			return slim.State{Running: &slim.Running{StartedAt: metav1.Unix(1, 0)}}
-		case 1:
-			return slim.State{Waiting: &slim.Waiting{Reason: "CrashLoopBackOff"}}
-		case 2:
-			return slim.State{}
-		}
-		return slim.State{Terminated: &slim.Terminated{ExitCode: int32(pick(4)), Reason: "Error"}}
-	}
-	labels := []string{"", "true", "True", "false", "FALSE", "maybe"}
-	annotations := []string{"", "true", "false", " TRUE ", "maybe"}
-	p := &slim.Pod{APIVersion: "v1", Kind: "Pod", Meta: slim.Meta{Name: "p", Namespace: "ns", UID: "u", ResourceVersion: "9"},
-		Spec:   slim.Spec{RestartPolicy: []corev1.RestartPolicy{"", corev1.RestartPolicyAlways, corev1.RestartPolicyOnFailure, corev1.RestartPolicyNever, corev1.RestartPolicyNever}[pick(5)]},
-		Status: slim.Status{Phase: []corev1.PodPhase{corev1.PodRunning, corev1.PodRunning, corev1.PodPending, corev1.PodSucceeded}[pick(4)]}}
-	if pick(10) == 0 {
-		p.DeletionTimestamp = &metav1.Time{}
-	}
-	if v := labels[pick(len(labels))]; v != "" {
-		p.Labels = slim.Kept{keys.LabelEnabled: v}
-	}
-	if v := annotations[pick(len(annotations))]; v != "" {
-		p.Annotations = slim.Kept{keys.AnnotationEnabled: v}
-	}
-	switch pick(4) {
-	case 0:
-		p.Annotations = slim.Kept{keys.AnnotationSidecars: []string{"b", " c , b", "x,,a", "a,b,c"}[pick(4)]}
-	case 1: // the names past slim.MaxSidecars are not sidecars
-		var names []string
-		for i := range slim.MaxSidecars + 2 {
-			names = append(names, fmt.Sprintf("n%d", i))
-		}
-		names = append(names, "c")
-		if pick(2) == 0 {
-			names = append([]string{"b"}, names...)
-		}
-		p.Annotations = slim.Kept{keys.AnnotationSidecars: strings.Join(names, ",")}
-	}
-	names := []string{"istio-proxy", "a", "b", "c"}
-	for _, n := range names[:1+pick(len(names))] {
-		if n == "istio-proxy" && pick(3) == 0 {
-			p.Spec.InitContainers = append(p.Spec.InitContainers, slim.Container{Name: n, RestartPolicy: policies[pick(len(policies))], RestartPolicyRules: rules()})
-			if pick(4) > 0 {
-				p.Status.InitContainerStatuses = append(p.Status.InitContainerStatuses, slim.ContainerStatus{Name: n, State: state()})
-			}
-			continue
-		}
-		p.Spec.Containers = append(p.Spec.Containers, slim.Container{Name: n, RestartPolicy: policies[pick(len(policies))], RestartPolicyRules: rules()})
-		if pick(5) > 0 {
-			p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, slim.ContainerStatus{Name: n, RestartCount: int32(pick(3)), State: state()})
-		}
-	}
-	if pick(4) == 0 { // an init container that is not the proxy
-		p.Spec.InitContainers = append(p.Spec.InitContainers, slim.Container{Name: "setup", RestartPolicyRules: rules()})
-		p.Status.InitContainerStatuses = append(p.Status.InitContainerStatuses, slim.ContainerStatus{Name: "setup", State: state()})
-	}
-	if pick(6) == 0 { // statuses the kubelet would not write: of no container, or twice
-		p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, slim.ContainerStatus{Name: names[pick(len(names))], State: state()},
-			slim.ContainerStatus{Name: "gone", State: state()})
-		slices.Reverse(p.Status.ContainerStatuses)
-	}
-	return p
-}
-
-func ptr[T any](v T) *T { return &v }
 
 func TestPackTransformTombstone(t *testing.T) {
 	full := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", Annotations: map[string]string{"big": "x"}}}

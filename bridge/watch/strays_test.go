@@ -131,8 +131,11 @@ func TestTooManyPodsRefuses(t *testing.T) {
 	if !errors.As(err, &ce) || ce.Capacity != 3 || ce.Pods <= 3 {
 		t.Fatalf("Run = %v, want a CapacityError over 3 pods", err)
 	}
-	if w.CachedPods() != 0 || testutil.ToFloat64(m.CachedPods) != 0 || w.Synced() {
-		t.Errorf("after refusing: %d pods cached (gauge %v), synced %v; want none, not synced", w.CachedPods(), testutil.ToFloat64(m.CachedPods), w.Synced())
+	// Not Synced: a fake's list is not streamed, so the refusal comes as
+	// the list is stored, and whether Run saw the cache synced before it
+	// saw the refusal is the scheduler's choice.
+	if w.CachedPods() != 0 || testutil.ToFloat64(m.CachedPods) != 0 {
+		t.Errorf("after refusing: %d pods cached (gauge %v); want none", w.CachedPods(), testutil.ToFloat64(m.CachedPods))
 	}
 	if ctx.Err() != nil {
 		t.Error("Run returned only when its context ended")

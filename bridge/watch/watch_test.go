@@ -282,6 +282,11 @@ func TestWatchPublishDispatch(t *testing.T) {
 	if got := s.total(); got != 2 {
 		t.Errorf("function saw %d events, want 2: %v", got, s.seen)
 	}
+	// The function can see an event before the bridge has settled its
+	// ack (publish.Publisher.Run): wait for the count, then hold it exact.
+	testenv.Eventually(t, 5*time.Second, "both events acknowledged as stored", func() bool {
+		return testutil.ToFloat64(b.m.Published) >= 2
+	})
 	if got := testutil.ToFloat64(b.m.Published); got != 2 {
 		t.Errorf("published %v, want 2", got)
 	}
@@ -450,6 +455,10 @@ func TestAnnotationChurnMakesOneEvent(t *testing.T) {
 	}
 	testenv.Eventually(t, 5*time.Second, "the filter to see every update", func() bool {
 		return testutil.ToFloat64(b.m.WatchEvents.WithLabelValues("pod", "update")) == 51
+	})
+	// The function can see the event before the bridge has settled its ack.
+	testenv.Eventually(t, 5*time.Second, "the event acknowledged as stored", func() bool {
+		return testutil.ToFloat64(b.m.Published) >= 1
 	})
 	if got := testutil.ToFloat64(b.m.Published); got != 1 {
 		t.Errorf("published %v events for one state, want 1", got)

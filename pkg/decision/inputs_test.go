@@ -6,98 +6,22 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/istio-aux/istio-aux/pkg/decision/decisiontest"
 	"github.com/istio-aux/istio-aux/pkg/keys"
 	"github.com/istio-aux/istio-aux/pkg/slim"
 )
 
-// randomPod draws a pod from the cases the decision tells apart: proxies
-// classic and native, extra and annotated sidecars, every pod and container
-// restart policy, rules with every operator and action (and unknown ones),
-// every container state, opt-in values valid and not.
-func randomPod(r *rand.Rand) *slim.Pod {
-	pick := func(n int) int { return r.IntN(n) }
-	policies := []*corev1.ContainerRestartPolicy{nil, ptr(corev1.ContainerRestartPolicyAlways),
-		ptr(corev1.ContainerRestartPolicyOnFailure), ptr(corev1.ContainerRestartPolicyNever)}
-	operators := []corev1.ContainerRestartRuleOnExitCodesOperator{corev1.ContainerRestartRuleOnExitCodesOpIn,
-		corev1.ContainerRestartRuleOnExitCodesOpNotIn, "Between"}
-	actions := []corev1.ContainerRestartRuleAction{corev1.ContainerRestartRuleActionRestart,
-		corev1.ContainerRestartRuleActionRestartAllContainers, "Explode"}
-	rules := func() slim.Rules {
-		var out slim.Rules
-		for range pick(4) {
-			rule := slim.Rule{Action: actions[pick(len(actions))]}
-			if pick(5) > 0 {
-				rule.ExitCodes = &slim.ExitCodes{Operator: operators[pick(len(operators))]}
-				for range pick(4) {
-					rule.ExitCodes.Values = append(rule.ExitCodes.Values, int32(pick(4)))
-				}
-			}
-			out = append(out, rule)
-		}
-		return out
-	}
-	state := func() slim.State {
-		switch pick(7) {
-		case 0:
-			return slim.State{Running: &slim.Running{}}
-		case 1:
-			return slim.State{Waiting: &slim.Waiting{Reason: "CrashLoopBackOff"}}
-		case 2:
-			return slim.State{}
-		}
-		return slim.State{Terminated: &slim.Terminated{ExitCode: int32(pick(4)), Reason: "Error"}}
-	}
-	values := []string{"", "true", "false", " TRUE ", "maybe"}
-	p := &slim.Pod{Meta: slim.Meta{Name: "p", Namespace: "ns", UID: "u", ResourceVersion: "9"},
-		Spec:   slim.Spec{RestartPolicy: []corev1.RestartPolicy{"", corev1.RestartPolicyAlways, corev1.RestartPolicyOnFailure, corev1.RestartPolicyNever, corev1.RestartPolicyNever}[pick(5)]},
-		Status: slim.Status{Phase: []corev1.PodPhase{corev1.PodRunning, corev1.PodRunning, corev1.PodPending, corev1.PodSucceeded}[pick(4)]}}
-	if pick(10) == 0 {
-		p.DeletionTimestamp = &metav1.Time{}
-	}
-	if v := values[pick(len(values))]; v != "" {
-		p.Labels = slim.Kept{keys.LabelEnabled: v}
-	}
-	p.Annotations = slim.Kept{}
-	if v := values[pick(len(values))]; v != "" {
-		p.Annotations[keys.AnnotationEnabled] = v
-	}
-	if pick(3) == 0 {
-		p.Annotations[keys.AnnotationSidecars] = []string{"b", " c , b", "x,,a"}[pick(3)]
-	}
-	names := []string{"istio-proxy", "a", "b", "c"}
-	for _, n := range names[:1+pick(len(names))] {
-		if n == "istio-proxy" && pick(3) == 0 {
-			p.Spec.InitContainers = append(p.Spec.InitContainers, slim.Container{Name: n, RestartPolicy: policies[pick(len(policies))], RestartPolicyRules: rules()})
-			if pick(4) > 0 {
-				p.Status.InitContainerStatuses = append(p.Status.InitContainerStatuses, slim.ContainerStatus{Name: n, State: state()})
-			}
-			continue
-		}
-		p.Spec.Containers = append(p.Spec.Containers, slim.Container{Name: n, RestartPolicy: policies[pick(len(policies))], RestartPolicyRules: rules()})
-		if pick(5) > 0 {
-			p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, slim.ContainerStatus{Name: n, RestartCount: int32(pick(3)), State: state()})
-		}
-	}
-	if pick(4) == 0 { // an init container that is not the proxy
-		p.Spec.InitContainers = append(p.Spec.InitContainers, slim.Container{Name: "setup", RestartPolicyRules: rules()})
-		p.Status.InitContainerStatuses = append(p.Status.InitContainerStatuses, slim.ContainerStatus{Name: "setup", State: state()})
-	}
-	return p
-}
-
-func ptr[T any](v T) *T { return &v }
-
-// TestInputsDecideAlike: for 20,000 random pods and every configuration,
+// TestInputsDecideAlike: for 30,000 random pods and every configuration,
 // the decision and the opt-in read from Inputs(p) are those read from p.
 func TestInputsDecideAlike(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	configs := []Options{{}, {QuitNative: true}, {ExtraSidecars: []string{"b"}}, {ExtraSidecars: []string{"a", "c"}, QuitNative: true}}
 	nsLabels := []map[string]string{nil, {keys.LabelEnabled: "true"}}
 	decisions := map[Outcome]int{}
-	for i := range 20_000 {
-		p := randomPod(r)
+	const pods = 30_000
+	for i := range pods {
+		p := decisiontest.RandomPod(r)
 		in := Inputs(p)
 		for _, o := range configs {
 			want, got := Decide(p, o), Decide(in, o)
@@ -113,6 +37,7 @@ func TestInputsDecideAlike(t *testing.T) {
 		}
 	}
 	// The draw reaches every outcome often enough to mean something.
+	t.Logf("decisions of %d pods under %d configurations: %v", pods, len(configs), decisions)
 	for _, o := range []Outcome{Ignore, Wait, Quit} {
 		if decisions[o] < 1000 {
 			t.Errorf("only %d random pods decided %v", decisions[o], o)

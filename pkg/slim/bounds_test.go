@@ -3,6 +3,7 @@ package slim
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"runtime"
 	"strings"
 	"testing"
@@ -10,14 +11,21 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-// allocated is the heap f allocates, in bytes.
+// allocated is the heap f allocates, in bytes: the least of three calls.
+// TotalAlloc counts what every goroutine of the process allocates (the
+// runtime's and the testing package's too), which only adds to a call's
+// figure; what f allocates is the same each call.
 func allocated(f func()) uint64 {
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	f()
-	runtime.ReadMemStats(&after)
-	return after.TotalAlloc - before.TotalAlloc
+	least := uint64(math.MaxUint64)
+	for range 3 {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		f()
+		runtime.ReadMemStats(&after)
+		least = min(least, after.TotalAlloc-before.TotalAlloc)
+	}
+	return least
 }
 
 func TestDecodeBounds(t *testing.T) {
