@@ -13,8 +13,17 @@ import (
 // pilot-agent renders from envoy_bootstrap_tmpl.json and passes with -c)
 // that the stand-in acts on: where the admin API listens, the static
 // listeners, and the routes from a listener's path prefix to a static
-// cluster. Everything else (xDS, SDS, tracing, stats sinks) is ignored.
+// cluster, and the node's metadata, where pilot-agent says how the pod's
+// traffic is captured. Everything else (xDS, SDS, tracing, stats sinks) is
+// ignored.
 type bootstrap struct {
+	Node struct {
+		Metadata struct {
+			// InterceptionMode is the pod's (ISTIO_META_INTERCEPTION_MODE,
+			// from the injector): REDIRECT when absent, as istiod reads it.
+			InterceptionMode string `json:"INTERCEPTION_MODE"`
+		} `json:"metadata"`
+	} `json:"node"`
 	Admin struct {
 		Address address `json:"address"`
 	} `json:"admin"`
@@ -69,6 +78,15 @@ type cluster struct {
 			} `json:"lb_endpoints"`
 		} `json:"endpoints"`
 	} `json:"load_assignment"`
+}
+
+// interceptionMode is how the pod's traffic reaches the proxy: REDIRECT
+// (istiod's default), TPROXY or NONE.
+func (b *bootstrap) interceptionMode() string {
+	if m := b.Node.Metadata.InterceptionMode; m != "" {
+		return m
+	}
+	return "REDIRECT"
 }
 
 // route sends requests under a path prefix to a static cluster's address,

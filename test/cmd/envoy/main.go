@@ -3,12 +3,21 @@
 // Envoy itself (C++) cannot be built. It accepts and logs the flags
 // pilot-agent passes, reads the bootstrap pilot-agent rendered (-c) and
 // serves what that bootstrap declares and the agent uses:
+//
 //   - the admin API (15000): /ready, /server_info, /stats (the counters of
 //     pilot-agent's readiness probe), /stats/prometheus, POST /quitquitquit
 //     (answers, then exits 0), POST /drain_listeners;
+//
 //   - each static listener's prefix routes to static clusters, proxied like
 //     Envoy: 15021 /healthz/ready → the agent's 15020, which in turn reads
 //     this admin API's stats.
+//
+//   - with the pod's traffic captured (interception mode REDIRECT, as the
+//     bootstrap's node metadata says), the two virtual listeners istiod
+//     would configure, 15001 and 15006, passing each connection through
+//     to its original destination (capture.go), from the moment it is
+//     ready: before that the app's connections are refused, as they are
+//     until Envoy has its listeners.
 //
 // It becomes ready $ISTIO_AUX_ENVOY_READY_DELAY (default 1s) after it
 // starts, as Envoy does once its first xDS configuration has arrived (set it
@@ -32,6 +41,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -94,6 +104,11 @@ func run(args []string) error {
 		log.Printf("listening on %s", l.Addr())
 		go func() { errs <- s.Serve(l) }()
 	}
+	captured, err := p.captureTraffic(b.interceptionMode(), kernelOriginalDst, errs)
+	if err != nil {
+		return err
+	}
+	defer captured()
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
 	select {
@@ -134,6 +149,52 @@ func parseFlags(args []string) (config string, others []string) {
 		others = append(others, strings.TrimSpace(name+" "+value))
 	}
 	return config, others
+}
+
+// captureTraffic serves the virtual listeners of interception mode mode
+// once the proxy is ready (REDIRECT; TPROXY is not served, NONE has none),
+// sending a listener's failure to errs. The returned func closes them.
+func (p *proxy) captureTraffic(mode string, dst originalDst, errs chan<- error) (func(), error) {
+	switch mode {
+	case "NONE":
+		return func() {}, nil
+	case "REDIRECT":
+	default:
+		return nil, fmt.Errorf("interception mode %s: the stand-in passes captured traffic through for REDIRECT only", mode)
+	}
+	var mu sync.Mutex
+	var open []net.Listener
+	closed := false
+	timer := time.AfterFunc(max(p.readyDelay-time.Since(p.start), 0), func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if closed {
+			return
+		}
+		for port, c := range captureListeners(dst) {
+			l, err := net.Listen("tcp", fmt.Sprintf("0.0.0.0:%d", port))
+			if err != nil {
+				errs <- fmt.Errorf("%s: %w", c.name, err)
+				return
+			}
+			log.Printf("%s listening on %s", c.name, l.Addr())
+			open = append(open, l)
+			go func() {
+				if err := c.serve(l); err != nil {
+					errs <- fmt.Errorf("%s: %w", c.name, err)
+				}
+			}()
+		}
+	})
+	return func() {
+		timer.Stop()
+		mu.Lock()
+		defer mu.Unlock()
+		closed = true
+		for _, l := range open {
+			_ = l.Close()
+		}
+	}, nil
 }
 
 // routeHandler proxies each prefix to its cluster's address.
