@@ -8,6 +8,9 @@
 #                              digest and tagged VERSION (ko resolve, as
 #                              Knative's releases are made)
 #   istio-aux-standalone.yaml  config/standalone/, the same way
+#   istio-aux-openshift.yaml   istio-aux.yaml with no pinned user, group or
+#                              fsGroup (hack/release/unpin): for OpenShift,
+#                              whose SCC gives them from the namespace's range
 #   images.tar                 every image, an OCI layout each (images/<name>),
 #                              for registries the cluster pulls from
 #   kubectl-istio_aux          the kubectl plugin (linux, RELEASE_PLATFORM's arch)
@@ -15,7 +18,7 @@
 #
 # The images are pushed to KO_DOCKER_REPO from those layouts with crane,
 # byte for byte, unless RELEASE_PUSH=0 (then push them yourself: README).
-# RELEASE_SHAPES picks the manifests (default "config standalone");
+# RELEASE_SHAPES picks the manifests (default "config standalone openshift");
 # RELEASE_PLATFORM the one platform (default linux/amd64).
 set -o errexit -o nounset -o pipefail
 
@@ -33,7 +36,7 @@ if [[ -z "${repo}" ]]; then
 fi
 out="${RELEASE_DIR:-${root}/_output/release/${version}}"
 platform="${RELEASE_PLATFORM:-linux/amd64}"
-shapes="${RELEASE_SHAPES:-config standalone}"
+shapes="${RELEASE_SHAPES:-config standalone openshift}"
 bin="$(hack/build-tools.sh)"
 
 # ko names the layout's images after its path, which must read as a
@@ -60,7 +63,12 @@ for shape in ${shapes}; do
   case "${shape}" in
     config) resolve istio-aux.yaml config/ config/nats/; manifests+=("${out}/istio-aux.yaml") ;;
     standalone) resolve istio-aux-standalone.yaml config/standalone/; manifests+=("${out}/istio-aux-standalone.yaml") ;;
-    *) echo "release: RELEASE_SHAPES: unknown shape ${shape} (config, standalone)" >&2; exit 2 ;;
+    openshift)
+      [[ -f "${out}/istio-aux.yaml" ]] || resolve istio-aux.yaml config/ config/nats/
+      go run ./hack/release/unpin <"${out}/istio-aux.yaml" >"${out}/istio-aux-openshift.yaml"
+      [[ " ${shapes} " == *" config "* ]] || rm -f "${out}/istio-aux.yaml"
+      manifests+=("${out}/istio-aux-openshift.yaml") ;;
+    *) echo "release: RELEASE_SHAPES: unknown shape ${shape} (config, standalone, openshift)" >&2; exit 2 ;;
   esac
 done
 

@@ -24,6 +24,9 @@ const (
 	// Standalone is the install without Knative or a NATS server: the
 	// webhook and the all-in-one.
 	Standalone = "config/standalone"
+	// OpenShift is Config as the release's OpenShift variant ships it
+	// (istio-aux-openshift.yaml: no pinned user, group or fsGroup).
+	OpenShift = "config+openshift"
 )
 
 // Installed is istio-aux installed in a whole cluster the way users install

@@ -49,8 +49,11 @@ func release(ctx context.Context, base images.Image, version, dir string) ([]byt
 	}
 	defer os.RemoveAll(out)
 	shape, file := "config", "istio-aux.yaml"
-	if dir == Standalone {
+	switch dir {
+	case Standalone:
 		shape, file = "standalone", "istio-aux-standalone.yaml"
+	case OpenShift:
+		shape, file = "openshift", "istio-aux-openshift.yaml"
 	}
 	repo := realnode.RegistryAddr + "/istio-aux"
 	cmd := exec.CommandContext(ctx, filepath.Join(cluster.RepoRoot(), "hack", "release.sh"))
