@@ -53,6 +53,7 @@ func Explain(in Input) Pod {
 	e.decide()
 	e.apps()
 	e.next()
+	e.cni()
 	e.events()
 	e.verdict()
 	return e.out

@@ -1,0 +1,50 @@
+package explain
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// Istio CNI's check in each pod: the init container its injector adds in
+// place of istio-init, and the code it exits with when the pod's traffic
+// capture is not in place (pilot-agent istio-iptables --run-validation,
+// constants.ValidationErrorCode).
+const (
+	validationContainer = "istio-validation"
+	validationFailed    = 126
+)
+
+// cni finds a pod whose traffic capture Istio CNI never set up: its
+// istio-validation failed, and has not passed since. That is the CNI start
+// race (docs/faults.md): the pod's sandbox was made on a node whose CNI
+// agent had not chained the istio-cni plugin in yet (a node booting, or
+// the agent restarting). No app has run, so istio-aux has nothing to quit;
+// what happens next is the kubelet's and Istio's.
+func (e *explanation) cni() {
+	var s *corev1.ContainerStatus
+	for i, is := range e.in.Pod.Status.InitContainerStatuses {
+		if is.Name == validationContainer {
+			s = &e.in.Pod.Status.InitContainerStatuses[i]
+		}
+	}
+	if s == nil {
+		return
+	}
+	failed := func(t *corev1.ContainerStateTerminated) bool { return t != nil && t.ExitCode == validationFailed }
+	switch {
+	case s.State.Terminated != nil && s.State.Terminated.ExitCode == 0:
+		return // it passed (perhaps after a repair)
+	case !failed(s.State.Terminated) && !failed(s.LastTerminationState.Terminated):
+		return
+	}
+	p := e.in.Pod
+	what := "the kubelet retries istio-validation, which passes once Istio CNI's repair controller has set up the pod's traffic capture (its default, repairPods) or deleted the pod (cni.repair.deletePods)"
+	if p.Spec.RestartPolicy == corev1.RestartPolicyNever || p.Status.Phase == corev1.PodFailed {
+		what = "the pod has failed (an init container is not retried under restartPolicy Never): its Job makes another, counted against its backoffLimit"
+	}
+	e.problem(fmt.Sprintf("Istio CNI had not set up the pod's traffic capture when it started on node %s (%s exited %d): its CNI agent was not ready there yet; "+
+		"no app has run, so istio-aux has nothing to quit; %s", p.Spec.NodeName, validationContainer, validationFailed, what),
+		fmt.Sprintf("kubectl logs -n %s %s -c %s", p.Namespace, p.Name, validationContainer),
+		fmt.Sprintf("kubectl get pods -A -l k8s-app=istio-cni-node --field-selector spec.nodeName=%s", p.Spec.NodeName))
+}
