@@ -2,8 +2,8 @@
 # The whole compatibility matrix (make e2e-matrix): every cell of the
 # README's table, each a `go test` run of its own on a cluster of its shape
 # (test/mesh/shapes.go), after building every version it needs: Kubernetes
-# 1.32 and 1.33 besides the newest, and Istio 1.24.2, 1.26.1 and 1.29.1
-# besides the default build. The kubelet-parity table is checked against
+# 1.32 and 1.33 besides the newest, and Istio 1.24.2, 1.26.1, 1.27.9, 1.28.3,
+# 1.30 (release-1.30 after 1.30.3) and 1.31.0 besides the default build. The kubelet-parity table is checked against
 # every kubelet from 1.32 to 1.36. Writes _output/matrix.md, a table of the
 # cells with the test that ran each, its result and the date, and exits
 # non-zero if a cell failed. MATRIX_NEWEST=0 leaves out the newest's own
@@ -20,7 +20,7 @@ source hack/versions.sh
 # shellcheck source=hack/node-builds.sh
 source hack/node-builds.sh
 node_builds
-timed "istio 1.24.2, 1.26.1, 1.29.1" hack/build-istio.sh v1.24.mod v1.26.mod v1.29.mod >/dev/null
+timed "istio 1.24.2, 1.26.1, 1.27.9, 1.28.3, 1.30, 1.31.0" hack/build-istio.sh v1.24.mod v1.26.mod v1.27.mod v1.28.mod v1.30.mod v1.31.mod >/dev/null
 if [[ "${MATRIX_NEWEST:-1}" != 0 ]]; then
   timed "knative serving + traefik" hack/build-knative.sh >/dev/null
   timed "training operator, trainer, jobset" hack/build-operators.sh
@@ -47,14 +47,18 @@ if [[ "${MATRIX_NEWEST:-1}" != 0 ]]; then
   cell "1.36" "master (1.30 cut)" "one node, Knative Serving" test/node skip 25m
   cell "1.36" "master (1.30 cut)" "three nodes under faults" test/ha skip 45m
   cell "1.36" "master (1.30 cut)" "three nodes, Knative Serving, two nodes lost in turn" test/ha '^TestHAKnativeNodeLoss$' 30m
+  cell "1.36" "master (1.30 cut), Istio CNI" "one node: the core scenarios, the owners, traffic captured" test/node '^TestCNI$' 30m
+  cell "1.36" "1.30 → 1.31.0, installed by revision, canary upgrade" "one node, Jobs in flight" test/node '^TestCanaryUpgrade$'
 fi
 cell "1.32" "master (1.30 cut), auto" "config/ against the API server" test/config '^TestV132$' 10m
 cell "1.33" "master (1.30 cut), auto" "config/ against the API server" test/config '^TestV133$' 10m
 cell "1.32" "master (1.30 cut), auto" "one node" test/node '^TestV132$'
 cell "1.32" "1.24.2" "one node" test/node '^TestV132Istio124$'
+cell "1.32" "1.27.9, OpenShift profile, Istio CNI, revision default-v1-27-9" "one node, the OpenShift stand-in" test/node '^TestOpenShift$'
 cell "1.33" "1.26.1" "one node" test/node '^TestV133$'
+cell "1.33" "1.27.9, auto (native)" "one node" test/node '^TestV133Istio127$'
 cell "1.33 (kubelets 1.33, 1.32, 1.32)" "master (1.30 cut), auto" "three nodes, one lost" test/ha '^TestV133MixedNodeLoss$'
-cell "1.33 (kubelets 1.33, 1.32, 1.32)" "1.29.1, auto" "three nodes, one lost" test/ha '^TestV133MixedIstio129NodeLoss$'
+cell "1.33 (kubelets 1.33, 1.32, 1.32)" "1.27.9, auto" "three nodes, one lost" test/ha '^TestV133MixedIstio127NodeLoss$'
 {
   echo "| Kubernetes | Istio | shape | test | result | run |"
   echo "|---|---|---|---|---|---|"

@@ -62,6 +62,10 @@ if ((EUID == 0)); then
   timed "node packages" hack/node-deps.sh
 fi
 timed "real-node tests" go test -tags e2e -count=1 -timeout 20m -parallel 8 -v -skip "${SHAPED}" ./test/node/...
+# Istio's CNI node agent on the real node (its chart's DaemonSet, the
+# istio-cni plugin chained into the node's network): every pod's traffic
+# captured, the core scenarios and the owners (test/node's TestCNI).
+timed "Istio CNI, one node" go test -tags e2e -count=1 -timeout 30m -parallel 8 -v -run '^TestCNI$' ./test/node/...
 # Three real nodes, istio-aux in its highly available shape, under faults
 # (test/ha): one fault after another. -short leaves out the faults whose
 # window alone takes minutes (the 7-minute partition past the eviction):

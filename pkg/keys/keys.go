@@ -48,4 +48,8 @@ const (
 	KeyInject = "sidecar.istio.io/inject"
 	// LabelInjection opts a namespace into Istio's injection ("enabled").
 	LabelInjection = "istio-injection"
+	// LabelRevision selects the Istio revision (or revision tag) that
+	// injects a namespace's pods, or one pod's; injected pods carry it as
+	// an annotation naming the revision that injected them.
+	LabelRevision = "istio.io/rev"
 )

@@ -173,3 +173,14 @@ func (c *Cluster) PodsSummary(ctx context.Context, ns, selector string) string {
 	}
 	return strings.Join(parts, "; ")
 }
+
+// Container is the pod's container (or init container) name; zero if it
+// has none.
+func Container(p *corev1.Pod, name string) corev1.Container {
+	for _, c := range append(append([]corev1.Container{}, p.Spec.InitContainers...), p.Spec.Containers...) {
+		if c.Name == name {
+			return c
+		}
+	}
+	return corev1.Container{}
+}

@@ -133,8 +133,8 @@ func apiServerSourcePod(t *testing.T, d doc) corev1.PodTemplateSpec {
 //   - istio-proxy itself: user 1337, runAsNonRoot true, capabilities drop
 //     ALL, allowPrivilegeEscalation false;
 //   - a seccompProfile on each of them only if global.proxy.seccompProfile
-//     is set (default {}); the template of Istio 1.29 (hack/tools/istio's
-//     v1.29.mod) has that value, 1.26's and 1.24's have not;
+//     is set (default {}); the templates of Istio 1.28 and later have that
+//     value, those of 1.24, 1.26 and 1.27 have not;
 //   - emptyDir, projected, downwardAPI and configMap volumes, all of which
 //     restricted allows.
 func withIstioSidecar(pod corev1.PodTemplateSpec, cni, seccomp bool) corev1.PodTemplateSpec {
@@ -190,7 +190,7 @@ func withIstioSidecar(pod corev1.PodTemplateSpec, cni, seccomp bool) corev1.PodT
 // Istio injects everywhere (sidecarInjectorWebhook.enableNamespacesByDefault:
 // then the function's pods too; istio-aux's own Deployments and NATS opt
 // out). Such a pod is refused unless Istio runs with its CNI and
-// global.proxy.seccompProfile {type: RuntimeDefault} (Istio 1.29 has it);
+// global.proxy.seccompProfile {type: RuntimeDefault} (Istio 1.28 on has it);
 // otherwise label the namespace istio-injection=disabled (the webhook, the
 // bridge and NATS opt out of the sidecar already). baseline would not
 // help: Istio's own init container breaks it too.

@@ -104,11 +104,14 @@ func TestV133MixedNodeLoss(t *testing.T) {
 	runFaults(t, "mixed 1.33/1.32", []fault{powerOffWatcher})
 }
 
-// TestV133MixedIstio129NodeLoss is TestV133MixedNodeLoss with Istio 1.29.
-func TestV133MixedIstio129NodeLoss(t *testing.T) {
-	shared.Use(t, mesh.V133MixedIstio129)
-	t.Logf("cluster: %s", mesh.ShapeOf(mesh.V133MixedIstio129))
-	runFaults(t, "mixed 1.33/1.32, Istio 1.29", []fault{powerOffWatcher})
+// TestV133MixedIstio127NodeLoss is TestV133MixedNodeLoss with Istio 1.27
+// (OpenShift Service Mesh 3.2's), the first release whose default is auto:
+// one kubelet older than 1.33 keeps every sidecar classic, and istio-aux
+// serves them all.
+func TestV133MixedIstio127NodeLoss(t *testing.T) {
+	shared.Use(t, mesh.V133MixedIstio127)
+	t.Logf("cluster: %s", mesh.ShapeOf(mesh.V133MixedIstio127))
+	runFaults(t, "mixed 1.33/1.32, Istio 1.27", []fault{powerOffWatcher})
 }
 
 // runFaults runs faults one after another on config/ under a load of

@@ -35,7 +35,7 @@ import (
 // envoy is EnvoyBin(). It fails if a file to copy is missing.
 func ProxyImageContents(r Release, envoy string) (images.Image, error) {
 	img := images.Image{
-		Ref: ProxyImage,
+		Ref: r.ProxyImage(),
 		Files: []images.File{
 			{Path: "/usr/local/bin/pilot-agent", Mode: 0o755, Src: filepath.Join(r.BinDir(), "pilot-agent")},
 			{Path: "/usr/local/bin/envoy", Mode: 0o755, Src: envoy},

@@ -57,7 +57,7 @@ func TestProxyImageContents(t *testing.T) {
 	if !strings.Contains(string(files["/etc/passwd"].Data), ":1337:1337:") {
 		t.Error("/etc/passwd has no uid 1337")
 	}
-	if img.Ref != ProxyImage || img.Entrypoint[0] != "/usr/local/bin/pilot-agent" {
+	if img.Ref != r.ProxyImage() || img.Ref == ProxyImage || img.Entrypoint[0] != "/usr/local/bin/pilot-agent" {
 		t.Errorf("ref %s, entrypoint %v", img.Ref, img.Entrypoint)
 	}
 }

@@ -2,6 +2,7 @@ package istio
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -15,13 +16,16 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 
@@ -29,8 +33,9 @@ import (
 	"github.com/istio-aux/istio-aux/test/images"
 )
 
-// ProxyImage is the proxy image injected pods get, built here
-// (ProxyImageContents) and pulled by the real node from its registry.
+// ProxyImage is the proxy image injected pods get from the harness's
+// default release, built here (ProxyImageContents) and pulled by the real
+// node from its registry; another release's is Release.ProxyImage.
 const ProxyImage = images.Registry + "/proxyv2:dev"
 
 // Options configure Start.
@@ -44,6 +49,22 @@ type Options struct {
 	// Release is the Istio release istiod runs, with its own chart (zero:
 	// Main).
 	Release Release
+	// Revision installs istiod as that revision (the chart's revision
+	// value): namespaces then select it by istio.io/rev=REVISION or by a
+	// tag of it (Tag), never by istio-injection. "" is the default
+	// revision, which istio-injection=enabled selects.
+	Revision string
+	// CNI renders the injector for Istio's CNI node agent
+	// (pilot.cni.enabled): pods get the istio-validation init container
+	// instead of istio-init, and their traffic is captured (interception
+	// mode REDIRECT) by the rules the istio-cni plugin writes (InstallCNI).
+	// Without it the mesh captures nothing (interceptionMode NONE: see the
+	// package doc).
+	CNI bool
+	// Platform is the chart's global.platform, whose profile the chart
+	// applies: "openshift" (CNI chained by multus, the proxy's UID and GID
+	// from the namespace's ranges), or "".
+	Platform string
 	// Values are merged over the chart's defaults and the harness's
 	// overrides, like helm --set.
 	Values map[string]any
@@ -53,33 +74,38 @@ type Options struct {
 
 // Istiod is istiod running outside the cluster as its sidecar injector.
 type Istiod struct {
-	client kubernetes.Interface
-	proc   *cluster.Process
-	dir    string
+	client   kubernetes.Interface
+	proc     *cluster.Process
+	dir      string
+	opts     Options
+	values   map[string]any // as rendered, the harness's included
+	version  string         // the cluster's, for the charts
+	webhook  string         // the injector's MutatingWebhookConfiguration
+	caBundle []byte
 }
 
-// Start renders the chart's ConfigMaps into istio-system, starts istiod
-// against the cluster with every listener on 127.0.0.1, waits until it
-// injects, and registers its webhook as the chart does. On error
-// everything started is stopped.
+// Start renders Istio's istio-discovery chart with Helm as `helm install`
+// would (Render), writes the ConfigMaps it renders into istio-system,
+// starts istiod against the cluster with the environment of the chart's
+// Deployment and every listener on 127.0.0.1, waits until it injects, and
+// registers the chart's injection webhook. On error everything started is
+// stopped.
 func Start(ctx context.Context, c *cluster.Cluster, opts Options) (_ *Istiod, err error) {
+	if opts.Platform == "openshift" && !opts.CNI {
+		return nil, fmt.Errorf("platform openshift: its mesh runs Istio CNI (Options.CNI)")
+	}
 	r := opts.Release
 	if err := r.Built(); err != nil {
 		return nil, err
 	}
-	native := opts.NativeSidecars
-	if native == "" {
-		native = "false"
+	if opts.NativeSidecars == "" {
+		opts.NativeSidecars = "false"
 	}
-	if native != "false" && native != "true" && native != "auto" {
-		return nil, fmt.Errorf("NativeSidecars %q: want false, true or auto", native)
+	if n := opts.NativeSidecars; n != "false" && n != "true" && n != "auto" {
+		return nil, fmt.Errorf("NativeSidecars %q: want false, true or auto", n)
 	}
 	if opts.Log == nil {
 		opts.Log = io.Discard
-	}
-	chart, err := LoadChart(r.ChartDir())
-	if err != nil {
-		return nil, err
 	}
 	ports, err := cluster.FreePorts(6)
 	if err != nil {
@@ -87,14 +113,20 @@ func Start(ctx context.Context, c *cluster.Cluster, opts Options) (_ *Istiod, er
 	}
 	httpsPort, httpPort, grpcPort, secureGRPCPort, monitoringPort, ctrlzPort := ports[0], ports[1], ports[2], ports[3], ports[4], ports[5]
 	url := fmt.Sprintf("https://127.0.0.1:%d/inject", httpsPort)
-	values := chart.Values(harnessValues(native), opts.Values, map[string]any{"istiodRemote": map[string]any{
-		"injectionURL":      url,
-		"injectionCABundle": base64.StdEncoding.EncodeToString(c.CA().CertPEM),
-	}})
-	if err := applyConfigMaps(ctx, c.Client(), chart, values); err != nil {
+	values := chartValues(opts, url, c.CA().CertPEM)
+	objs, err := Render(r.ChartDir(), "istiod"+suffix(opts.Revision), Namespace, c.Version(), values)
+	if err != nil {
 		return nil, err
 	}
-	mwc, err := webhookConfiguration(values)
+	if err := applyConfigMaps(ctx, c.Client(), objs); err != nil {
+		return nil, err
+	}
+	webhook := WebhookConfigurationName + suffix(opts.Revision)
+	mwc, err := webhookFrom(objs, webhook)
+	if err != nil {
+		return nil, err
+	}
+	env, args, err := deploymentCommand(objs, "istiod"+suffix(opts.Revision))
 	if err != nil {
 		return nil, err
 	}
@@ -105,13 +137,13 @@ func Start(ctx context.Context, c *cluster.Cluster, opts Options) (_ *Istiod, er
 	if err != nil {
 		return nil, err
 	}
-	i := &Istiod{client: c.Client(), dir: dir}
+	i := &Istiod{client: c.Client(), dir: dir, opts: opts, values: values, version: c.Version(), webhook: webhook, caBundle: c.CA().CertPEM}
 	defer func() {
 		if err != nil {
 			_ = i.Stop()
 		}
 	}()
-	cert, key, err := c.CA().Serving("istiod." + Namespace + ".svc")
+	cert, key, err := c.CA().Serving("istiod" + suffix(opts.Revision) + "." + Namespace + ".svc")
 	if err != nil {
 		return nil, err
 	}
@@ -121,20 +153,18 @@ func Start(ctx context.Context, c *cluster.Cluster, opts Options) (_ *Istiod, er
 		}
 	}
 	addr := func(port int) string { return fmt.Sprintf("127.0.0.1:%d", port) }
-	global := mapAt(values, "global")
-	args := []string{"discovery",
-		"--kubeconfig=" + c.Kubeconfig(),
-		"--httpsAddr=" + addr(httpsPort), "--httpAddr=" + addr(httpPort),
-		"--grpcAddr=" + addr(grpcPort), "--secureGRPCAddr=" + addr(secureGRPCPort),
-		"--monitoringAddr=" + addr(monitoringPort),
+	// The chart's arguments, then where the harness listens (a later flag
+	// wins).
+	args = append(args,
+		"--kubeconfig="+c.Kubeconfig(),
+		"--httpsAddr="+addr(httpsPort), "--httpAddr="+addr(httpPort),
+		"--grpcAddr="+addr(grpcPort), "--secureGRPCAddr="+addr(secureGRPCPort),
+		"--monitoringAddr="+addr(monitoringPort),
 		"--ctrlz_address=127.0.0.1", fmt.Sprintf("--ctrlz_port=%d", ctrlzPort),
-		"--tlsCertFile=" + filepath.Join(dir, "tls.crt"), "--tlsKeyFile=" + filepath.Join(dir, "tls.key"),
-		"--caCertFile=" + filepath.Join(dir, "ca.crt"),
-		fmt.Sprintf("--log_output_level=%v", mapAt(global, "logging")["level"]),
-		fmt.Sprintf("--domain=%v", mapAt(global, "proxy")["clusterDomain"]),
-		fmt.Sprintf("--keepaliveMaxServerConnectionAge=%v", values["keepaliveMaxServerConnectionAge"]),
-	}
-	i.proc, err = cluster.StartProcess("istiod", opts.Log, istiodEnv(values, c.Kubeconfig()), filepath.Join(r.BinDir(), "pilot-discovery"), args...)
+		"--tlsCertFile="+filepath.Join(dir, "tls.crt"), "--tlsKeyFile="+filepath.Join(dir, "tls.key"),
+		"--caCertFile="+filepath.Join(dir, "ca.crt"),
+	)
+	i.proc, err = cluster.StartProcess("istiod"+suffix(opts.Revision), opts.Log, harnessEnv(env, c.Kubeconfig()), filepath.Join(r.BinDir(), "pilot-discovery"), args...)
 	if err != nil {
 		return nil, err
 	}
@@ -150,9 +180,53 @@ func Start(ctx context.Context, c *cluster.Cluster, opts Options) (_ *Istiod, er
 	}); err != nil {
 		return nil, err
 	}
+	if err := i.register(ctx, mwc); err != nil {
+		return nil, fmt.Errorf("registering istiod: %w", err)
+	}
+	return i, nil
+}
 
-	mwcs := c.Client().AdmissionregistrationV1().MutatingWebhookConfigurations()
-	_, err = mwcs.Create(ctx, mwc, metav1.CreateOptions{})
+// Revision is the revision istiod injects as ("default" for the default
+// one), as injected pods record it (their istio.io/rev annotation).
+func (i *Istiod) Revision() string { return cmp.Or(i.opts.Revision, "default") }
+
+// Release is the Istio release istiod runs.
+func (i *Istiod) Release() Release { return i.opts.Release }
+
+// Tag points the revision tag tag at this istiod, as `istioctl tag set TAG
+// --revision REVISION --overwrite` does: the chart's
+// istio-revision-tag-TAG webhook configuration, rendered for this istiod,
+// replaces any of that name (so a tag of another istiod moves here).
+// Releases before 1.27 render it without a CA bundle, which istiod's CA
+// patcher (off here) would fill in; the harness fills it in.
+func (i *Istiod) Tag(ctx context.Context, tag string) error {
+	values := deepCopy(i.values).(map[string]any)
+	values["revisionTags"] = []any{tag}
+	objs, err := Render(i.opts.Release.ChartDir(), "istiod"+suffix(i.opts.Revision), Namespace, i.version, values)
+	if err != nil {
+		return err
+	}
+	mwc, err := webhookFrom(objs, TagWebhookConfigurationName(tag))
+	if err != nil {
+		return err
+	}
+	return i.register(ctx, mwc)
+}
+
+// TagWebhookConfigurationName is the webhook configuration of revision tag
+// tag (the chart's and istioctl's name for it).
+func TagWebhookConfigurationName(tag string) string { return "istio-revision-tag-" + tag }
+
+// register creates the webhook configuration, or replaces the one of its
+// name, with istiod's CA bundle in every webhook that lacks one.
+func (i *Istiod) register(ctx context.Context, mwc *admissionregistrationv1.MutatingWebhookConfiguration) error {
+	for n := range mwc.Webhooks {
+		if len(mwc.Webhooks[n].ClientConfig.CABundle) == 0 {
+			mwc.Webhooks[n].ClientConfig.CABundle = i.caBundle
+		}
+	}
+	mwcs := i.client.AdmissionregistrationV1().MutatingWebhookConfigurations()
+	_, err := mwcs.Create(ctx, mwc, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
 		var old *admissionregistrationv1.MutatingWebhookConfiguration
 		if old, err = mwcs.Get(ctx, mwc.Name, metav1.GetOptions{}); err == nil {
@@ -160,22 +234,33 @@ func Start(ctx context.Context, c *cluster.Cluster, opts Options) (_ *Istiod, er
 			_, err = mwcs.Update(ctx, mwc, metav1.UpdateOptions{})
 		}
 	}
-	if err != nil {
-		return nil, fmt.Errorf("registering istiod: %w", err)
-	}
-	return i, nil
+	return err
 }
 
-// Stop unregisters the webhook (so that pods can be created without it
-// again), stops istiod and removes its files. The ConfigMaps stay, as
-// after helm's webhook is gone; a later Start replaces them.
+// Stop unregisters the webhook and every revision tag still pointing at
+// this istiod (so that pods can be created without it again, as after
+// `istioctl uninstall --revision`), stops istiod and removes its files.
+// The ConfigMaps stay, as after helm's webhook is gone; a later Start
+// replaces them.
 func (i *Istiod) Stop() error {
 	var errs []error
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	err := i.client.AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(ctx, WebhookConfigurationName, metav1.DeleteOptions{})
-	if err != nil && !apierrors.IsNotFound(err) {
-		errs = append(errs, fmt.Errorf("unregistering istiod: %w", err))
+	mwcs := i.client.AdmissionregistrationV1().MutatingWebhookConfigurations()
+	names := []string{i.webhook}
+	tags, err := mwcs.List(ctx, metav1.ListOptions{LabelSelector: "istio.io/tag,istio.io/rev=" + i.Revision()})
+	if err != nil {
+		errs = append(errs, fmt.Errorf("listing the revision tags: %w", err))
+	} else {
+		for _, t := range tags.Items {
+			names = append(names, t.Name)
+		}
+	}
+	for _, name := range names {
+		err := mwcs.Delete(ctx, name, metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("unregistering %s: %w", name, err))
+		}
 	}
 	if i.proc != nil {
 		errs = append(errs, i.proc.Stop())
@@ -184,72 +269,147 @@ func (i *Istiod) Stop() error {
 	return errors.Join(errs...)
 }
 
-// harnessValues are the overrides every harness install gets (see the
-// package doc for why).
-func harnessValues(native string) map[string]any {
-	return map[string]any{
-		"global": map[string]any{
-			"proxy":           map[string]any{"image": ProxyImage},
-			"imagePullPolicy": string(corev1.PullIfNotPresent),
-		},
-		"meshConfig": map[string]any{"defaultConfig": map[string]any{"interceptionMode": "NONE"}},
-		"env":        map[string]any{"ENABLE_NATIVE_SIDECARS": native},
+// suffix is what the chart appends to names for a revision.
+func suffix(revision string) string {
+	if revision == "" {
+		return ""
 	}
+	return "-" + revision
 }
 
-// istiodEnv is the environment the chart's Deployment gives istiod, with
-// values.env, minus what only makes sense in a pod, plus what running
-// outside the cluster needs: no cloud platform probing, and no patching of
-// webhook configurations (Start registers the webhook with its CA bundle;
-// the chart leaves that to istiod, which would write the same CA).
-func istiodEnv(v map[string]any, kubeconfig string) []string {
-	global := mapAt(v, "global")
-	clusterID := mapAt(global, "multiCluster")["clusterName"]
-	if clusterID == nil || clusterID == "" {
-		clusterID = "Kubernetes"
+// chartValues are the values the harness installs the chart with (see the
+// package doc for why each), opts.Values over them, and where istiod
+// listens outside the cluster (istiodRemote.injectionURL and its CA: the
+// chart's way of pointing the API server at an istiod elsewhere).
+func chartValues(opts Options, injectionURL string, caPEM []byte) map[string]any {
+	// The init container (istio-init, istio-validation) runs the proxy's
+	// image too, named apart in the chart.
+	global := map[string]any{
+		"proxy":           map[string]any{"image": opts.Release.ProxyImage()},
+		"proxy_init":      map[string]any{"image": opts.Release.ProxyImage()},
+		"imagePullPolicy": string(corev1.PullIfNotPresent),
 	}
-	env := []string{
-		"POD_NAMESPACE=" + Namespace, "POD_NAME=istiod-harness", "SERVICE_ACCOUNT=istiod",
-		"REVISION=default",
-		fmt.Sprintf("PILOT_CERT_PROVIDER=%v", global["pilotCertProvider"]),
-		fmt.Sprintf("CLUSTER_ID=%v", clusterID),
-		fmt.Sprintf("PILOT_ENABLE_ANALYSIS=%v", mapAt(global, "istiod")["enableAnalysis"]),
-		fmt.Sprintf("PILOT_TRACE_SAMPLING=%v", v["traceSampling"]),
-		"CA_TRUSTED_NODE_ACCOUNTS=" + Namespace + "/ztunnel",
-		"KUBECONFIG=" + kubeconfig,
-		"CLOUD_PLATFORM=none",
-		"INJECTION_WEBHOOK_CONFIG_NAME=", "VALIDATION_WEBHOOK_CONFIG_NAME=",
+	if opts.Platform != "" {
+		global["platform"] = opts.Platform
 	}
-	extra := mapAt(v, "env")
-	for _, k := range slices.Sorted(maps.Keys(extra)) {
-		env = append(env, fmt.Sprintf("%s=%v", k, extra[k]))
+	v := map[string]any{
+		"global":   global,
+		"revision": opts.Revision,
+		"env":      map[string]any{"ENABLE_NATIVE_SIDECARS": opts.NativeSidecars},
 	}
-	return env
+	switch {
+	case !opts.CNI:
+		v["meshConfig"] = map[string]any{"defaultConfig": map[string]any{"interceptionMode": "NONE"}}
+	case opts.Platform == "":
+		// A platform's profile says how CNI is chained (openshift: multus).
+		v["pilot"] = map[string]any{"cni": map[string]any{"enabled": true}}
+	}
+	mergeInto(v, deepCopy(opts.Values).(map[string]any))
+	mergeInto(v, map[string]any{"istiodRemote": map[string]any{
+		"injectionURL":      injectionURL,
+		"injectionCABundle": base64.StdEncoding.EncodeToString(caPEM),
+	}})
+	return v
 }
 
-// applyConfigMaps creates istio-system and writes the two ConfigMaps.
-func applyConfigMaps(ctx context.Context, client kubernetes.Interface, chart *Chart, v map[string]any) error {
+// webhookFrom is the rendered MutatingWebhookConfiguration name.
+func webhookFrom(objs []*unstructured.Unstructured, name string) (*admissionregistrationv1.MutatingWebhookConfiguration, error) {
+	u := Find(objs, "MutatingWebhookConfiguration", name)
+	if u == nil {
+		return nil, fmt.Errorf("the chart rendered no MutatingWebhookConfiguration %s", name)
+	}
+	var mwc admissionregistrationv1.MutatingWebhookConfiguration
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &mwc); err != nil {
+		return nil, fmt.Errorf("MutatingWebhookConfiguration %s: %w", name, err)
+	}
+	return &mwc, nil
+}
+
+// deploymentCommand is the environment and arguments the chart's istiod
+// Deployment gives its discovery container: literal values as they are,
+// values from the pod's own fields as the pod would see them (its name,
+// namespace and ServiceAccount), and none from its resources (GOMAXPROCS,
+// GOMEMLIMIT: the process's own defaults), secrets or ConfigMaps.
+func deploymentCommand(objs []*unstructured.Unstructured, name string) (env, args []string, err error) {
+	u := Find(objs, "Deployment", name)
+	if u == nil {
+		return nil, nil, fmt.Errorf("the chart rendered no Deployment %s", name)
+	}
+	var d appsv1.Deployment
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &d); err != nil {
+		return nil, nil, fmt.Errorf("Deployment %s: %w", name, err)
+	}
+	spec := d.Spec.Template.Spec
+	i := slices.IndexFunc(spec.Containers, func(c corev1.Container) bool { return c.Name == "discovery" })
+	if i < 0 {
+		return nil, nil, fmt.Errorf("Deployment %s has no discovery container", name)
+	}
+	fields := map[string]string{
+		"metadata.name":           name + "-harness",
+		"metadata.namespace":      Namespace,
+		"spec.serviceAccountName": spec.ServiceAccountName,
+	}
+	for _, e := range spec.Containers[i].Env {
+		switch {
+		case e.ValueFrom == nil:
+			env = append(env, e.Name+"="+e.Value)
+		case e.ValueFrom.FieldRef != nil:
+			if v, ok := fields[e.ValueFrom.FieldRef.FieldPath]; ok {
+				env = append(env, e.Name+"="+v)
+			}
+		}
+	}
+	return env, spec.Containers[i].Args, nil
+}
+
+// harnessEnv is the chart's environment for istiod with what running
+// outside the cluster needs over it: its kubeconfig, no cloud platform
+// probing, and no patching of webhook configurations (the harness
+// registers them with their CA bundle; the chart leaves that to istiod,
+// which would write the same CA).
+func harnessEnv(chart []string, kubeconfig string) []string {
+	env := map[string]string{}
+	for _, e := range chart {
+		k, v, _ := strings.Cut(e, "=")
+		env[k] = v
+	}
+	maps.Copy(env, map[string]string{
+		"KUBECONFIG":                     kubeconfig,
+		"CLOUD_PLATFORM":                 "none",
+		"INJECTION_WEBHOOK_CONFIG_NAME":  "",
+		"VALIDATION_WEBHOOK_CONFIG_NAME": "",
+	})
+	out := make([]string, 0, len(env))
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		out = append(out, k+"="+env[k])
+	}
+	return out
+}
+
+// applyConfigMaps creates istio-system and writes every ConfigMap the chart
+// rendered (istiod's mesh config and injector's, istio[-REVISION] and
+// istio-sidecar-injector[-REVISION], among them).
+func applyConfigMaps(ctx context.Context, client kubernetes.Interface, objs []*unstructured.Unstructured) error {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: Namespace}}
 	if _, err := client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("creating %s: %w", Namespace, err)
 	}
-	mesh, err := chart.MeshConfigMap(v)
-	if err != nil {
-		return err
-	}
-	injector, err := chart.InjectorConfigMap(v)
-	if err != nil {
-		return err
-	}
 	cms := client.CoreV1().ConfigMaps(Namespace)
-	for name, data := range map[string]map[string]string{"istio": mesh, "istio-sidecar-injector": injector} {
-		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: Namespace, Labels: chartLabels(nil)}, Data: data}
-		_, err := cms.Create(ctx, cm, metav1.CreateOptions{})
+	for _, u := range objs {
+		if u.GetKind() != "ConfigMap" {
+			continue
+		}
+		var cm corev1.ConfigMap
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &cm); err != nil {
+			return fmt.Errorf("ConfigMap %s: %w", u.GetName(), err)
+		}
+		cm.Namespace = Namespace
+		_, err := cms.Create(ctx, &cm, metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) {
-			_, err = cms.Update(ctx, cm, metav1.UpdateOptions{})
+			_, err = cms.Update(ctx, &cm, metav1.UpdateOptions{})
 		}
 		if err != nil {
-			return fmt.Errorf("writing ConfigMap %s: %w", name, err)
+			return fmt.Errorf("writing ConfigMap %s: %w", cm.Name, err)
 		}
 	}
 	return nil

@@ -28,6 +28,10 @@ var (
 	// Service Mesh 3.1), classic by default: Istio's auto, from 1.27, would
 	// make every sidecar native on a kubelet of 1.33.
 	V133 = Options{Kubernetes: cluster.K8sV133, Istio: istio.R126, NativeSidecars: "false"}
+	// V133Istio127 is one node of Kubernetes 1.33 with Istio 1.27's auto:
+	// every kubelet is 1.33 or newer, so every sidecar is native, which the
+	// kubelet starts first and stops last; istio-aux stays out of the way.
+	V133Istio127 = Options{Kubernetes: cluster.K8sV133, Istio: istio.R127, NativeSidecars: "auto"}
 	// V133Mixed is a cluster in the middle of an upgrade: the control plane
 	// and one node at 1.33, two nodes still at 1.32 (within Kubernetes'
 	// skew policy). istiod's auto then keeps every sidecar classic, on the
@@ -38,9 +42,35 @@ var (
 	// Knative Serving installed: the function as config/ ships it, a
 	// Knative Service, rather than the Deployment Knative would make.
 	HAKnative = Options{Nodes: 3, Knative: true}
-	// V133MixedIstio129 is V133Mixed with Istio 1.29, a current release.
-	V133MixedIstio129 = Options{Kubernetes: cluster.K8sV133, Nodes: 3, Istio: istio.R129,
+	// CNI is one node of the newest version with Istio's CNI node agent
+	// (the istio-cni plugin chained into the node's network, as hardened
+	// and managed meshes run it): pods get istio-validation instead of
+	// istio-init, and their traffic goes through the proxy.
+	CNI = Options{CNI: true}
+	// Canary is one node of the newest version with Istio 1.30 installed by
+	// revision (OpenShift Service Mesh 3.x's naming) and its default tag,
+	// classic sidecars, upgraded to 1.31 (CanaryTo) by test/node's
+	// TestCanaryUpgrade.
+	Canary = Options{Istio: istio.R130, Revision: "default-v1-30", NativeSidecars: "false"}
+	// OpenShift is OpenShift Service Mesh 3.2 (Istio 1.27) on OpenShift
+	// 4.19 (Kubernetes 1.32) as far as it can run here: istiod with the
+	// OpenShift profile installed by revision (OSSM's name for it) with its
+	// default tag, Istio CNI, and the OpenShift stand-in (UID ranges,
+	// restricted-v2, Pod Security restricted). Its kubelets are older than
+	// 1.33, so Istio's auto keeps sidecars classic.
+	OpenShift = Options{Kubernetes: cluster.K8sV132, Istio: istio.R127, Revision: "default-v1-27-9", CNI: true,
+		Platform: "openshift", NativeSidecars: "auto"}
+	// V133MixedIstio127 is V133Mixed with Istio 1.27 (OpenShift Service
+	// Mesh 3.2's), the first release whose default is auto.
+	V133MixedIstio127 = Options{Kubernetes: cluster.K8sV133, Nodes: 3, Istio: istio.R127,
 		Kubelets: []string{cluster.K8sV133, cluster.K8sV132, cluster.K8sV132}, NativeSidecars: "auto"}
+)
+
+// The canary upgrade's target: the release and the revision it is
+// installed as beside Canary's.
+var (
+	CanaryTo       = istio.R131
+	CanaryRevision = "default-v1-31-0"
 )
 
 // ShapeOf names o's shape in words: its control plane's version, each
@@ -63,6 +93,15 @@ func ShapeOf(o Options) string {
 		native = "false"
 	}
 	shape := fmt.Sprintf("Kubernetes %s, %d node(s) with kubelets %s, Istio %s with ENABLE_NATIVE_SIDECARS=%s", cp, nodes, strings.Join(kubelets, ","), o.Istio, native)
+	if o.CNI {
+		shape += ", Istio CNI"
+	}
+	if o.Revision != "" {
+		shape += fmt.Sprintf(", revision %s tagged %s", o.Revision, DefaultTag)
+	}
+	if o.Platform != "" {
+		shape += ", platform " + o.Platform
+	}
 	if o.Knative && knative.Supports(cp) {
 		shape += ", Knative Serving " + knative.ServingVersion
 	}

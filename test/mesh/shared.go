@@ -138,6 +138,9 @@ func (s *Shared) Log() io.Writer { return s.log }
 func (s *Shared) Installed(t *testing.T, dir string) (*Mesh, *istioaux.Installed) {
 	t.Helper()
 	m := s.Mesh(t)
+	if dir == istioaux.Config && s.opts.Platform == "openshift" {
+		dir = istioaux.OpenShift // what an OpenShift cluster installs
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.aux != nil && s.aux.Dir() == dir {

@@ -2,6 +2,7 @@ package mesh
 
 import (
 	"context"
+	"maps"
 	"strconv"
 	"strings"
 	"time"
@@ -103,11 +104,38 @@ var OptedIn = map[string]string{keys.LabelEnabled: "true"}
 // ServiceAccount: on a whole cluster, ServiceAccount admission refuses a
 // pod until then.
 func CreateNamespace(ctx context.Context, cs kubernetes.Interface, name string, labels map[string]string) error {
-	l := map[string]string{keys.LabelInjection: "enabled"}
+	l := maps.Clone(injection)
 	for k, v := range labels {
 		l[k] = v
 	}
 	return CreatePlainNamespace(ctx, cs, name, l)
+}
+
+// DefaultTag is the revision tag a shape installed by revision points at
+// its istiod (Options.Revision), as an install by revision names its
+// default (istioctl tag set default --revision REVISION).
+const DefaultTag = "default"
+
+// injection are the labels by which CreateNamespace opts a namespace into
+// the run's mesh (InjectionLabels of the shape Start started).
+var injection = map[string]string{keys.LabelInjection: "enabled"}
+
+// InjectionLabels are the namespace labels that select the injection of a
+// mesh of shape o: istio-injection=enabled for Istio's default revision,
+// istio.io/rev=default (the tag) for an install by revision, where no
+// namespace carries istio-injection.
+//
+// On OpenShift (o.Platform) they also enforce Pod Security restricted, as
+// OpenShift is phasing in for every namespace.
+func InjectionLabels(o Options) map[string]string {
+	l := map[string]string{keys.LabelInjection: "enabled"}
+	if o.Revision != "" {
+		l = map[string]string{keys.LabelRevision: DefaultTag}
+	}
+	if o.Platform == "openshift" {
+		l["pod-security.kubernetes.io/enforce"] = "restricted"
+	}
+	return l
 }
 
 // CreatePlainNamespace creates a namespace with exactly these labels and

@@ -3,7 +3,9 @@ package realnode
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -113,20 +115,40 @@ func cniConfig(name, podCIDR, gateway, ipamDir string) ([]byte, error) {
 	}, "", "  ")
 }
 
+// cniPlugins puts Debian's CNI plugins in the node's plugin directory
+// (links: the package is the machine's), beside what other agents copied
+// there.
+func (n *Node) cniPlugins() error {
+	dir := n.path("cni-bin")
+	plugins, err := os.ReadDir(debianCNIDir)
+	if err != nil {
+		return err
+	}
+	for _, p := range plugins {
+		err := os.Symlink(filepath.Join(debianCNIDir, p.Name()), filepath.Join(dir, p.Name()))
+		if err != nil && !errors.Is(err, fs.ErrExist) {
+			return err
+		}
+	}
+	return nil
+}
+
 // startContainerd writes containerd's and the CNI configuration and starts
 // containerd.
 func (n *Node) startContainerd(ctx context.Context) error {
 	dir := n.path("containerd")
 	n.socket = filepath.Join(dir, "containerd.sock")
-	cniConf := n.path("cni")
-	if err := os.MkdirAll(cniConf, 0o755); err != nil {
-		return err
-	}
+	// The node's pod network at boot, as its network's agent writes it: a
+	// plugin chained in by another agent (Istio's) is gone until that agent
+	// chains it in again.
 	conf, err := cniConfig(insideNetns, n.PodCIDR(), n.gateway(), n.path("cni-ipam"))
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(cniConf, "10-istio-aux.conflist"), conf, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(n.path("cni"), "10-istio-aux.conflist"), conf, 0o644); err != nil {
+		return err
+	}
+	if err := n.cniPlugins(); err != nil {
 		return err
 	}
 	runc, err := exec.LookPath("runc")
@@ -138,7 +160,7 @@ func (n *Node) startContainerd(ctx context.Context) error {
 		return err
 	}
 	cfg := strings.NewReplacer("{{dir}}", dir, "{{socket}}", n.socket, "{{pause}}", images.PauseRef,
-		"{{runc}}", runc, "{{cnibin}}", cniBinDir, "{{cniconf}}", cniConf,
+		"{{runc}}", runc, "{{cnibin}}", cniBinDir, "{{cniconf}}", cniConfDir,
 		"{{registryName}}", images.Registry, "{{registry}}", RegistryAddr).Replace(containerdConfig)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err

@@ -211,7 +211,8 @@ func (n *Node) startHolder(ctx context.Context) error {
 // own, which it makes the node's: the handles of every network namespace
 // it inherited go (so that a node powered off loses its network whatever
 // else runs), and /run, /var/log, /var/lib/kubelet and /var/lib/cni become
-// the node's own. Then it says so in the file ready and waits to be
+// the node's own, and so do /etc/cni/net.d and /opt/cni/bin, the node's
+// CNI configuration and plugins, on its disk (cniDirs). Then it says so in the file ready and waits to be
 // stopped or killed; the node's processes enter its namespaces.
 func hold(ready string) int {
 	_ = os.Unsetenv(envHolder)
@@ -230,6 +231,9 @@ func hold(ready string) int {
 		if err := shadow("/var/lib", "/run/istio-aux-shadow/var-lib", "kubelet", "cni"); err != nil {
 			return err
 		}
+		if err := cniDirs(filepath.Dir(ready)); err != nil {
+			return err
+		}
 		return os.WriteFile(ready, []byte(strconv.Itoa(os.Getpid())), 0o600)
 	}()
 	if err != nil {
@@ -240,6 +244,38 @@ func hold(ready string) int {
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 	<-sigs
 	return 0
+}
+
+// The node's CNI directories, where a cluster's CNI agents (Istio's among
+// them) expect them: on the node's disk (its directory), mounted at the
+// standard paths inside its mount namespace only. The machine has neither
+// /etc/cni nor /opt/cni, and must not get them: /etc and /opt are shadowed
+// (their entries mounted back) so that the node can have its own.
+const (
+	cniConfDir = "/etc/cni/net.d"
+	cniBinDir  = "/opt/cni/bin"
+)
+
+// cniDirs mounts the node's cni (configuration) and cni-bin (plugins)
+// directories under nodeDir at cniConfDir and cniBinDir.
+func cniDirs(nodeDir string) error {
+	for _, d := range []struct{ top, keep, src, dst string }{
+		{"/etc", "/run/istio-aux-shadow/etc", filepath.Join(nodeDir, "cni"), cniConfDir},
+		{"/opt", "/run/istio-aux-shadow/opt", filepath.Join(nodeDir, "cni-bin"), cniBinDir},
+	} {
+		if err := shadow(d.top, d.keep, "cni"); err != nil {
+			return err
+		}
+		for _, dir := range []string{d.src, d.dst} {
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				return err
+			}
+		}
+		if err := syscall.Mount(d.src, d.dst, "", syscall.MS_BIND, ""); err != nil {
+			return fmt.Errorf("bind-mounting %s on %s: %w", d.src, d.dst, err)
+		}
+	}
+	return nil
 }
 
 // start starts one of the node's processes in its namespaces and cgroup.

@@ -10,9 +10,9 @@ import (
 	"github.com/istio-aux/istio-aux/test/cluster"
 )
 
-// cniBinDir is where Debian's containernetworking-plugins installs the
+// debianCNIDir is where Debian's containernetworking-plugins installs the
 // plugins.
-const cniBinDir = "/usr/lib/cni"
+const debianCNIDir = "/usr/lib/cni"
 
 // nodeTools are the programs the real node runs from PATH; all come from
 // Debian packages that hack/node-deps.sh installs.
@@ -37,8 +37,8 @@ func nodeSupport() string {
 		}
 	}
 	for _, p := range []string{"bridge", "host-local", "loopback"} {
-		if _, err := os.Stat(filepath.Join(cniBinDir, p)); err != nil {
-			missing = append(missing, filepath.Join(cniBinDir, p))
+		if _, err := os.Stat(filepath.Join(debianCNIDir, p)); err != nil {
+			missing = append(missing, filepath.Join(debianCNIDir, p))
 		}
 	}
 	if len(missing) > 0 {
