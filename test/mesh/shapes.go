@@ -47,6 +47,10 @@ var (
 	// and managed meshes run it): pods get istio-validation instead of
 	// istio-init, and their traffic goes through the proxy.
 	CNI = Options{CNI: true}
+	// V132Istio128CNI is one node of the oldest version with Istio 1.28
+	// (OpenShift Service Mesh 3.3's minor) and its CNI node agent: the
+	// CNI shape on the oldest cluster, auto keeping sidecars classic.
+	V132Istio128CNI = Options{Kubernetes: cluster.K8sV132, Istio: istio.R128, CNI: true, NativeSidecars: "auto"}
 	// Canary is one node of the newest version with Istio 1.30 installed by
 	// revision (OpenShift Service Mesh 3.x's naming) and its default tag,
 	// classic sidecars, upgraded to 1.31 (CanaryTo) by test/node's

@@ -79,6 +79,15 @@ func TestCNI(t *testing.T) {
 	}
 }
 
+// TestV132Istio128CNI: TestCNI on the oldest Kubernetes with Istio 1.28.
+func TestV132Istio128CNI(t *testing.T) {
+	runCore(t, mesh.V132Istio128CNI)
+	t.Run("TrafficCaptured", cniTrafficCaptured)
+	for _, sc := range cniOwners {
+		t.Run(sc.name, sc.run)
+	}
+}
+
 // TestV133: Kubernetes 1.33 with Istio 1.26, classic by default (auto, from
 // Istio 1.27, would make every sidecar native on a kubelet of 1.33).
 func TestV133(t *testing.T) { runCore(t, mesh.V133) }
