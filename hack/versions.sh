@@ -7,4 +7,4 @@
 # default run.
 K8S_OLDEST=v1.32.13
 K8S_MIXED=v1.33.13
-SHAPED='^Test(V1[0-9][0-9]|HAKnative|CNI|Canary|OpenShift)'
+SHAPED='^Test(V1[0-9][0-9]|HAKnative|HACNI|CNI|Canary|OpenShift)'

@@ -42,6 +42,9 @@ var (
 	// Knative Serving installed: the function as config/ ships it, a
 	// Knative Service, rather than the Deployment Knative would make.
 	HAKnative = Options{Nodes: 3, Knative: true}
+	// HACNI is the three-node cluster of the newest version with Istio CNI
+	// (test/ha's TestHACNIStartRace: a node powered off and on).
+	HACNI = Options{Nodes: 3, CNI: true}
 	// CNI is one node of the newest version with Istio's CNI node agent
 	// (the istio-cni plugin chained into the node's network, as hardened
 	// and managed meshes run it): pods get istio-validation instead of
