@@ -5,12 +5,13 @@
 # tests against a real kube-apiserver, Job controller and istiod, with kwok
 # as the node (test/e2e); checks config/ against the real API and builds its
 # images; then runs the real-node suite (test/node) on a whole cluster with
-# istio-aux installed from config/ by ko, and on one with Istio CNI; then
+# istio-aux installed from config/ by ko, on one with Istio CNI, and on one
+# whose Istio is upgraded by canary revision with Jobs in flight; then
 # the three-node suite (test/ha) under faults and with Knative Serving; and
 # prints the wall time of every stage at the end. The other cells of the
 # compatibility matrix (the older versions: whole clusters of 1.32 and 1.33,
-# the cluster mid-upgrade, Istio's releases, OpenShift's shape, the canary
-# upgrade) are make e2e-matrix's: each old control plane costs a cold run
+# the cluster mid-upgrade, Istio's older releases, OpenShift's shape) are
+# make e2e-matrix's: each old control plane costs a cold run
 # ~11 minutes to build, each Istio release ~6, and CI's budget is 80. The
 # mid-upgrade cell ran here until the CNI cell (2026-12-02) needed its time:
 # it repeats what the matrix proves.
@@ -27,6 +28,9 @@ source hack/versions.sh
 timed "kubernetes binaries" hack/build-k8s.sh >/dev/null
 timed "kwok" hack/build-kwok.sh >/dev/null
 timed "istiod + pilot-agent" hack/build-istio.sh >/dev/null
+# The canary upgrade's two releases (1.30 → 1.31.0: one day apart, so the
+# second build reuses the first's dependencies).
+timed "istio 1.30 + 1.31.0 (canary)" hack/build-istio.sh v1.30.mod v1.31.mod >/dev/null
 timed "istio-aux binaries + stubs" hack/build-ours.sh
 # The real node's whole cluster: CoreDNS, and ko and crane (its registry).
 timed "coredns" hack/build-coredns.sh >/dev/null
@@ -62,6 +66,10 @@ timed "real-node tests" go test -tags e2e -count=1 -timeout 20m -parallel 8 -v -
 # istio-cni plugin chained into the node's network): every pod's traffic
 # captured, the core scenarios and the owners (test/node's TestCNI).
 timed "Istio CNI, one node" go test -tags e2e -count=1 -timeout 30m -parallel 8 -v -run '^TestCNI$' ./test/node/...
+# Istio installed by revision with a default tag, then a canary upgrade
+# to the next release with Jobs in flight, the old revision removed
+# (test/node's TestCanaryUpgrade).
+timed "canary upgrade, 1.30 → 1.31" go test -tags e2e -count=1 -timeout 20m -v -run '^TestCanaryUpgrade$' ./test/node/...
 # Three real nodes, istio-aux in its highly available shape, under faults
 # (test/ha): one fault after another. -short leaves out the faults whose
 # window alone takes minutes (the 7-minute partition past the eviction):
