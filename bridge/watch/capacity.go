@@ -66,6 +66,7 @@ func (w *Watcher) checkCapacity(listing int64) {
 		return
 	}
 	if n := w.charged.Load() + listing; n > int64(w.o.MaxPods) {
+		w.refused.Store(true)
 		w.refuse(&CapacityError{Pods: int(n), Capacity: w.o.MaxPods})
 	}
 }

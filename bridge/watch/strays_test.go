@@ -131,9 +131,12 @@ func TestTooManyPodsRefuses(t *testing.T) {
 	if !errors.As(err, &ce) || ce.Capacity != 3 || ce.Pods <= 3 {
 		t.Fatalf("Run = %v, want a CapacityError over 3 pods", err)
 	}
-	// Not Synced: a fake's list is not streamed, so the refusal comes as
-	// the list is stored, and whether Run saw the cache synced before it
-	// saw the refusal is the scheduler's choice.
+	// A refusing watcher is not ready, whether or not Run saw the cache
+	// synced before the refusal (a fake's list is not streamed: the
+	// refusal comes as the list is stored).
+	if w.Synced() {
+		t.Error("Synced after refusing")
+	}
 	if w.CachedPods() != 0 || testutil.ToFloat64(m.CachedPods) != 0 {
 		t.Errorf("after refusing: %d pods cached (gauge %v); want none", w.CachedPods(), testutil.ToFloat64(m.CachedPods))
 	}
@@ -148,8 +151,8 @@ func TestTooManyPodsRefuses(t *testing.T) {
 	go func() { done <- w.Run(ctx2) }()
 	testenv.Eventually(t, 5*time.Second, "the watcher to sync", w.Synced)
 	cancel2()
-	if err := <-done; err != nil || w.CachedPods() != 0 {
-		t.Errorf("Run = %v, %d pods cached after it, want nil and none", err, w.CachedPods())
+	if err := <-done; err != nil || w.CachedPods() != 0 || w.Synced() {
+		t.Errorf("Run = %v, %d pods cached after it, Synced %v; want nil, none and not synced", err, w.CachedPods(), w.Synced())
 	}
 }
 

@@ -105,6 +105,9 @@ type Watcher struct {
 	queue     workqueue.TypedRateLimitingInterface[string]
 	published *published
 	synced    atomic.Bool
+	// refused is set before Run's context is cancelled for capacity: a
+	// refusing watcher is not ready, whatever Run set before it saw it.
+	refused atomic.Bool
 	// failing holds the keys waiting out a back-off (RetryNow).
 	failing sync.Map
 	// decision and resync are the settings in force (Reconfigure);
@@ -154,9 +157,10 @@ func New(lists Lists, pub Publisher, m *metrics.Bridge, o Options) *Watcher {
 }
 
 // Synced reports whether the namespaces and the labelled pods have been
-// listed (readiness). Pods not labelled are found after it, by the
-// sweep.
-func (w *Watcher) Synced() bool { return w.synced.Load() }
+// listed (readiness), by a Run that is still serving: not once it has
+// refused for capacity or returned. Pods not labelled are found after it,
+// by the sweep.
+func (w *Watcher) Synced() bool { return w.synced.Load() && !w.refused.Load() }
 
 // CachedPods is the number of pods the watches hold.
 func (w *Watcher) CachedPods() int { return int(w.cached.Load()) }
@@ -171,6 +175,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 	ctx, refuse := context.WithCancelCause(ctx)
 	defer refuse(nil)
 	w.refuse = refuse
+	defer w.synced.Store(false)
 	defer w.queue.ShutDown()
 	// Deferred in reverse: cancel the informers and the namespace queues,
 	// wait for their goroutines, stop every stray watch, forget the
