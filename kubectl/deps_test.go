@@ -53,7 +53,7 @@ var components = []string{"bridge", "functions", "webhook"}
 // pluginMayRun are the components' packages the plugin may import, as its
 // package comment (doc.go) lists them: it runs their logic to tell what
 // they do. Every other name it shares with them is in pkg/.
-var pluginMayRun = []string{"webhook", "webhook/proxyconfig", "bridge/watch"}
+var pluginMayRun = []string{"webhook/admission", "webhook/proxyconfig", "bridge/watch"}
 
 // TestPluginImportsComponentsOnlyToRunThem: a new import of a component by
 // the plugin is either a name that belongs in pkg/names or pkg/keys, or
@@ -73,6 +73,53 @@ func TestPluginImportsComponentsOnlyToRunThem(t *testing.T) {
 			}
 		}
 	}
+}
+
+// serving are the import paths of what runs a component as a server: a
+// controller and its informers, knative's injection, leader election, an
+// admission server. The plugin runs the components' logic, never their
+// serving (it would link knative.dev/pkg's controller, 200 packages, for
+// nothing), and the webhook's pure package has none of it either.
+var serving = []string{
+	"knative.dev/pkg/controller", "knative.dev/pkg/injection", "knative.dev/pkg/client/injection",
+	"knative.dev/pkg/leaderelection", "knative.dev/pkg/reconciler", "knative.dev/pkg/webhook",
+	"k8s.io/client-go/informers", "k8s.io/client-go/tools/leaderelection",
+	module + "webhook",
+}
+
+// TestPluginLinksNoServing: the plugin's binary, and webhook/admission
+// (the webhook's logic it runs), link none of serving's packages. (The
+// certificate helpers of knative.dev/pkg/webhook/certificates/resources
+// are pure: check reads the webhook's certificate with them.)
+func TestPluginLinksNoServing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs go list")
+	}
+	allowed := []string{"knative.dev/pkg/webhook/certificates/resources", module + "webhook/admission", module + "webhook/proxyconfig"}
+	for _, root := range []string{"./cmd/kubectl-istio_aux", "./webhook/admission"} {
+		n := 0
+		for _, p := range listAll(t, "-deps", root) {
+			n++
+			for _, s := range serving {
+				if (p == s || strings.HasPrefix(p, s+"/")) && !slices.ContainsFunc(allowed, func(a string) bool { return p == a || strings.HasPrefix(p, a+"/") }) {
+					t.Errorf("%s links %s", root, p)
+				}
+			}
+		}
+		t.Logf("%s links %d packages", root, n)
+	}
+}
+
+// listAll is every package go list names for args, istio-aux's or not.
+func listAll(t *testing.T, args ...string) []string {
+	t.Helper()
+	cmd := exec.Command("go", append([]string{"list"}, args...)...)
+	cmd.Dir = modroot.Dir()
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list %v: %v", args, err)
+	}
+	return strings.Fields(string(out))
 }
 
 // pkg is a package go list found, with its direct imports (its tests' too

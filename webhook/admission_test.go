@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/istio-aux/istio-aux/webhook/admission"
+	"github.com/istio-aux/istio-aux/webhook/admission/admissiontest"
 	"maps"
 	"testing"
 
@@ -18,7 +20,7 @@ import (
 
 func podRequest(t testing.TB, ns string, labels, annotations map[string]string) *admissionv1.AdmissionRequest {
 	t.Helper()
-	pod := testPod(labels, annotations)
+	pod := admissiontest.Pod(labels, annotations)
 	pod.Namespace = "" // as the Job controller sends it: generateName, no namespace
 	raw, err := json.Marshal(pod)
 	if err != nil {
@@ -46,76 +48,76 @@ func TestAdmit(t *testing.T) {
 	tests := map[string]struct {
 		req     func(testing.TB) *admissionv1.AdmissionRequest
 		apiOnly bool // the namespace is not in the informer cache yet
-		outcome Outcome
+		outcome admission.Outcome
 		want    map[string]string // annotations after the patch
 		warning string
 	}{
 		"enabled namespace": {
-			req: pods(func(*admissionv1.AdmissionRequest) {}), outcome: Mutated, want: hold,
+			req: pods(func(*admissionv1.AdmissionRequest) {}), outcome: admission.Mutated, want: hold,
 		},
 		"enabled namespace not cached yet": {
-			req: pods(func(*admissionv1.AdmissionRequest) {}), apiOnly: true, outcome: Mutated, want: hold,
+			req: pods(func(*admissionv1.AdmissionRequest) {}), apiOnly: true, outcome: admission.Mutated, want: hold,
 		},
 		"namespace from the object when the request has none": {
 			req: pods(func(r *admissionv1.AdmissionRequest) {
 				r.Namespace = ""
 				r.Object.Raw = []byte(`{"metadata":{"name":"p","namespace":"ml"},"spec":{"containers":[{"name":"app"}]}}`)
 			}),
-			outcome: Mutated, want: hold,
+			outcome: admission.Mutated, want: hold,
 		},
 		"pod label in an unknown namespace": {
 			req: func(t testing.TB) *admissionv1.AdmissionRequest {
 				return podRequest(t, "elsewhere", map[string]string{keys.LabelEnabled: "true"}, nil)
 			},
-			outcome: Mutated, want: hold,
+			outcome: admission.Mutated, want: hold,
 		},
 		"unlabelled namespace": {
 			req:     func(t testing.TB) *admissionv1.AdmissionRequest { return podRequest(t, "plain", nil, nil) },
-			outcome: Skipped,
+			outcome: admission.Skipped,
 		},
 		"update": {
-			req: pods(func(r *admissionv1.AdmissionRequest) { r.Operation = admissionv1.Update }), outcome: Warned, warning: "only handles CREATE",
+			req: pods(func(r *admissionv1.AdmissionRequest) { r.Operation = admissionv1.Update }), outcome: admission.Warned, warning: "only handles CREATE",
 		},
 		"delete with no object": {
 			req: pods(func(r *admissionv1.AdmissionRequest) {
 				r.Operation, r.Object = admissionv1.Delete, runtime.RawExtension{}
 			}),
-			outcome: Warned, warning: "only handles CREATE",
+			outcome: admission.Warned, warning: "only handles CREATE",
 		},
 		"a configmap": {
 			req: pods(func(r *admissionv1.AdmissionRequest) {
 				r.Kind = metav1.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
 			}),
-			outcome: Warned, warning: "only handles pods",
+			outcome: admission.Warned, warning: "only handles pods",
 		},
 		"a pod subresource": {
 			req:     pods(func(r *admissionv1.AdmissionRequest) { r.SubResource = "ephemeralcontainers" }),
-			outcome: Warned, warning: "only handles pods",
+			outcome: admission.Warned, warning: "only handles pods",
 		},
 		// A body that is not JSON is no AdmissionReview (TestReviewRefuses).
 		"garbage object": {
 			req:     pods(func(r *admissionv1.AdmissionRequest) { r.Object.Raw = []byte(`"garbage"`) }),
-			outcome: Warned, warning: "not a JSON object",
+			outcome: admission.Warned, warning: "not a JSON object",
 		},
 		// The webhook decodes only the fields it reads; the API server has
 		// validated the others before it calls.
 		"wrongly typed field the webhook reads": {
 			req:     pods(func(r *admissionv1.AdmissionRequest) { r.Object.Raw = []byte(`{"spec":{"initContainers":"app"}}`) }),
-			outcome: Warned, warning: "not a Pod",
+			outcome: admission.Warned, warning: "not a Pod",
 		},
 		"empty object": {
 			req:     pods(func(r *admissionv1.AdmissionRequest) { r.Object.Raw = nil }),
-			outcome: Warned, warning: "not a JSON object",
+			outcome: admission.Warned, warning: "not a JSON object",
 		},
 		"nil request": {
 			req:     func(testing.TB) *admissionv1.AdmissionRequest { return nil },
-			outcome: Warned, warning: "no request",
+			outcome: admission.Warned, warning: "no request",
 		},
 		"malformed proxy config": {
 			req: func(t testing.TB) *admissionv1.AdmissionRequest {
 				return podRequest(t, "ml", nil, map[string]string{keys.AnnotationProxyConfig: "a: [1"})
 			},
-			outcome: Warned, warning: "not valid YAML",
+			outcome: admission.Warned, warning: "not valid YAML",
 		},
 	}
 	for name, tc := range tests {
@@ -142,11 +144,11 @@ func TestAdmit(t *testing.T) {
 			if req != nil && resp.UID != req.UID {
 				t.Errorf("UID = %q, want %q", resp.UID, req.UID)
 			}
-			if touchesAnnotations(t, resp.Patch) != (tc.outcome == Mutated) || (resp.PatchType != nil) != (resp.Patch != nil) {
+			if touchesAnnotations(t, resp.Patch) != (tc.outcome == admission.Mutated) || (resp.PatchType != nil) != (resp.Patch != nil) {
 				t.Fatalf("outcome %s but patch %q", tc.outcome, resp.Patch)
 			}
-			if tc.outcome == Mutated {
-				if got := annotationsAfter(t, req.Object.Raw, resp.Patch); !maps.Equal(got, tc.want) {
+			if tc.outcome == admission.Mutated {
+				if got := admissiontest.AnnotationsAfter(t, req.Object.Raw, resp.Patch); !maps.Equal(got, tc.want) {
 					t.Errorf("annotations after = %#v, want %#v", got, tc.want)
 				}
 			}
@@ -205,16 +207,16 @@ func TestAdmitNamespaceUnreadable(t *testing.T) {
 
 func TestAdmitFollowsMode(t *testing.T) {
 	f := newFixture(t, nil, namespace("ml", map[string]string{keys.LabelEnabled: "true"}))
-	f.r.config.Store(&Config{Mode: ModeNative})
+	f.r.config.Store(&admission.Config{Mode: admission.ModeNative})
 	req := podRequest(t, "ml", nil, nil)
 	resp := admit(t, f.ctx, f.r, req)
-	got := annotationsAfter(t, req.Object.Raw, resp.Patch)
+	got := admissiontest.AnnotationsAfter(t, req.Object.Raw, resp.Patch)
 	if want := map[string]string{keys.AnnotationNativeSidecar: "true"}; !maps.Equal(got, want) {
 		t.Errorf("annotations = %v, want %v", got, want)
 	}
 }
 
-// labelsFunc is a namespaceLabeler made of a function.
+// labelsFunc is a admission.Namespaces made of a function.
 type labelsFunc func(ctx context.Context, name string) (map[string]string, error)
 
 func (f labelsFunc) Labels(ctx context.Context, name string) (map[string]string, error) {
@@ -225,15 +227,15 @@ func (f labelsFunc) Labels(ctx context.Context, name string) (map[string]string,
 // is left unchanged: nothing will read the answer, and work should stop.
 func TestAdmitRequestEnded(t *testing.T) {
 	enabled := map[string]string{keys.LabelEnabled: "true"}
-	tests := map[string]func(context.Context, context.CancelFunc) (context.Context, namespaceLabeler){
-		"ended before the request was read": func(ctx context.Context, cancel context.CancelFunc) (context.Context, namespaceLabeler) {
+	tests := map[string]func(context.Context, context.CancelFunc) (context.Context, admission.Namespaces){
+		"ended before the request was read": func(ctx context.Context, cancel context.CancelFunc) (context.Context, admission.Namespaces) {
 			cancel()
 			return ctx, labelsFunc(func(context.Context, string) (map[string]string, error) {
 				t.Error("namespace read after the request ended")
 				return enabled, nil
 			})
 		},
-		"ended while the namespace was read": func(ctx context.Context, cancel context.CancelFunc) (context.Context, namespaceLabeler) {
+		"ended while the namespace was read": func(ctx context.Context, cancel context.CancelFunc) (context.Context, admission.Namespaces) {
 			return ctx, labelsFunc(func(context.Context, string) (map[string]string, error) {
 				cancel()
 				return enabled, nil
@@ -252,7 +254,7 @@ func TestAdmitRequestEnded(t *testing.T) {
 			if resp.Patch != nil {
 				t.Errorf("patched %s", resp.Patch)
 			}
-			if got := f.counts(t); got[Warned] != 1 || len(got) != 1 {
+			if got := f.counts(t); got[admission.Warned] != 1 || len(got) != 1 {
 				t.Errorf("admission counts = %v, want one warned", got)
 			}
 		})

@@ -3,6 +3,7 @@ package webhook
 import (
 	"context"
 	"encoding/json"
+	"github.com/istio-aux/istio-aux/webhook/admission/admissiontest"
 	"testing"
 
 	"github.com/istio-aux/istio-aux/pkg/keys"
@@ -43,7 +44,7 @@ func BenchmarkAdmit(b *testing.B) {
 }
 
 func benchRequest(b *testing.B, ns string, annotations map[string]string) *admissionv1.AdmissionRequest {
-	pod := testPod(map[string]string{
+	pod := admissiontest.Pod(map[string]string{
 		"training.kubeflow.org/job-name": "mnist", "training.kubeflow.org/replica-type": "worker",
 		"training.kubeflow.org/replica-index": "0", "training.kubeflow.org/operator-name": "tfjob-controller",
 	}, annotations)

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"github.com/istio-aux/istio-aux/webhook/admission"
+	"github.com/istio-aux/istio-aux/webhook/admission/admissiontest"
 	"runtime"
 	"strings"
 	"testing"
@@ -62,7 +64,7 @@ func TestAdmitBounds(t *testing.T) {
 		}
 		t.Logf("%-38s %6.1f KiB (JSON %7.1f KiB)  %9v (limit %v)  %8.1f KiB  patch=%v warning=%q", tc.name,
 			float64(len(tc.config))/1024, float64(len(body))/1024, d.Round(time.Microsecond), limit.Round(time.Microsecond),
-			float64(b)/1024, resp.Patch != nil, strings.TrimPrefix(strings.Join(resp.Warnings, "; "), WarningPrefix))
+			float64(b)/1024, resp.Patch != nil, strings.TrimPrefix(strings.Join(resp.Warnings, "; "), admission.WarningPrefix))
 		if !resp.Allowed || touchesAnnotations(t, resp.Patch) || len(resp.Warnings) != 1 {
 			t.Errorf("%s: want allowed, unchanged, one warning; got allowed=%v patch=%s warnings=%q", tc.name, resp.Allowed, resp.Patch, resp.Warnings)
 		}
@@ -346,7 +348,7 @@ func FuzzAdmitBounds(f *testing.F) {
 		if !touchesAnnotations(t, resp.Patch) {
 			return
 		}
-		got := annotationsAfter(t, req.Object.Raw, resp.Patch)
+		got := admissiontest.AnnotationsAfter(t, req.Object.Raw, resp.Patch)
 		checkMerged(t, sentConfig(t, req.Object.Raw), got[keys.AnnotationProxyConfig])
 	})
 }

@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"context"
+	"github.com/istio-aux/istio-aux/webhook/admission"
 
 	"net/http"
 
@@ -26,7 +27,7 @@ import (
 
 // NewController is an injection.ControllerConstructor: the reconciler of the
 // MutatingWebhookConfiguration names.WebhookConfiguration, and the
-// admission it answers on Path, which a Server found in ctx (WithServer)
+// admission it answers on admission.Path, which a Server found in ctx (WithServer)
 // serves. The mode comes from ConfigMap names.ConfigMap through cmw and
 // changes without a restart.
 func NewController(ctx context.Context, cmw configmap.Watcher) *controller.Impl {
@@ -66,7 +67,7 @@ func NewController(ctx context.Context, cmw configmap.Watcher) *controller.Impl 
 		namespaces:                cachedNamespaces{lister: nsInformer.Lister(), client: client},
 		metrics:                   processMetrics(),
 	}
-	r.config.Store(DefaultConfig())
+	r.config.Store(admission.DefaultConfig())
 	watchConfig(logger, cmw, r)
 
 	const queueName = "IstioAuxWebhook"
@@ -91,17 +92,17 @@ func NewController(ctx context.Context, cmw configmap.Watcher) *controller.Impl 
 			}
 		}()
 		mux := http.NewServeMux()
-		mux.Handle(Path, newHandler(r.Review, synced, r.metrics))
+		mux.Handle(admission.Path, newHandler(r.Review, synced, r.metrics))
 		s.start(ctx, mux, secretInformer.Lister())
 	}
 	return impl
 }
 
-// watchConfig keeps r's Config current. A missing ConfigMap means defaults;
+// watchConfig keeps r's config current. A missing ConfigMap means defaults;
 // an invalid one keeps the previous config, so a typo cannot change the mode.
 func watchConfig(logger *zap.SugaredLogger, cmw configmap.Watcher, r *reconciler) {
 	observe := func(cm *corev1.ConfigMap) {
-		cfg, err := NewConfigFromConfigMap(cm)
+		cfg, err := admission.NewConfigFromConfigMap(cm)
 		if err != nil {
 			logger.Errorw("Keeping the previous configuration", zap.Error(err), zap.String("mode", string(r.mode())))
 			return

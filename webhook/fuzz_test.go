@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/istio-aux/istio-aux/webhook/admission"
+	"github.com/istio-aux/istio-aux/webhook/admission/admissiontest"
 	"maps"
 	"strings"
 	"testing"
@@ -62,11 +64,11 @@ func FuzzAdmit(f *testing.F) {
 	ctx := logging.WithLogger(context.Background(), zap.NewNop().Sugar())
 
 	f.Fuzz(func(t *testing.T, raw []byte, config string, native bool) {
-		mode := ModeHold
+		mode := admission.ModeHold
 		if native {
-			mode = ModeNative
+			mode = admission.ModeNative
 		}
-		fx.r.config.Store(&Config{Mode: mode})
+		fx.r.config.Store(&admission.Config{Mode: mode})
 
 		// 1. The random object as it comes.
 		checkAdmit(ctx, t, fx.r, raw)
@@ -86,7 +88,7 @@ func FuzzAdmit(f *testing.F) {
 			t.Skip("not marshallable:", err)
 		}
 		after, patched := checkAdmit(ctx, t, fx.r, podRaw)
-		if !patched || mode != ModeHold {
+		if !patched || mode != admission.ModeHold {
 			return
 		}
 		checkMerged(t, sentConfig(t, podRaw), after[keys.AnnotationProxyConfig])
@@ -189,11 +191,11 @@ func checkAdmit(ctx context.Context, t *testing.T, r *reconciler, raw []byte) (m
 	if resp.PatchType == nil || *resp.PatchType != admissionv1.PatchTypeJSONPatch {
 		t.Fatalf("patch type %v", resp.PatchType)
 	}
-	if _, err := decodePod(raw); err != nil {
+	if _, err := admission.DecodePod(raw); err != nil {
 		t.Fatalf("patched an undecodable object: %v", err)
 	}
-	before := rawAnnotations(t, raw)
-	after := annotationsAfter(t, raw, resp.Patch)
+	before := admissiontest.RawAnnotations(t, raw)
+	after := admissiontest.AnnotationsAfter(t, raw, resp.Patch)
 	changed := 0
 	for k, v := range after {
 		if old, ok := before[k]; !ok || old != v {

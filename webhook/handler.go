@@ -3,6 +3,7 @@ package webhook
 import (
 	"context"
 	"errors"
+	"github.com/istio-aux/istio-aux/webhook/admission"
 	"io"
 	"net/http"
 	"strings"
@@ -59,7 +60,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	size := r.ContentLength
 	switch {
 	case size > MaxReviewBytes:
-		h.metrics.record(Invalid, ReasonTooLarge)
+		h.metrics.record(admission.Invalid, admission.ReasonTooLarge)
 		http.Error(w, "AdmissionReview too large", http.StatusRequestEntityTooLarge)
 		return
 	case size < 0:
@@ -85,7 +86,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
-			h.metrics.record(Invalid, ReasonTooLarge)
+			h.metrics.record(admission.Invalid, admission.ReasonTooLarge)
 			http.Error(w, "AdmissionReview too large", http.StatusRequestEntityTooLarge)
 			return
 		}

@@ -3,6 +3,7 @@ package webhook
 import (
 	"bytes"
 	"context"
+	"github.com/istio-aux/istio-aux/webhook/admission"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -37,7 +38,7 @@ func TestHandlerRefuses(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			f := newFixture(t, nil, namespace("ml", map[string]string{keys.LabelEnabled: "true"}))
-			hr := httptest.NewRequest(tc.method, Path, bytes.NewReader(tc.body))
+			hr := httptest.NewRequest(tc.method, admission.Path, bytes.NewReader(tc.body))
 			hr.Header.Set("Content-Type", tc.contentType)
 			if tc.declared != 0 {
 				hr.ContentLength = tc.declared
@@ -47,7 +48,7 @@ func TestHandlerRefuses(t *testing.T) {
 			if rec.Code != tc.want {
 				t.Errorf("status %d (%s), want %d", rec.Code, strings.TrimSpace(rec.Body.String()), tc.want)
 			}
-			if got := f.counts(t); (got[Invalid] == 1) != tc.invalid || len(got) > 1 {
+			if got := f.counts(t); (got[admission.Invalid] == 1) != tc.invalid || len(got) > 1 {
 				t.Errorf("counts %v, invalid counted: want %v", got, tc.invalid)
 			}
 		})
@@ -64,7 +65,7 @@ func TestReviewTimeout(t *testing.T) {
 		"?timeout=-1s": 0,
 		"":             0,
 	} {
-		r := httptest.NewRequest(http.MethodPost, Path+query, nil)
+		r := httptest.NewRequest(http.MethodPost, admission.Path+query, nil)
 		ctx, cancel := withReviewTimeout(r)
 		deadline, ok := ctx.Deadline()
 		cancel()
@@ -82,7 +83,7 @@ func TestHandlerWaitsForSync(t *testing.T) {
 	h := newHandler(f.r.Review, synced, f.r.metrics)
 	body := reviewBody(t, podRequest(t, "ml", nil, nil))
 	post := func(ctx context.Context) *httptest.ResponseRecorder {
-		hr := httptest.NewRequestWithContext(ctx, http.MethodPost, Path, bytes.NewReader(body))
+		hr := httptest.NewRequestWithContext(ctx, http.MethodPost, admission.Path, bytes.NewReader(body))
 		hr.Header.Set("Content-Type", "application/json")
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, hr)

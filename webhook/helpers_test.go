@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/istio-aux/istio-aux/webhook/admission"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -63,13 +64,13 @@ func newFixture(t testing.TB, cmw configmap.Watcher, namespaces ...*corev1.Names
 }
 
 // counts returns the admissions counter by outcome.
-func (f *fixture) counts(t testing.TB) map[Outcome]int64 {
+func (f *fixture) counts(t testing.TB) map[admission.Outcome]int64 {
 	t.Helper()
 	families, err := f.reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[Outcome]int64{}
+	out := map[admission.Outcome]int64{}
 	for _, fam := range families {
 		if fam.GetName() != MetricAdmissions {
 			continue
@@ -77,7 +78,7 @@ func (f *fixture) counts(t testing.TB) map[Outcome]int64 {
 		for _, m := range fam.GetMetric() {
 			for _, l := range m.GetLabel() {
 				if l.GetName() == "outcome" {
-					out[Outcome(l.GetValue())] += int64(m.GetCounter().GetValue())
+					out[admission.Outcome(l.GetValue())] += int64(m.GetCounter().GetValue())
 				}
 			}
 		}
@@ -150,7 +151,7 @@ func reviewBody(tb testing.TB, req *admissionv1.AdmissionRequest) []byte {
 // answer; a status other than 200 fails. No tb.Helper: BenchmarkHandler
 // calls it in its loop.
 func serveReview(tb testing.TB, h http.Handler, body []byte) *httptest.ResponseRecorder {
-	hr := httptest.NewRequest(http.MethodPost, Path+"?timeout=5s", bytes.NewReader(body))
+	hr := httptest.NewRequest(http.MethodPost, admission.Path+"?timeout=5s", bytes.NewReader(body))
 	hr.Header.Set("Content-Type", "application/json")
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, hr)

@@ -24,10 +24,10 @@ const maxConcurrentHeap = 100 << 20
 // 32 reviews of the largest pods the API server passes (3 MiB), sent at once,
 // in the shapes that cost a decoder the most: many small labels (the attack:
 // the webhook decoded every label to read two), init containers (a list
-// Mutate reads), and annotations it does not read. The heap they take
+// admission.Mutate reads), and annotations it does not read. The heap they take
 // together, above what the process held before, stays under
 // maxConcurrentHeap: reviews wait for a share of ReviewBudget before their
-// bodies are read, and decoding one copies only the few values Mutate reads.
+// bodies are read, and decoding one copies only the few values admission.Mutate reads.
 //
 //	go test -run 'TestConcurrentReviewsStayBounded$' -v ./webhook/
 func TestConcurrentReviewsStayBounded(t *testing.T) {

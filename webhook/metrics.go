@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"github.com/istio-aux/istio-aux/webhook/admission"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -49,6 +50,6 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 // (docs.Registered).
 func RegisterMetrics(reg prometheus.Registerer) { newMetrics(reg) }
 
-func (m *metrics) record(o Outcome, reason string) {
+func (m *metrics) record(o admission.Outcome, reason string) {
 	m.admissions.WithLabelValues(string(o), reason).Inc()
 }

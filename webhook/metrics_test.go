@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"context"
+	"github.com/istio-aux/istio-aux/webhook/admission"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -17,9 +18,9 @@ import (
 func TestMetricsPrometheusName(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := newMetrics(reg)
-	m.record(Mutated, ReasonHold)
-	m.record(Mutated, ReasonHold)
-	m.record(Warned, ReasonBadProxyConfig)
+	m.record(admission.Mutated, admission.ReasonHold)
+	m.record(admission.Mutated, admission.ReasonHold)
+	m.record(admission.Warned, admission.ReasonBadProxyConfig)
 	m.duration.Observe(0.001)
 
 	families, err := reg.Gather()
@@ -71,7 +72,7 @@ func TestMetricsServedBesideKnatives(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := processMetrics()
-	m.record(Mutated, ReasonHold)
+	m.record(admission.Mutated, admission.ReasonHold)
 	m.duration.Observe(0.001)
 	families, err := prometheus.DefaultGatherer.Gather()
 	if err != nil {

@@ -10,11 +10,6 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 )
 
-// namespaceLabeler returns a namespace's labels.
-type namespaceLabeler interface {
-	Labels(ctx context.Context, name string) (map[string]string, error)
-}
-
 // cachedNamespaces reads the informer cache and falls back to one API read on
 // a miss: a namespace created a moment before its first pod may not be in
 // the cache yet, and guessing "unlabelled" would silently skip that pod.

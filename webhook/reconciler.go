@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/istio-aux/istio-aux/webhook/admission"
 	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
@@ -35,9 +36,9 @@ type reconciler struct {
 	client       kubernetes.Interface
 	mwhLister    admissionlisters.MutatingWebhookConfigurationLister
 	secretLister corelisters.SecretLister
-	namespaces   namespaceLabeler
+	namespaces   admission.Namespaces
 
-	config  atomic.Pointer[Config]
+	config  atomic.Pointer[admission.Config]
 	metrics *metrics
 }
 
@@ -88,7 +89,7 @@ func (r *reconciler) reconcileMutatingWebhook(ctx context.Context, caCert []byte
 		if wh.ClientConfig.Service == nil && wh.ClientConfig.URL == nil {
 			return errors.New("webhook " + wh.Name + " has neither a service nor a URL")
 		}
-		setDefaults(wh, Path)
+		admission.SetDefaults(wh, admission.Path)
 		wh.ClientConfig.CABundle = caCert
 	}
 	if equality.Semantic.DeepEqual(current, want) {

@@ -3,6 +3,8 @@ package webhook
 import (
 	"bytes"
 	"context"
+	"github.com/istio-aux/istio-aux/webhook/admission"
+	"github.com/istio-aux/istio-aux/webhook/admission/admissiontest"
 	"sort"
 	"strings"
 	"testing"
@@ -42,7 +44,7 @@ func urlConfig() admissionregistrationv1.WebhookClientConfig {
 // asWritten is a configuration as the YAML declares it: selectors and client
 // config, none of what the reconciler owns.
 func asWritten(cc admissionregistrationv1.WebhookClientConfig) *admissionregistrationv1.MutatingWebhookConfiguration {
-	whs := Webhooks(system.Namespace(), cc)
+	whs := admission.Webhooks(system.Namespace(), cc)
 	for i := range whs {
 		whs[i].Rules, whs[i].FailurePolicy, whs[i].SideEffects = nil, nil, nil
 		whs[i].TimeoutSeconds, whs[i].ReinvocationPolicy = nil, nil
@@ -116,7 +118,7 @@ func TestReconcile(t *testing.T) {
 				}
 				switch {
 				case cc.Service != nil:
-					if wh.ClientConfig.Service.Path == nil || *wh.ClientConfig.Service.Path != Path || wh.ClientConfig.URL != nil {
+					if wh.ClientConfig.Service.Path == nil || *wh.ClientConfig.Service.Path != admission.Path || wh.ClientConfig.URL != nil {
 						t.Errorf("%s: service = %+v", wh.Name, wh.ClientConfig.Service)
 					}
 				default:
@@ -157,7 +159,7 @@ func TestReconcileKeepsUserSettings(t *testing.T) {
 func TestReconcileCurrentIsNoUpdate(t *testing.T) {
 	current := &admissionregistrationv1.MutatingWebhookConfiguration{
 		ObjectMeta: metav1.ObjectMeta{Name: names.WebhookConfiguration},
-		Webhooks:   Webhooks(system.Namespace(), serviceConfig()),
+		Webhooks:   admission.Webhooks(system.Namespace(), serviceConfig()),
 	}
 	for i := range current.Webhooks {
 		current.Webhooks[i].ClientConfig.CABundle = caCert
@@ -220,9 +222,9 @@ func TestConfigurationSortsBeforeIstio(t *testing.T) {
 }
 
 func TestWebhooksSelectors(t *testing.T) {
-	whs := Webhooks("istio-aux", urlConfig())
+	whs := admission.Webhooks("istio-aux", urlConfig())
 	names := []string{whs[0].Name, whs[1].Name, whs[2].Name}
-	if !equality.Semantic.DeepEqual(names, []string{WebhookEnabled, WebhookLegacy, WebhookPods}) {
+	if !equality.Semantic.DeepEqual(names, []string{admission.WebhookEnabled, admission.WebhookLegacy, admission.WebhookPods}) {
 		t.Fatalf("names = %v", names)
 	}
 	ns := func(labels map[string]string, name string) map[string]string {
@@ -236,16 +238,16 @@ func TestWebhooksSelectors(t *testing.T) {
 		nsLabels, podLabels map[string]string
 		want                []string // the webhooks the API server would call
 	}{
-		"enabled namespace":     {ns(enabledNS, "ml"), nil, []string{WebhookEnabled}},
-		"legacy namespace":      {ns(legacyNS, "ml"), nil, []string{WebhookLegacy}},
-		"both labels":           {ns(map[string]string{keys.LabelEnabled: "true", keys.LegacyLabel: "enabled"}, "ml"), nil, []string{WebhookEnabled}},
-		"pod label, plain ns":   {ns(nil, "ml"), map[string]string{keys.LabelEnabled: "true"}, []string{WebhookPods}},
-		"pod label, enabled ns": {ns(enabledNS, "ml"), map[string]string{keys.LabelEnabled: "true"}, []string{WebhookEnabled}},
+		"enabled namespace":     {ns(admissiontest.EnabledNS, "ml"), nil, []string{admission.WebhookEnabled}},
+		"legacy namespace":      {ns(admissiontest.LegacyNS, "ml"), nil, []string{admission.WebhookLegacy}},
+		"both labels":           {ns(map[string]string{keys.LabelEnabled: "true", keys.LegacyLabel: "enabled"}, "ml"), nil, []string{admission.WebhookEnabled}},
+		"pod label, plain ns":   {ns(nil, "ml"), map[string]string{keys.LabelEnabled: "true"}, []string{admission.WebhookPods}},
+		"pod label, enabled ns": {ns(admissiontest.EnabledNS, "ml"), map[string]string{keys.LabelEnabled: "true"}, []string{admission.WebhookEnabled}},
 		// Called, and Admit decides: the pod's annotation may still opt it in.
-		"pod opted out by label":    {ns(enabledNS, "ml"), map[string]string{keys.LabelEnabled: "false"}, []string{WebhookEnabled}},
+		"pod opted out by label":    {ns(admissiontest.EnabledNS, "ml"), map[string]string{keys.LabelEnabled: "false"}, []string{admission.WebhookEnabled}},
 		"plain namespace":           {ns(nil, "ml"), nil, nil},
-		"system namespace":          {ns(enabledNS, "istio-aux"), map[string]string{keys.LabelEnabled: "true"}, nil},
-		"ns label false, pod label": {ns(map[string]string{keys.LabelEnabled: "false"}, "ml"), map[string]string{keys.LabelEnabled: "true"}, []string{WebhookPods}},
+		"system namespace":          {ns(admissiontest.EnabledNS, "istio-aux"), map[string]string{keys.LabelEnabled: "true"}, nil},
+		"ns label false, pod label": {ns(map[string]string{keys.LabelEnabled: "false"}, "ml"), map[string]string{keys.LabelEnabled: "true"}, []string{admission.WebhookPods}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -291,7 +293,7 @@ func TestModeFollowsConfigMap(t *testing.T) {
 	if err := cmw.Start(ctx.Done()); err != nil {
 		t.Fatalf("Start with no ConfigMap: %v", err)
 	}
-	if got := f.r.mode(); got != ModeHold {
+	if got := f.r.mode(); got != admission.ModeHold {
 		t.Fatalf("default mode = %s", got)
 	}
 	cms := kc.CoreV1().ConfigMaps(system.Namespace())
@@ -299,21 +301,21 @@ func TestModeFollowsConfigMap(t *testing.T) {
 	if _, err := cms.Create(ctx, cm, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitForMode(t, f, ModeNative)
+	waitForMode(t, f, admission.ModeNative)
 
 	cm.Data["mode"] = "sidecar-less"
 	if _, err := cms.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	waitSeen(t, seen, "sidecar-less")
-	if got := f.r.mode(); got != ModeNative {
+	if got := f.r.mode(); got != admission.ModeNative {
 		t.Errorf("mode after an invalid value = %s, want native kept", got)
 	}
 	cm.Data["mode"] = "hold"
 	if _, err := cms.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitForMode(t, f, ModeHold)
+	waitForMode(t, f, admission.ModeHold)
 }
 
 func waitSeen(t *testing.T, seen <-chan string, want string) {
@@ -331,7 +333,7 @@ func waitSeen(t *testing.T, seen <-chan string, want string) {
 	}
 }
 
-func waitForMode(t *testing.T, f *fixture, want Mode) {
+func waitForMode(t *testing.T, f *fixture, want admission.Mode) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for f.r.mode() != want {

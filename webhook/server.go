@@ -27,7 +27,7 @@ import (
 // (whose handler reads the whole AdmissionReview, copies it twice and
 // instruments every request before Admit runs): it holds at most
 // ReviewBudget bytes of reviews at once, decodes each review once into
-// what Mutate reads, and answers. The rest of the process is knative's
+// what admission.Mutate reads, and answers. The rest of the process is knative's
 // sharedmain: certificates, leader election, logging, configuration, the
 // MutatingWebhookConfiguration's reconciler. NewController starts a Server
 // found in its context (WithServer) on the port, Secret and TLS settings of

@@ -7,6 +7,7 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"errors"
+	"github.com/istio-aux/istio-aux/webhook/admission"
 	"net"
 	"net/http"
 	"strconv"
@@ -87,7 +88,7 @@ func TestServerServesAndDrains(t *testing.T) {
 	}}}
 	body := reviewBody(t, podRequest(t, "ml", nil, nil))
 	post := func() (*admissionv1.AdmissionResponse, error) {
-		resp, err := client.Post("https://"+addr+Path+"?timeout=5s", "application/json", bytes.NewReader(body))
+		resp, err := client.Post("https://"+addr+admission.Path+"?timeout=5s", "application/json", bytes.NewReader(body))
 		if err != nil {
 			return nil, err
 		}

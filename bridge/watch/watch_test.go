@@ -125,7 +125,7 @@ func (c *cluster) create(ns, name string, webhook bool, mutate ...func(*corev1.P
 		m(p)
 	}
 	if webhook {
-		// The webhook's rule (webhook.Mutate): its selectors let in the pods
+		// The webhook's rule (admission.Mutate): its selectors let in the pods
 		// of namespaces in scope, and it labels those opted in.
 		n, err := c.client.CoreV1().Namespaces().Get(context.Background(), ns, metav1.GetOptions{})
 		if err != nil {

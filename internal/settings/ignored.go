@@ -8,14 +8,13 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"knative.dev/pkg/configmap"
-)
 
-// KeyMode is the webhook's key (webhook.NewConfigFromConfigMap reads it).
-const KeyMode = "mode"
+	"github.com/istio-aux/istio-aux/pkg/names"
+)
 
 // Keys are every key of config-istio-aux that some component reads; any
 // other is a typo or a leftover, and is ignored with a warning (Ignored).
-var Keys = []string{KeyMode, KeySidecars, KeyQuitCommand, KeyQuitNative, KeyResync, KeyNATSURL}
+var Keys = []string{names.KeyMode, KeySidecars, KeyQuitCommand, KeyQuitNative, KeyResync, KeyNATSURL}
 
 // The _example key documents every key and is read by nothing; the
 // ConfigMap of config/ carries a checksum of it in an annotation, as
@@ -31,7 +30,7 @@ const (
 // holds the two equal): an edited _example is compared with it to name
 // what its editor meant to change.
 var shippedExample = map[string]string{
-	KeyMode:        "hold",
+	names.KeyMode:  "hold",
 	KeySidecars:    "vault-agent,fluent-bit",
 	KeyQuitCommand: DefaultQuitCommand,
 	KeyQuitNative:  "false",

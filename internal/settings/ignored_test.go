@@ -12,6 +12,8 @@ import (
 	"k8s.io/client-go/tools/record"
 	"knative.dev/pkg/configmap"
 	"sigs.k8s.io/yaml"
+
+	"github.com/istio-aux/istio-aux/pkg/names"
 )
 
 // shippedFile is config-istio-aux as config/ ships it.
@@ -86,7 +88,7 @@ func TestIgnored(t *testing.T) {
 		says []string // a part of each warning, in order; nil: no warning
 	}{
 		"known keys": {func(*testing.T) *corev1.ConfigMap {
-			return configMap(map[string]string{KeyMode: "native", KeySidecars: "a"})
+			return configMap(map[string]string{names.KeyMode: "native", KeySidecars: "a"})
 		}, nil},
 		"no ConfigMap":  {func(*testing.T) *corev1.ConfigMap { return nil }, nil},
 		"shipped as is": {shippedConfigMap, nil},
@@ -138,7 +140,7 @@ func TestLikelyKey(t *testing.T) {
 	for k, want := range map[string]string{
 		"sidecar": KeySidecars, "side-cars": KeySidecars, "SIDECARS": KeySidecars, "quit.native": KeyQuitNative,
 		"quitcommand": KeyQuitCommand, "resync": KeyResync, "resyncperiod": KeyResync, "nats_url": KeyNATSURL,
-		"node": KeyMode, "colour": "", "verbose": "", strings.Repeat("s", 100): "",
+		"node": names.KeyMode, "colour": "", "verbose": "", strings.Repeat("s", 100): "",
 	} {
 		if got := likelyKey(k); got != want {
 			t.Errorf("likelyKey(%.20q) = %q, want %q", k, got, want)

@@ -14,7 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/istio-aux/istio-aux/kubectl/check"
-	"github.com/istio-aux/istio-aux/webhook"
+	"github.com/istio-aux/istio-aux/webhook/admission"
 )
 
 // expect is an item's expected status and a part of its message.
@@ -117,7 +117,7 @@ func TestCheck(t *testing.T) {
 		"a webhook set to Ignore, with a caBundle behind": {cluster: healthy, shape: check.ShapeConfig,
 			change: func(t *testing.T, c *cluster) {
 				c.replace(&admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "istio-aux-webhook"},
-					Webhooks: webhook.Webhooks(sys, admissionregistrationv1.WebhookClientConfig{CABundle: []byte("old")})})
+					Webhooks: admission.Webhooks(sys, admissionregistrationv1.WebhookClientConfig{CABundle: []byte("old")})})
 				c.ignoring("legacy.istio-aux.dev")
 			},
 			want: map[string]expect{check.ItemWebhookConfiguration: {check.StatusFail,

@@ -32,7 +32,7 @@ import (
 
 	"github.com/istio-aux/istio-aux/kubectl/check"
 	"github.com/istio-aux/istio-aux/test/modroot"
-	"github.com/istio-aux/istio-aux/webhook"
+	"github.com/istio-aux/istio-aux/webhook/admission"
 )
 
 const sys = "istio-aux"
@@ -94,7 +94,7 @@ func certificate(t *testing.T, notAfter time.Time) (*corev1.Secret, *admissionre
 	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: sys, Name: "istio-aux-webhook-certs"},
 			Data: map[string][]byte{certresources.ServerKey: key, certresources.ServerCert: cert, certresources.CACert: ca}},
 		&admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "istio-aux-webhook"},
-			Webhooks: webhook.Webhooks(sys, admissionregistrationv1.WebhookClientConfig{CABundle: ca})}
+			Webhooks: admission.Webhooks(sys, admissionregistrationv1.WebhookClientConfig{CABundle: ca})}
 }
 
 // expiring gives c a certificate valid until notAfter.

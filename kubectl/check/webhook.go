@@ -17,7 +17,7 @@ import (
 
 	"github.com/istio-aux/istio-aux/kubectl/install"
 	"github.com/istio-aux/istio-aux/pkg/names"
-	"github.com/istio-aux/istio-aux/webhook"
+	"github.com/istio-aux/istio-aux/webhook/admission"
 )
 
 // renewedBy is how long before its expiry knative's certificates
@@ -84,7 +84,7 @@ func (r *run) webhookConfiguration(secret *corev1.Secret, secretErr error) Item 
 	}
 	ca := secret.Data[certresources.CACert]
 	var problems []string
-	for _, want := range webhook.Webhooks(r.SystemNamespace, admissionregistrationv1.WebhookClientConfig{}) {
+	for _, want := range admission.Webhooks(r.SystemNamespace, admissionregistrationv1.WebhookClientConfig{}) {
 		found := false
 		for _, w := range mwc.Webhooks {
 			if w.Name != want.Name {

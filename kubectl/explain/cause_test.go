@@ -15,7 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/istio-aux/istio-aux/kubectl/explain"
-	"github.com/istio-aux/istio-aux/webhook"
+	"github.com/istio-aux/istio-aux/webhook/admission"
 )
 
 // TestWebhookCause: an opted-in pod without the hold, which the webhook
@@ -64,7 +64,7 @@ func TestWebhookCause(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			whs := webhook.Webhooks(sys, admissionregistrationv1.WebhookClientConfig{})
+			whs := admission.Webhooks(sys, admissionregistrationv1.WebhookClientConfig{})
 			for i := range whs {
 				whs[i].FailurePolicy = ptr.To(tc.policy)
 			}

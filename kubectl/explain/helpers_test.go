@@ -14,7 +14,7 @@ import (
 
 	"github.com/istio-aux/istio-aux/pkg/keys"
 	"github.com/istio-aux/istio-aux/pkg/names"
-	"github.com/istio-aux/istio-aux/webhook"
+	"github.com/istio-aux/istio-aux/webhook/admission"
 )
 
 // now is the clock of every test: the pods were created ten minutes
@@ -171,7 +171,7 @@ func forged(ev *corev1.Event, controller, component string) *corev1.Event {
 // and config-istio-aux with data.
 func install(data map[string]string) []runtime.Object {
 	mwc := &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "istio-aux-webhook"},
-		Webhooks: webhook.Webhooks(sys, admissionregistrationv1.WebhookClientConfig{})}
+		Webhooks: admission.Webhooks(sys, admissionregistrationv1.WebhookClientConfig{})}
 	slice := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: sys, Name: "istio-aux-webhook-abcde",
 		Labels: map[string]string{discoveryv1.LabelServiceName: "istio-aux-webhook"}},
 		Endpoints: []discoveryv1.Endpoint{{Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}, {}}}

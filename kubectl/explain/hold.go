@@ -10,7 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/istio-aux/istio-aux/pkg/keys"
-	"github.com/istio-aux/istio-aux/webhook"
+	"github.com/istio-aux/istio-aux/webhook/admission"
 	"github.com/istio-aux/istio-aux/webhook/proxyconfig"
 )
 
@@ -71,11 +71,11 @@ func (e *explanation) missingHold() (cause, text string, checks []string) {
 	if err != nil {
 		return CauseWebhookNotCalled, "the pod could not be read as the webhook reads it: " + err.Error(), nil
 	}
-	m := webhook.Mutate(wp, e.nsLabels, e.in.Config.Mode)
+	m := admission.Mutate(wp, e.nsLabels, e.in.Config.Mode)
 	switch m.Outcome {
-	case webhook.Warned:
-		return CauseMalformedConfig, "the webhook does not add the hold: " + strings.TrimPrefix(m.Warning, webhook.WarningPrefix), nil
-	case webhook.Skipped:
+	case admission.Warned:
+		return CauseMalformedConfig, "the webhook does not add the hold: " + strings.TrimPrefix(m.Warning, admission.WarningPrefix), nil
+	case admission.Skipped:
 		cause, text := e.skipped(m.Reason)
 		return cause, text, nil
 	}
@@ -83,12 +83,12 @@ func (e *explanation) missingHold() (cause, text string, checks []string) {
 }
 
 // webhookPod is the pod as the webhook decodes it from an admission review.
-func webhookPod(p *corev1.Pod) (*webhook.Pod, error) {
+func webhookPod(p *corev1.Pod) (*admission.Pod, error) {
 	raw, err := json.Marshal(p)
 	if err != nil {
 		return nil, fmt.Errorf("encoding pod %s/%s: %w", p.Namespace, p.Name, err)
 	}
-	var wp webhook.Pod
+	var wp admission.Pod
 	if err := json.Unmarshal(raw, &wp); err != nil {
 		return nil, fmt.Errorf("decoding pod %s/%s as the webhook does: %w", p.Namespace, p.Name, err)
 	}
@@ -100,7 +100,7 @@ func webhookPod(p *corev1.Pod) (*webhook.Pod, error) {
 func (e *explanation) skipped(reason string) (cause, text string) {
 	a := e.in.Pod.Annotations
 	switch reason {
-	case webhook.ReasonUserHold:
+	case admission.ReasonUserHold:
 		if hold, _, _ := proxyconfig.IstioHold(a[keys.AnnotationProxyConfig]); hold {
 			return CauseNotApplied, fmt.Sprintf("%s asks for %s: true, but istio-proxy is not first with a postStart `pilot-agent wait`: "+
 				"Istio did not apply it (a sidecar injected before the annotation was set, e.g. by istioctl kube-inject, or an Istio older than 1.8)",
@@ -108,14 +108,14 @@ func (e *explanation) skipped(reason string) (cause, text string) {
 		}
 		return CauseUserValue, fmt.Sprintf("the pod's own %s sets %s: false, and the webhook never overrides a value its user set",
 			keys.AnnotationProxyConfig, proxyconfig.KeyHold)
-	case webhook.ReasonUserNative:
+	case admission.ReasonUserNative:
 		if v := a[keys.AnnotationNativeSidecar]; strings.EqualFold(strings.TrimSpace(v), "true") {
 			return CauseNotApplied, fmt.Sprintf("%s=%q asks for a native sidecar, but Istio injected a classic one (an Istio older than 1.24, or a Kubernetes without sidecar containers)",
 				keys.AnnotationNativeSidecar, v)
 		}
 		return CauseUserValue, fmt.Sprintf("the pod's own %s=%q wins over mode native: the webhook never overrides a value its user set",
 			keys.AnnotationNativeSidecar, a[keys.AnnotationNativeSidecar])
-	case webhook.ReasonNoInjection:
+	case admission.ReasonNoInjection:
 		return CauseNotApplied, "the webhook skips a pod Istio will not inject (" + keys.KeyInject + " or hostNetwork), yet this one has an istio-proxy, injected some other way"
 	}
 	return CauseWebhookNotCalled, "the webhook skips it now: " + reason

@@ -10,7 +10,7 @@ import (
 	"github.com/istio-aux/istio-aux/bridge/watch"
 	"github.com/istio-aux/istio-aux/pkg/decision"
 	"github.com/istio-aux/istio-aux/pkg/keys"
-	"github.com/istio-aux/istio-aux/webhook"
+	"github.com/istio-aux/istio-aux/webhook/admission"
 )
 
 // optIn works out the opt-in (pkg/decision's) and whether the webhook and
@@ -44,7 +44,7 @@ func (e *explanation) webhooks() []admissionregistrationv1.MutatingWebhook {
 	if c := e.in.Webhook.Configuration; c != nil {
 		return c.Webhooks
 	}
-	return webhook.Webhooks(e.in.SystemNamespace, admissionregistrationv1.WebhookClientConfig{})
+	return admission.Webhooks(e.in.SystemNamespace, admissionregistrationv1.WebhookClientConfig{})
 }
 
 // webhookSees reports whether the API server calls one of whs for a pod

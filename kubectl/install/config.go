@@ -14,7 +14,7 @@ import (
 	"github.com/istio-aux/istio-aux/internal/settings"
 	"github.com/istio-aux/istio-aux/pkg/decision"
 	"github.com/istio-aux/istio-aux/pkg/names"
-	"github.com/istio-aux/istio-aux/webhook"
+	"github.com/istio-aux/istio-aux/webhook/admission"
 )
 
 // Config is what ConfigMap config-istio-aux says, read as the components
@@ -27,7 +27,7 @@ type Config struct {
 	// applies, and the exec policy denies every quit (its param is missing).
 	Found    bool
 	Decision decision.Options
-	Mode     webhook.Mode
+	Mode     admission.Mode
 	// QuitCommand is the key's value, "" when unset (the function's
 	// default then).
 	QuitCommand string
@@ -39,7 +39,7 @@ type Config struct {
 
 // ConfigOf reads a ConfigMap (nil: not found).
 func ConfigOf(cm *corev1.ConfigMap) Config {
-	cfg := Config{Mode: webhook.DefaultConfig().Mode}
+	cfg := Config{Mode: admission.DefaultConfig().Mode}
 	if cm == nil {
 		return cfg
 	}
@@ -52,7 +52,7 @@ func ConfigOf(cm *corev1.ConfigMap) Config {
 		cfg.Problems = append(cfg.Problems, fmt.Sprintf("key %v: the bridge and the function refuse it and keep the value they had", err))
 	}
 	slices.Sort(cfg.Problems)
-	if w, err := webhook.NewConfigFromConfigMap(cm); err != nil {
+	if w, err := admission.NewConfigFromConfigMap(cm); err != nil {
 		cfg.Problems = append(cfg.Problems, fmt.Sprintf("%v: the webhook keeps its previous mode", err))
 	} else {
 		cfg.Mode = w.Mode

@@ -11,7 +11,7 @@ import (
 
 	"github.com/istio-aux/istio-aux/kubectl/install"
 	"github.com/istio-aux/istio-aux/pkg/decision"
-	"github.com/istio-aux/istio-aux/webhook"
+	"github.com/istio-aux/istio-aux/webhook/admission"
 )
 
 func TestConfigOf(t *testing.T) {
@@ -21,16 +21,16 @@ func TestConfigOf(t *testing.T) {
 		want     install.Config
 		problems []string // substrings, one per problem, in order
 	}{
-		"missing": {nil, install.Config{Mode: webhook.ModeHold}, nil},
-		"empty":   {cm(nil), install.Config{Found: true, Mode: webhook.ModeHold}, nil},
+		"missing": {nil, install.Config{Mode: admission.ModeHold}, nil},
+		"empty":   {cm(nil), install.Config{Found: true, Mode: admission.ModeHold}, nil},
 		"every key": {cm(map[string]string{"sidecars": "vault-agent, fluent-bit", "quit-native": "true", "mode": "native", "quit-command": "curl -sf",
 			"nats-url": " nats://nats:4222 "}),
-			install.Config{Found: true, Mode: webhook.ModeNative, QuitCommand: "curl -sf", NATSURL: "nats://nats:4222",
+			install.Config{Found: true, Mode: admission.ModeNative, QuitCommand: "curl -sf", NATSURL: "nats://nats:4222",
 				Decision: decision.Options{ExtraSidecars: []string{"vault-agent", "fluent-bit"}, QuitNative: true}}, nil},
 		"bad values are named, the good ones kept": {cm(map[string]string{"sidecars": "Vault_Agent", "quit-native": "true", "mode": "hld", "quit-command": " "}),
-			install.Config{Found: true, Mode: webhook.ModeHold, QuitCommand: " ", Decision: decision.Options{QuitNative: true}},
+			install.Config{Found: true, Mode: admission.ModeHold, QuitCommand: " ", Decision: decision.Options{QuitNative: true}},
 			[]string{`key quit-command: " ": empty`, `key sidecars: "Vault_Agent": sidecar name "Vault_Agent"`, `mode "hld"`}},
-		"quit-native that is no boolean": {cm(map[string]string{"quit-native": "yes"}), install.Config{Found: true, Mode: webhook.ModeHold},
+		"quit-native that is no boolean": {cm(map[string]string{"quit-native": "yes"}), install.Config{Found: true, Mode: admission.ModeHold},
 			[]string{"key quit-native"}},
 	}
 	for name, tc := range tests {

@@ -18,6 +18,10 @@ const (
 	// ConfigMap holds istio-aux's settings (config/300): the webhook's
 	// mode, the decision's options, the quit command, nats-url.
 	ConfigMap = "config-istio-aux"
+	// KeyMode is ConfigMap's key for the webhook's mode (hold or native),
+	// read by webhook/admission's NewConfigFromConfigMap; internal/settings
+	// holds the other keys.
+	KeyMode = "mode"
 	// WebhookConfiguration is the MutatingWebhookConfiguration (403),
 	// which the webhook's reconciler keeps current. The API server calls
 	// mutating configurations in name order, and this must run before

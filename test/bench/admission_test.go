@@ -25,7 +25,7 @@ import (
 	"github.com/istio-aux/istio-aux/test/istioaux"
 	"github.com/istio-aux/istio-aux/test/mesh"
 	"github.com/istio-aux/istio-aux/test/poll"
-	"github.com/istio-aux/istio-aux/webhook"
+	webhookadmission "github.com/istio-aux/istio-aux/webhook/admission"
 )
 
 // The admission namespaces: istio-aux's webhook mutates every pod in on;
@@ -81,7 +81,7 @@ func admission(t *testing.T, c *cluster.Cluster, cs kubernetes.Interface, start 
 	ourCPU, floorCPU := ourTotal/calls, floorTotal/calls
 	ourCall, floorCall := callCPU(ourTotal, ourIdle, loop, calls), callCPU(floorTotal, floorIdle, loop, calls)
 	without, with, floor := registered[0], registered[1], registered[2]
-	floorTimed, ourTimed := webhookCallMean(t, cs, floorWebhook), webhookCallMean(t, cs, webhook.WebhookEnabled)
+	floorTimed, ourTimed := webhookCallMean(t, cs, floorWebhook), webhookCallMean(t, cs, webhookadmission.WebhookEnabled)
 	// The pods are only timed; the memory phase must not count them.
 	for _, ns := range []string{admissionOn, admissionOff, admissionFloor} {
 		if err := cs.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0))}, metav1.ListOptions{}); err != nil {
@@ -159,7 +159,7 @@ func startFloorWebhook(t *testing.T, c *cluster.Cluster, cs kubernetes.Interface
 			NamespaceSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{floorLabel: "true"}},
 			FailurePolicy:           ptr.To(admissionregistrationv1.Fail),
 			SideEffects:             ptr.To(admissionregistrationv1.SideEffectClassNone),
-			TimeoutSeconds:          ptr.To(int32(webhook.DefaultTimeout.Seconds())),
+			TimeoutSeconds:          ptr.To(int32(webhookadmission.DefaultTimeout.Seconds())),
 			ReinvocationPolicy:      ptr.To(admissionregistrationv1.NeverReinvocationPolicy),
 			AdmissionReviewVersions: []string{"v1"},
 			Rules: []admissionregistrationv1.RuleWithOperations{{

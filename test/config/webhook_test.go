@@ -12,7 +12,7 @@ import (
 
 	"github.com/istio-aux/istio-aux/pkg/decision"
 	"github.com/istio-aux/istio-aux/pkg/keys"
-	"github.com/istio-aux/istio-aux/webhook"
+	"github.com/istio-aux/istio-aux/webhook/admission"
 )
 
 // decode converts d strictly into a T.
@@ -136,24 +136,24 @@ func TestWebhookSelectorsAgreeWithOptIn(t *testing.T) {
 	}
 }
 
-// The e2e harness installs webhook.Webhooks (with a URL); clusters get
+// The e2e harness installs admission.Webhooks (with a URL); clusters get
 // config/. Both must route exactly the same pods to the webhook.
 func TestWebhookSelectorsMatchWebhookPackage(t *testing.T) {
 	mwc := webhookConfiguration(t)
-	want := webhook.Webhooks("istio-aux", admissionv1.WebhookClientConfig{})
+	want := admission.Webhooks("istio-aux", admissionv1.WebhookClientConfig{})
 	if len(mwc.Webhooks) != len(want) {
-		t.Fatalf("config/ has %d webhooks, webhook.Webhooks %d", len(mwc.Webhooks), len(want))
+		t.Fatalf("config/ has %d webhooks, admission.Webhooks %d", len(mwc.Webhooks), len(want))
 	}
 	for i, w := range mwc.Webhooks {
 		if w.Name != want[i].Name {
-			t.Errorf("webhook %d: config/ %q, webhook.Webhooks %q", i, w.Name, want[i].Name)
+			t.Errorf("webhook %d: config/ %q, admission.Webhooks %q", i, w.Name, want[i].Name)
 		}
 		for kind, pair := range map[string][2]*metav1.LabelSelector{
 			"namespaceSelector": {w.NamespaceSelector, want[i].NamespaceSelector},
 			"objectSelector":    {w.ObjectSelector, want[i].ObjectSelector},
 		} {
 			if got, exp := canonical(t, pair[0]), canonical(t, pair[1]); got != exp {
-				t.Errorf("%s: %s\n config/:          %q\n webhook.Webhooks: %q", w.Name, kind, got, exp)
+				t.Errorf("%s: %s\n config/:          %q\n admission.Webhooks: %q", w.Name, kind, got, exp)
 			}
 		}
 	}

@@ -20,7 +20,7 @@ import (
 	"github.com/istio-aux/istio-aux/test/mesh"
 )
 
-// mergeRow is a row of webhook/testdata/merge.json (the webhook's merge
+// mergeRow is a row of webhook/admission/testdata/merge.json (the webhook's merge
 // table, whose webhook half TestMutate checks); see mergeRow there.
 type mergeRow struct {
 	Name              string         `json:"name"`
@@ -60,7 +60,7 @@ func (w *warnings) take() []string {
 // there exactly when the row says it warns.
 func TestWebhookOutputThroughIstiod(t *testing.T) {
 	withIstioAux(t)
-	raw, err := os.ReadFile("../../webhook/testdata/merge.json")
+	raw, err := os.ReadFile("../../webhook/admission/testdata/merge.json")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,7 +25,7 @@ import (
 
 	"github.com/istio-aux/istio-aux/pkg/names"
 	"github.com/istio-aux/istio-aux/test/cluster"
-	"github.com/istio-aux/istio-aux/webhook"
+	"github.com/istio-aux/istio-aux/webhook/admission"
 )
 
 // SystemNamespace is where istio-aux's ConfigMap and Secret live.
@@ -165,10 +165,10 @@ func Start(ctx context.Context, c *cluster.Cluster, log io.Writer) (*IstioAux, e
 		return nil, err
 	}
 	port, profiling, metrics := ports[0], ports[1], ports[2]
-	url := "https://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) + webhook.Path
+	url := "https://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) + admission.Path
 	if _, err := cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, &admissionregistrationv1.MutatingWebhookConfiguration{
 		ObjectMeta: metav1.ObjectMeta{Name: names.WebhookConfiguration},
-		Webhooks:   webhook.Webhooks(SystemNamespace, admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: c.CA().CertPEM}),
+		Webhooks:   admission.Webhooks(SystemNamespace, admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: c.CA().CertPEM}),
 	}, metav1.CreateOptions{}); err != nil {
 		return nil, err
 	}

@@ -1,4 +1,4 @@
-package webhook
+package admission
 
 import (
 	"fmt"
@@ -6,7 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/istio-aux/istio-aux/internal/settings"
+	"github.com/istio-aux/istio-aux/pkg/names"
 )
 
 // Mode is how the webhook makes an app wait for its proxy.
@@ -37,14 +37,14 @@ func NewConfigFromConfigMap(cm *corev1.ConfigMap) (*Config, error) {
 	if cm == nil {
 		return cfg, nil
 	}
-	// The key is settings.KeyMode, so that the bridge and the function,
+	// The key is names.KeyMode, so that the bridge and the function,
 	// which warn of keys no component reads, know it.
-	switch v := Mode(strings.ToLower(strings.TrimSpace(cm.Data[settings.KeyMode]))); v {
+	switch v := Mode(strings.ToLower(strings.TrimSpace(cm.Data[names.KeyMode]))); v {
 	case "":
 	case ModeHold, ModeNative:
 		cfg.Mode = v
 	default:
-		return nil, fmt.Errorf("configmap %s: %s %q is neither %q nor %q", cm.Name, settings.KeyMode, cm.Data[settings.KeyMode], ModeHold, ModeNative)
+		return nil, fmt.Errorf("configmap %s: %s %q is neither %q nor %q", cm.Name, names.KeyMode, cm.Data[names.KeyMode], ModeHold, ModeNative)
 	}
 	return cfg, nil
 }

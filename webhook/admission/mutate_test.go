@@ -1,4 +1,4 @@
-package webhook
+package admission
 
 import (
 	"encoding/json"
@@ -9,80 +9,34 @@ import (
 	jsonpatch "github.com/evanphx/json-patch/v5"
 	"github.com/istio-aux/istio-aux/pkg/keys"
 	"github.com/istio-aux/istio-aux/pkg/names"
+	"github.com/istio-aux/istio-aux/webhook/admission/admissiontest"
 	"github.com/istio-aux/istio-aux/webhook/proxyconfig"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	kjson "sigs.k8s.io/json"
 )
 
 var (
-	enabledNS = map[string]string{keys.LabelEnabled: "true"}
-	legacyNS  = map[string]string{keys.LegacyLabel: keys.LegacyLabelValue}
+	enabledNS = admissiontest.EnabledNS
+	legacyNS  = admissiontest.LegacyNS
 )
-
-func testPod(labels, annotations map[string]string) *corev1.Pod {
-	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "mnist-worker-0", Namespace: "kubeflow", Labels: labels, Annotations: annotations},
-		Spec: corev1.PodSpec{
-			RestartPolicy: corev1.RestartPolicyOnFailure,
-			Containers:    []corev1.Container{{Name: "tensorflow", Image: "mnist"}},
-		},
-	}
-}
 
 // applyMutation runs Mutate on the pod's JSON, applies the resulting patch
 // to that JSON and returns the annotations of the patched object.
 func applyMutation(t testing.TB, raw []byte, nsLabels map[string]string, mode Mode) (Mutation, map[string]string) {
 	t.Helper()
-	pod, err := decodePod(raw)
+	pod, err := DecodePod(raw)
 	if err != nil {
-		t.Fatalf("decodePod: %v", err)
+		t.Fatalf("DecodePod: %v", err)
 	}
 	m := Mutate(pod, nsLabels, mode)
 	if m.Outcome != Mutated {
-		return m, rawAnnotations(t, raw)
+		return m, admissiontest.RawAnnotations(t, raw)
 	}
 	patch, err := patchFor(pod.shape(), m)
 	if err != nil {
 		t.Fatalf("patchFor: %v", err)
 	}
-	return m, annotationsAfter(t, raw, patch)
-}
-
-// rawAnnotations decodes every annotation of an object (decodePod keeps
-// only those Mutate reads).
-func rawAnnotations(t testing.TB, raw []byte) map[string]string {
-	t.Helper()
-	var v struct {
-		Metadata *struct {
-			Annotations map[string]string `json:"annotations"`
-		} `json:"metadata"`
-	}
-	if err := kjson.UnmarshalCaseSensitivePreserveInts(raw, &v); err != nil {
-		t.Fatalf("annotations of %s: %v", raw, err)
-	}
-	if v.Metadata == nil {
-		return nil
-	}
-	return v.Metadata.Annotations
-}
-
-func annotationsAfter(t testing.TB, raw, patch []byte) map[string]string {
-	t.Helper()
-	p, err := jsonpatch.DecodePatch(patch)
-	if err != nil {
-		t.Fatalf("DecodePatch(%s): %v", patch, err)
-	}
-	out, err := p.Apply(raw)
-	if err != nil {
-		t.Fatalf("patch %s does not apply to %s: %v", patch, raw, err)
-	}
-	// Decode as the API server does (case-sensitive), like decodePod.
-	var after corev1.Pod
-	if err := kjson.UnmarshalCaseSensitivePreserveInts(out, &after); err != nil {
-		t.Fatalf("patched object is not a pod: %v", err)
-	}
-	return after.Annotations
+	return m, admissiontest.AnnotationsAfter(t, raw, patch)
 }
 
 func TestMutate(t *testing.T) {
@@ -196,7 +150,7 @@ func TestMutate(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			pod := testPod(tc.labels, tc.annotations)
+			pod := admissiontest.Pod(tc.labels, tc.annotations)
 			if tc.native {
 				always := corev1.ContainerRestartPolicyAlways
 				pod.Spec.InitContainers = []corev1.Container{{Name: keys.ProxyContainer, RestartPolicy: &always}}
@@ -247,7 +201,7 @@ func TestAnnotationPatchShapes(t *testing.T) {
 			if m.Outcome != Mutated || !strings.Contains(got[keys.AnnotationProxyConfig], "holdApplicationUntilProxyStarts: true") {
 				t.Fatalf("outcome %s, annotations %#v", m.Outcome, got)
 			}
-			pod, _ := decodePod([]byte(tc.raw))
+			pod, _ := DecodePod([]byte(tc.raw))
 			patch, _ := patchFor(pod.shape(), m)
 			var ops []map[string]any
 			if err := json.Unmarshal(patch, &ops); err != nil || len(ops) != 1 || ops[0]["path"] != tc.want {
@@ -259,22 +213,22 @@ func TestAnnotationPatchShapes(t *testing.T) {
 
 func TestDecodePodRejects(t *testing.T) {
 	for _, raw := range []string{``, `null`, `[]`, `"pod"`, `{"metadata":"x"}`, `{"metadata":{"annotations":{"proxy.istio.io/config":1}}}`, `{} {}`, `{"spec":`} {
-		if _, err := decodePod([]byte(raw)); err == nil {
-			t.Errorf("decodePod(%q) = nil error", raw)
+		if _, err := DecodePod([]byte(raw)); err == nil {
+			t.Errorf("DecodePod(%q) = nil error", raw)
 		}
 	}
 }
 
-// decodePod reads only the labels and annotations Mutate reads (what it
+// DecodePod reads only the labels and annotations Mutate reads (what it
 // does not read, it does not check either: the API server decoded the pod
 // before it called), and the proxy config only when it can be within
 // proxyconfig's size limit.
 func TestDecodePodAnnotations(t *testing.T) {
 	raw := `{"metadata":{"labels":{"team":1,"istio-aux.dev/enabled":"true"},"annotations":{"team":{"not":"read"},"sidecar.istio.io/inject":"tr\u0075e",` +
 		`"istio-aux.dev/enabled":null,"proxy.istio.io/config":"` + strings.Repeat(`\u0026`, 3*proxyconfig.MaxBytes) + `"}}}`
-	pod, err := decodePod([]byte(raw))
+	pod, err := DecodePod([]byte(raw))
 	if err != nil || pod.shape() != (shape{metadata: true, annotations: true, labels: true}) {
-		t.Fatalf("decodePod: %v, %+v", err, pod)
+		t.Fatalf("DecodePod: %v, %+v", err, pod)
 	}
 	a := pod.Metadata.Annotations
 	if c := a.ProxyConfig; !c.tooLong || c.text != "" {
@@ -352,7 +306,7 @@ func TestMutateLabelsRunToCompletionPods(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			pod, err := decodePod([]byte(tc.raw))
+			pod, err := DecodePod([]byte(tc.raw))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,17 +1,4 @@
-// Package webhook is istio-aux's mutating admission webhook for pods, built
-// on knative.dev/pkg. At pod CREATE it makes the app of an opted-in pod wait
-// for its Istio proxy (mode hold) or asks Istio for a native sidecar (mode
-// native). It never rejects a pod: anything it does not understand is let
-// through unchanged with an admission warning.
-//
-// It reads like knative.dev/pkg's webhook/configmaps: a pure mutation
-// (Mutate, with the proxy config's YAML in package proxyconfig), the
-// admission that decodes a review and applies it (Review, Admit), and a
-// leader-aware reconciler that keeps the MutatingWebhookConfiguration's
-// caBundle, rules and defaults current (NewController). Its own HTTPS Server
-// answers the API server, bounded in what it holds at once; knative's
-// sharedmain runs the rest.
-package webhook
+package admission
 
 import "time"
 

@@ -1,4 +1,4 @@
-package webhook
+package admission
 
 import (
 	"bytes"
@@ -193,11 +193,11 @@ func (p *Pod) shape() shape {
 	return shape{metadata: true, annotations: p.Metadata.Annotations != nil, labels: p.Metadata.Labels != nil}
 }
 
-// decodePod decodes an admission object on its own (the review decoder reads
+// DecodePod decodes an admission object on its own (the review decoder reads
 // it in place, and calls this only to say what is wrong with an object it
 // could not read). The error says whether the object is not JSON or not a
 // pod.
-func decodePod(raw []byte) (*Pod, error) {
+func DecodePod(raw []byte) (*Pod, error) {
 	var p *Pod
 	if err := kjson.UnmarshalCaseSensitivePreserveInts(raw, &p); err != nil {
 		var typeErr *json.UnmarshalTypeError

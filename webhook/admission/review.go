@@ -1,4 +1,4 @@
-package webhook
+package admission
 
 import (
 	"encoding/json"
@@ -10,21 +10,21 @@ import (
 	kjson "sigs.k8s.io/json"
 )
 
-// review is the part of an AdmissionReview (admission.k8s.io/v1, or v1beta1:
+// Review is the part of an AdmissionReview (admission.k8s.io/v1, or v1beta1:
 // the same shape) the webhook reads.
-type review struct {
+type Review struct {
 	APIVersion string   `json:"apiVersion"`
 	Kind       string   `json:"kind"`
-	Request    *request `json:"request"`
+	Request    *Request `json:"request"`
 }
 
-// request is the part of an AdmissionRequest the webhook reads, its object
+// Request is the part of an AdmissionRequest the webhook reads, its object
 // decoded in the same pass, only as far as Mutate reads it (Pod): one read
 // of the review's bytes, no copy of the object.
-type request struct {
+type Request struct {
 	requestHead
 	Object *Pod `json:"object"`
-	// objectErr says why Object could not be read (decodeReview).
+	// objectErr says why Object could not be read (DecodeReview).
 	objectErr error
 }
 
@@ -37,13 +37,13 @@ type requestHead struct {
 	Operation   admissionv1.Operation   `json:"operation"`
 }
 
-// decodeReview reads an AdmissionReview the way the API server writes JSON
+// DecodeReview reads an AdmissionReview the way the API server writes JSON
 // (field names case-sensitive). A review whose object Mutate cannot read (a
 // field it reads has another type) is still a review: it is read again with
 // the object left raw, and objectErr says what is wrong with the object. An
 // error means body is not an AdmissionReview at all.
-func decodeReview(body []byte) (*review, error) {
-	var rv review
+func DecodeReview(body []byte) (*Review, error) {
+	var rv Review
 	err := kjson.UnmarshalCaseSensitivePreserveInts(body, &rv)
 	if err == nil {
 		if rv.Request != nil && rv.Request.Object == nil {
@@ -64,8 +64,8 @@ func decodeReview(body []byte) (*review, error) {
 	if rerr := kjson.UnmarshalCaseSensitivePreserveInts(body, &raw); rerr != nil || raw.Request == nil {
 		return nil, fmt.Errorf("not an AdmissionReview: %w", err)
 	}
-	rv = review{APIVersion: raw.APIVersion, Kind: raw.Kind, Request: &request{requestHead: raw.Request.requestHead}}
-	if _, perr := decodePod(raw.Request.Object); perr != nil {
+	rv = Review{APIVersion: raw.APIVersion, Kind: raw.Kind, Request: &Request{requestHead: raw.Request.requestHead}}
+	if _, perr := DecodePod(raw.Request.Object); perr != nil {
 		rv.Request.objectErr = perr
 	} else {
 		// Read alone the object is a pod: what failed is in the review.
@@ -74,9 +74,9 @@ func decodeReview(body []byte) (*review, error) {
 	return &rv, nil
 }
 
-// encodeResponse is the AdmissionReview that answers rv with resp, in rv's
+// Respond is the AdmissionReview that answers rv with resp, in rv's
 // apiVersion and kind (the API server requires the ones it sent).
-func encodeResponse(rv *review, resp *admissionv1.AdmissionResponse) ([]byte, error) {
+func (rv *Review) Respond(resp *admissionv1.AdmissionResponse) ([]byte, error) {
 	out := struct {
 		APIVersion string                         `json:"apiVersion"`
 		Kind       string                         `json:"kind"`

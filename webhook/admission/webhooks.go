@@ -1,4 +1,4 @@
-package webhook
+package admission
 
 import (
 	"github.com/istio-aux/istio-aux/pkg/keys"
@@ -57,16 +57,16 @@ func Webhooks(systemNamespace string, clientConfig admissionregistrationv1.Webho
 	}}
 	for i := range whs {
 		whs[i].ClientConfig = *clientConfig.DeepCopy()
-		setDefaults(&whs[i], Path)
+		SetDefaults(&whs[i], Path)
 	}
 	return whs
 }
 
-// setDefaults makes a webhook safe and current: the reconciler owns its
+// SetDefaults makes a webhook safe and current: the reconciler owns its
 // rules, failure policy and side effects; timeout, reinvocation and review
 // versions are defaults a user may override in the YAML. Selectors and the
 // client config's service or URL belong to the YAML.
-func setDefaults(wh *admissionregistrationv1.MutatingWebhook, path string) {
+func SetDefaults(wh *admissionregistrationv1.MutatingWebhook, path string) {
 	scope := admissionregistrationv1.NamespacedScope
 	wh.Rules = []admissionregistrationv1.RuleWithOperations{{
 		// CREATE only: a webhook on UPDATE could block Job controllers from

@@ -18,12 +18,13 @@ import (
 	"github.com/istio-aux/istio-aux/internal/startup"
 	"github.com/istio-aux/istio-aux/pkg/names"
 	"github.com/istio-aux/istio-aux/webhook"
+	"github.com/istio-aux/istio-aux/webhook/admission"
 )
 
 func main() {
 	ctx := knwebhook.WithOptions(startup.Context(0), knwebhook.Options{
 		ServiceName: knwebhook.NameFromEnv(),
-		Port:        knwebhook.PortFromEnv(webhook.Port),
+		Port:        knwebhook.PortFromEnv(admission.Port),
 		SecretName:  knwebhook.SecretNameFromEnv(names.WebhookSecret),
 	})
 	// Local runs next to other processes: knative's probe server has a fixed port.

@@ -166,11 +166,11 @@ func (o *ours) mergeHold(t *testing.T, config string) answer {
 }
 
 // seeds are the configs of the webhook's merge table
-// (webhook/testdata/merge.json, which test/e2e also runs through istiod)
+// (webhook/admission/testdata/merge.json, which test/e2e also runs through istiod)
 // and the forms that disagreed with Istio before (issue 24, rows 5 and 6).
 func seeds(tb testing.TB) []string {
 	tb.Helper()
-	raw, err := os.ReadFile(filepath.Join("..", "..", "..", "..", "webhook", "testdata", "merge.json"))
+	raw, err := os.ReadFile(filepath.Join("..", "..", "..", "..", "webhook", "admission", "testdata", "merge.json"))
 	if err != nil {
 		tb.Fatal(err)
 	}
