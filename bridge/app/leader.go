@@ -7,9 +7,12 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"knative.dev/pkg/configmap"
 	"knative.dev/pkg/logging"
 
 	"github.com/istio-aux/istio-aux/pkg/names"
@@ -40,6 +43,70 @@ func DefaultElection() Election {
 	// and the all-in-ones of config/standalone/, so moving between the
 	// shapes never runs two watchers.
 	return Election{Lease: names.WatcherLease, LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second}
+}
+
+// The keys of config-leader-election the watcher's Lease reads: knative's
+// own (knative.dev/pkg/leaderelection), so that one ConfigMap tunes every
+// election of the install. knative's buckets key is the webhook's alone.
+const (
+	KeyLeaseDuration = "lease-duration"
+	KeyRenewDeadline = "renew-deadline"
+	KeyRetryPeriod   = "retry-period"
+)
+
+// WithTimings is e with the timings data (config-leader-election's data)
+// sets; a key it lacks keeps e's. The result is checked as client-go's
+// elector would check it, with the keys named.
+func (e Election) WithTimings(data map[string]string) (Election, error) {
+	if err := configmap.Parse(data,
+		configmap.AsDuration(KeyLeaseDuration, &e.LeaseDuration),
+		configmap.AsDuration(KeyRenewDeadline, &e.RenewDeadline),
+		configmap.AsDuration(KeyRetryPeriod, &e.RetryPeriod)); err != nil {
+		return e, fmt.Errorf("%s: %w", names.LeaderElectionConfigMap, err)
+	}
+	return e, e.checkTimings()
+}
+
+// checkTimings holds what client-go's NewLeaderElector requires: a renew
+// deadline past the retry period's jitter, and a lease past the renew
+// deadline (else a standby could take the Lease while its holder still
+// watches).
+func (e Election) checkTimings() error {
+	switch jittered := time.Duration(leaderelection.JitterFactor * float64(e.RetryPeriod)); {
+	case e.RetryPeriod <= 0:
+		return fmt.Errorf("%s: %s=%v: want a positive duration", names.LeaderElectionConfigMap, KeyRetryPeriod, e.RetryPeriod)
+	case e.RenewDeadline <= jittered:
+		return fmt.Errorf("%s: %s=%v: want more than %s × %.1f (%v)", names.LeaderElectionConfigMap,
+			KeyRenewDeadline, e.RenewDeadline, KeyRetryPeriod, leaderelection.JitterFactor, jittered)
+	case e.LeaseDuration <= e.RenewDeadline:
+		return fmt.Errorf("%s: %s=%v: want more than %s (%v)", names.LeaderElectionConfigMap,
+			KeyLeaseDuration, e.LeaseDuration, KeyRenewDeadline, e.RenewDeadline)
+	}
+	return nil
+}
+
+// configMapReader reads one ConfigMap (internal/kube's Client).
+type configMapReader interface {
+	ConfigMap(ctx context.Context, namespace, name string) (*corev1.ConfigMap, error)
+}
+
+// timingsAtStart is e with config-leader-election's timings, read once as
+// the process starts (as knative's sharedmain reads them for the webhook):
+// a change takes a restart. No ConfigMap, or one the process may not read
+// (an older install's RBAC), leaves the defaults, the latter with a
+// warning; values the elector would refuse are an error, so that the
+// process stops with the key named rather than electing wrongly.
+func timingsAtStart(ctx context.Context, e Election, cms configMapReader) (Election, error) {
+	cm, err := cms.ConfigMap(ctx, e.Namespace, names.LeaderElectionConfigMap)
+	switch {
+	case apierrors.IsNotFound(err):
+		return e, nil
+	case err != nil:
+		logging.FromContext(ctx).Warnw("The watcher's Lease keeps its default timings: "+names.LeaderElectionConfigMap+" is unreadable",
+			zap.String("namespace", e.Namespace), zap.Error(err))
+		return e, nil
+	}
+	return e.WithTimings(cm.Data)
 }
 
 // lockFor is the Lease lock for e, with a client whose requests give up

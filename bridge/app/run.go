@@ -208,6 +208,16 @@ func run(ctx context.Context, cfg Config, rc *rest.Config, newSink NewSink, list
 			m.Leader.Set(1)
 			g.Go(func() error { return runWatcher(ctx) })
 		} else {
+			cms, err := kube.NewForConfig(rc)
+			if err != nil {
+				return fmt.Errorf("kubernetes client for %s: %w", names.LeaderElectionConfigMap, err)
+			}
+			if cfg.Election, err = timingsAtStart(ctx, cfg.Election, cms); err != nil {
+				return err
+			}
+			logger.Infow("Standing for the watcher's Lease", zap.String("lease", cfg.Election.Namespace+"/"+cfg.Election.Lease),
+				zap.Duration("leaseDuration", cfg.Election.LeaseDuration), zap.Duration("renewDeadline", cfg.Election.RenewDeadline),
+				zap.Duration("retryPeriod", cfg.Election.RetryPeriod))
 			lock, err := lockFor(cfg.Election, rc)
 			if err != nil {
 				return err

@@ -22,6 +22,11 @@ const (
 	// read by webhook/admission's NewConfigFromConfigMap; internal/settings
 	// holds the other keys.
 	KeyMode = "mode"
+	// LeaderElectionConfigMap is knative.dev/pkg's ConfigMap of leader
+	// election timings (config/300-config-leader-election.yaml): the
+	// webhook's reconciler reads it through knative's sharedmain, the
+	// bridge and the all-in-one for the watcher's Lease (bridge/app).
+	LeaderElectionConfigMap = "config-leader-election"
 	// WebhookConfiguration is the MutatingWebhookConfiguration (403),
 	// which the webhook's reconciler keeps current. The API server calls
 	// mutating configurations in name order, and this must run before

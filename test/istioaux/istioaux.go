@@ -131,8 +131,8 @@ func Start(ctx context.Context, c *cluster.Cluster, log io.Writer) (*IstioAux, e
 	}, metav1.CreateOptions{}); err != nil {
 		return nil, err
 	}
-	// Logging and metrics settings, as config/ ships them.
-	for _, file := range []string{"300-config-logging.yaml", "300-config-observability.yaml"} {
+	// Logging, metrics and leader election settings, as config/ ships them.
+	for _, file := range []string{"300-config-logging.yaml", "300-config-observability.yaml", "300-config-leader-election.yaml"} {
 		raw, err := os.ReadFile(filepath.Join(cluster.RepoRoot(), "config", file))
 		if err != nil {
 			return nil, err
