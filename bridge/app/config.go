@@ -4,6 +4,7 @@
 package app
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -12,9 +13,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/labels"
 
-	"github.com/istio-aux/istio-aux/bridge/transport"
+	"github.com/istio-aux/istio-aux/internal/env"
 	"github.com/istio-aux/istio-aux/internal/settings"
-	"github.com/istio-aux/istio-aux/pkg/names"
 )
 
 // Role says which halves of the pipeline a process runs.
@@ -78,28 +78,22 @@ type Config struct {
 
 // ConfigFromEnv reads the environment; a set but invalid value is an error.
 func ConfigFromEnv() (Config, error) {
-	return configFromLookup(os.LookupEnv)
+	return configFromLookup(env.OS)
 }
 
-func configFromLookup(lookup func(string) (string, bool)) (Config, error) {
-	get := func(k, def string) string {
-		if v, ok := lookup(k); ok && v != "" {
-			return v
-		}
-		return def
-	}
+func configFromLookup(lookup env.Lookup) (Config, error) {
 	c := Config{
-		Kubeconfig:    get("KUBECONFIG", ""),
-		NATSURL:       get("NATS_URL", ""),
-		DataDir:       get("ISTIO_AUX_DATA_DIR", filepath.Join(os.TempDir(), "istio-aux-jetstream")),
-		Stream:        get("NATS_STREAM", transport.DefaultName),
-		Sink:          get("K_SINK", ""),
-		SinkEndpoints: get("ISTIO_AUX_SINK_ENDPOINTS", ""),
-		Role:          Role(get("ISTIO_AUX_ROLE", string(RoleAll))),
-		ClusterName:   get("ISTIO_AUX_CLUSTER_NAME", ""),
-		MetricsAddr:   get("METRICS_ADDR", ":"+names.MetricsPort),
-		SinkTokenFile: get("ISTIO_AUX_SINK_TOKEN_FILE", ""),
-		NATSSecretDir: get("NATS_SECRET_DIR", ""),
+		Kubeconfig:    env.Kubeconfig.Or(lookup),
+		NATSURL:       env.NATSURL.Or(lookup),
+		DataDir:       cmp.Or(env.DataDir.Or(lookup), filepath.Join(os.TempDir(), "istio-aux-jetstream")),
+		Stream:        env.NATSStream.Or(lookup),
+		Sink:          env.Sink.Or(lookup),
+		SinkEndpoints: env.SinkEndpoints.Or(lookup),
+		Role:          Role(env.Role.Or(lookup)),
+		ClusterName:   env.ClusterName.Or(lookup),
+		MetricsAddr:   env.MetricsAddr.Or(lookup),
+		SinkTokenFile: env.SinkTokenFile.Or(lookup),
+		NATSSecretDir: env.NATSSecretDir.Or(lookup),
 	}
 	switch c.Role {
 	case RoleAll, RoleBridge, RoleDispatch:
@@ -111,8 +105,8 @@ func configFromLookup(lookup func(string) (string, bool)) (Config, error) {
 		return c, err
 	}
 	c.Settings.NATSURL = c.NATSURL
-	_, c.NATSURLSet = lookup("NATS_URL")
-	c.SystemNamespace = get("SYSTEM_NAMESPACE", "")
+	_, c.NATSURLSet = env.NATSURL.In(lookup)
+	c.SystemNamespace = env.SystemNamespace.Or(lookup)
 	if c.SinkEndpoints != "" {
 		if _, err := labels.Parse(c.SinkEndpoints); err != nil {
 			return c, fmt.Errorf("ISTIO_AUX_SINK_ENDPOINTS=%q: want a label selector: %w", c.SinkEndpoints, err)
@@ -121,10 +115,10 @@ func configFromLookup(lookup func(string) (string, bool)) (Config, error) {
 			return c, fmt.Errorf("ISTIO_AUX_SINK_ENDPOINTS needs SYSTEM_NAMESPACE, the namespace of the function's EndpointSlices")
 		}
 	}
-	if c.SinkTimeout, err = duration(get("ISTIO_AUX_SINK_TIMEOUT", "30s"), "ISTIO_AUX_SINK_TIMEOUT"); err != nil {
+	if c.SinkTimeout, err = duration(env.SinkTimeout.Or(lookup), env.SinkTimeout.Name); err != nil {
 		return c, err
 	}
-	c.Profiling = get("ISTIO_AUX_PROFILING", "") == "true"
+	c.Profiling = env.Profiling.Or(lookup) == "true"
 	if c.Role.Watches() {
 		if c.Election, err = electionFromLookup(lookup); err != nil {
 			return c, err
@@ -136,19 +130,19 @@ func configFromLookup(lookup func(string) (string, bool)) (Config, error) {
 // electionFromLookup reads the election: ISTIO_AUX_LEASE names the Lease
 // (names.WatcherLease when unset; set and empty, no election), in the namespace
 // SYSTEM_NAMESPACE, held under the name POD_NAME (else the host name).
-func electionFromLookup(lookup func(string) (string, bool)) (Election, error) {
+func electionFromLookup(lookup env.Lookup) (Election, error) {
 	e := DefaultElection()
-	if lease, ok := lookup("ISTIO_AUX_LEASE"); ok {
+	if lease, ok := env.Lease.In(lookup); ok {
 		e.Lease = lease
 	}
 	if e.Lease == "" {
 		return e, nil
 	}
-	e.Namespace, _ = lookup("SYSTEM_NAMESPACE")
+	e.Namespace, _ = env.SystemNamespace.In(lookup)
 	if e.Namespace == "" {
 		return e, fmt.Errorf("the Lease %s needs SYSTEM_NAMESPACE, the namespace it is in (or set ISTIO_AUX_LEASE= to watch without an election: one replica only)", e.Lease)
 	}
-	e.Identity, _ = lookup("POD_NAME")
+	e.Identity, _ = env.PodName.In(lookup)
 	if e.Identity == "" {
 		host, err := os.Hostname()
 		if err != nil {

@@ -2,30 +2,16 @@ package proxyquit
 
 import (
 	"fmt"
-	"os"
 	"strings"
 	"time"
 
+	"github.com/istio-aux/istio-aux/internal/env"
 	"github.com/istio-aux/istio-aux/internal/settings"
 	"github.com/istio-aux/istio-aux/pkg/decision"
 )
 
-// Environment variables read by ConfigFromEnv, beside the settings'
-// (internal/settings.FromEnv: the starting values of config-istio-aux's keys).
-const (
-	EnvExecTimeout = "ISTIO_AUX_EXEC_TIMEOUT"
-	// EnvSystemNamespace is where ConfigMap config-istio-aux is followed;
-	// unset (a local run): the environment's settings only.
-	EnvSystemNamespace = "SYSTEM_NAMESPACE"
-	// EnvAuth "off" turns caller authentication off; anything else but
-	// unset or "on" is an error.
-	EnvAuth = "ISTIO_AUX_AUTH"
-	// EnvAuthAudiences and EnvAuthCallers are comma lists (Auth).
-	EnvAuthAudiences = "ISTIO_AUX_AUTH_AUDIENCES"
-	EnvAuthCallers   = "ISTIO_AUX_AUTH_CALLERS"
-)
-
-// DefaultExecTimeout bounds one exec unless ISTIO_AUX_EXEC_TIMEOUT says.
+// DefaultExecTimeout bounds one exec unless ISTIO_AUX_EXEC_TIMEOUT says
+// (env.ExecTimeout, whose Default it is: a test holds the two equal).
 // (The quit command's default is settings.DefaultQuitCommand: argv, not a
 // shell line, since distroless proxy images have no shell, and pilot-agent
 // is on every Istio proxy image.)
@@ -61,37 +47,40 @@ func DefaultConfig() Config {
 // defaults. A value that is set but unusable is an error, so a typo stops the
 // process at start instead of quitting proxies with the wrong command.
 func ConfigFromEnv() (Config, error) {
-	return configFromLookup(os.LookupEnv)
+	return configFromLookup(env.OS)
 }
 
-func configFromLookup(lookup func(string) (string, bool)) (Config, error) {
+// configFromLookup reads the variables env lists for the function
+// (env.ReadBy(env.ProxyQuit)), beside the settings' (internal/settings'
+// FromEnv: the starting values of config-istio-aux's keys).
+func configFromLookup(lookup env.Lookup) (Config, error) {
 	cfg := DefaultConfig()
 	s, err := settings.FromEnv(lookup)
 	if err != nil {
 		return cfg, err
 	}
 	cfg.Decision, cfg.QuitCommand = s.Decision, s.QuitCommand
-	cfg.SystemNamespace, _ = lookup(EnvSystemNamespace)
-	switch v, _ := lookup(EnvAuth); strings.ToLower(strings.TrimSpace(v)) {
+	cfg.SystemNamespace, _ = env.SystemNamespace.In(lookup)
+	switch v, _ := env.Auth.In(lookup); strings.ToLower(strings.TrimSpace(v)) {
 	case "", "on":
 	case "off":
 		cfg.Auth.Disabled = true
 	default:
-		return cfg, fmt.Errorf("%s=%q: want on or off", EnvAuth, v)
+		return cfg, fmt.Errorf("%s=%q: want on or off", env.Auth.Name, v)
 	}
-	if v, ok := lookup(EnvAuthAudiences); ok {
+	if v, ok := env.AuthAudiences.In(lookup); ok {
 		cfg.Auth.Audiences = list(v)
 	}
-	if v, ok := lookup(EnvAuthCallers); ok {
+	if v, ok := env.AuthCallers.In(lookup); ok {
 		cfg.Auth.Callers = list(v)
 	}
-	if v, ok := lookup(EnvExecTimeout); ok {
+	if v, ok := env.ExecTimeout.In(lookup); ok {
 		d, err := time.ParseDuration(strings.TrimSpace(v))
 		if err != nil {
-			return cfg, fmt.Errorf("%s=%q: %w", EnvExecTimeout, v, err)
+			return cfg, fmt.Errorf("%s=%q: %w", env.ExecTimeout.Name, v, err)
 		}
 		if d <= 0 {
-			return cfg, fmt.Errorf("%s=%q: must be positive", EnvExecTimeout, v)
+			return cfg, fmt.Errorf("%s=%q: must be positive", env.ExecTimeout.Name, v)
 		}
 		cfg.ExecTimeout = d
 	}
@@ -107,7 +96,7 @@ func (c Config) Validate() error {
 		return fmt.Errorf("exec timeout %v must be positive", c.ExecTimeout)
 	}
 	if !c.Auth.Disabled && (len(c.Auth.Audiences) == 0 || len(c.Auth.Callers) == 0) {
-		return fmt.Errorf("authentication needs an audience (%s) and callers (%s), or %s=off", EnvAuthAudiences, EnvAuthCallers, EnvAuth)
+		return fmt.Errorf("authentication needs an audience (%s) and callers (%s), or %s=off", env.AuthAudiences.Name, env.AuthCallers.Name, env.Auth.Name)
 	}
 	for _, s := range c.Decision.ExtraSidecars {
 		if s == "" || strings.ContainsAny(s, " ,\t\n") {

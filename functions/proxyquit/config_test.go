@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/istio-aux/istio-aux/internal/settings"
+	"github.com/istio-aux/istio-aux/internal/env"
 	"github.com/istio-aux/istio-aux/pkg/decision"
 	"k8s.io/client-go/tools/record"
 )
@@ -22,9 +22,9 @@ func TestConfigFromEnv(t *testing.T) {
 	}, {
 		name: "everything set",
 		env: map[string]string{
-			settings.EnvSidecars:    " vault-agent, ,fluent-bit ",
-			settings.EnvQuitCommand: "  curl -sf -XPOST\thttp://127.0.0.1:15020/quitquitquit ",
-			EnvExecTimeout:          "3s",
+			env.Sidecars.Name:    " vault-agent, ,fluent-bit ",
+			env.QuitCommand.Name: "  curl -sf -XPOST\thttp://127.0.0.1:15020/quitquitquit ",
+			env.ExecTimeout.Name: "3s",
 		},
 		want: Config{
 			Decision:    decision.Options{ExtraSidecars: []string{"vault-agent", "fluent-bit"}},
@@ -33,23 +33,23 @@ func TestConfigFromEnv(t *testing.T) {
 		},
 	}, {
 		name: "empty sidecars means none",
-		env:  map[string]string{settings.EnvSidecars: ""},
+		env:  map[string]string{env.Sidecars.Name: ""},
 		want: DefaultConfig(),
 	}, {
 		name:    "blank quit command",
-		env:     map[string]string{settings.EnvQuitCommand: "   "},
+		env:     map[string]string{env.QuitCommand.Name: "   "},
 		wantErr: true,
 	}, {
 		name:    "timeout without unit",
-		env:     map[string]string{EnvExecTimeout: "10"},
+		env:     map[string]string{env.ExecTimeout.Name: "10"},
 		wantErr: true,
 	}, {
 		name:    "negative timeout",
-		env:     map[string]string{EnvExecTimeout: "-1s"},
+		env:     map[string]string{env.ExecTimeout.Name: "-1s"},
 		wantErr: true,
 	}, {
 		name:    "zero timeout",
-		env:     map[string]string{EnvExecTimeout: "0s"},
+		env:     map[string]string{env.ExecTimeout.Name: "0s"},
 		wantErr: true,
 	}}
 	for _, tc := range tests {
@@ -69,7 +69,7 @@ func TestConfigFromEnv(t *testing.T) {
 }
 
 func TestConfigFromEnvReadsTheProcessEnvironment(t *testing.T) {
-	t.Setenv(EnvExecTimeout, "250ms")
+	t.Setenv(env.ExecTimeout.Name, "250ms")
 	cfg, err := ConfigFromEnv()
 	if err != nil || cfg.ExecTimeout != 250*time.Millisecond {
 		t.Fatalf("ConfigFromEnv() = %+v, %v; want a 250ms timeout", cfg, err)

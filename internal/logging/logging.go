@@ -8,7 +8,6 @@ package logging
 
 import (
 	"context"
-	"os"
 
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
@@ -16,12 +15,9 @@ import (
 	"k8s.io/client-go/rest"
 	knlogging "knative.dev/pkg/logging"
 
+	"github.com/istio-aux/istio-aux/internal/env"
 	"github.com/istio-aux/istio-aux/internal/kube"
 )
-
-// EnvSystemNamespace names the namespace of config-logging, as for the
-// webhook (knative.dev/pkg/system).
-const EnvSystemNamespace = "SYSTEM_NAMESPACE"
 
 // New returns component's logger and keeps its level current until ctx is
 // done. Without a system namespace or a client configuration (a local
@@ -29,7 +25,7 @@ const EnvSystemNamespace = "SYSTEM_NAMESPACE"
 // knative.dev/pkg's default format, and says why when it could not read.
 func New(ctx context.Context, rc *rest.Config, component string) *zap.SugaredLogger {
 	defaults, _ := knlogging.NewConfigFromMap(nil) // cannot fail on no data
-	namespace := os.Getenv(EnvSystemNamespace)
+	namespace := env.SystemNamespace.Get()         // config-logging's, as for the webhook (knative.dev/pkg/system)
 	if namespace == "" || rc == nil {
 		logger, _ := knlogging.NewLoggerFromConfig(defaults, component)
 		return logger

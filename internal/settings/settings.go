@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/istio-aux/istio-aux/internal/env"
 	"github.com/istio-aux/istio-aux/pkg/decision"
 )
 
@@ -23,16 +24,6 @@ const (
 	KeyQuitCommand = "quit-command"
 	KeyResync      = "resync-period"
 	KeyNATSURL     = "nats-url"
-)
-
-// Environment variables giving the starting values (config/ sets none of
-// them since the components follow the ConfigMap; the suites' processes and
-// local runs do).
-const (
-	EnvSidecars    = "ISTIO_AUX_SIDECARS"
-	EnvQuitNative  = "ISTIO_AUX_QUIT_NATIVE"
-	EnvQuitCommand = "ISTIO_AUX_QUIT_COMMAND"
-	EnvResync      = "ISTIO_AUX_RESYNC"
 )
 
 // Defaults.
@@ -70,16 +61,18 @@ func Defaults() Settings {
 	return Settings{QuitCommand: strings.Fields(DefaultQuitCommand), Resync: DefaultResync}
 }
 
-// envOf is the environment variable of each key FromEnv reads.
-var envOf = map[string]string{KeySidecars: EnvSidecars, KeyQuitNative: EnvQuitNative, KeyQuitCommand: EnvQuitCommand, KeyResync: EnvResync}
+// envOf is the environment variable of each key FromEnv reads: the
+// starting values (config/ sets none of them since the components follow
+// the ConfigMap; the suites' processes and local runs do).
+var envOf = map[string]*env.Var{KeySidecars: env.Sidecars, KeyQuitNative: env.QuitNative, KeyQuitCommand: env.QuitCommand, KeyResync: env.Resync}
 
 // FromEnv is Defaults overridden by the environment variables lookup
 // (os.LookupEnv) finds; a set but unusable value is an error naming it.
-func FromEnv(lookup func(string) (string, bool)) (Settings, error) {
+func FromEnv(lookup env.Lookup) (Settings, error) {
 	data := map[string]string{}
-	for key, env := range envOf {
-		if v, ok := lookup(env); ok {
-			data[key] = v
+	for key, v := range envOf {
+		if s, ok := v.In(lookup); ok {
+			data[key] = s
 		}
 	}
 	s, errs := Apply(Defaults(), Defaults(), data)
@@ -87,7 +80,7 @@ func FromEnv(lookup func(string) (string, bool)) (Settings, error) {
 		// Say the variable, not the key.
 		var ke *KeyError
 		if errors.As(err, &ke) {
-			errs[i] = fmt.Errorf("%s=%q: %w", envOf[ke.Key], ke.Value, ke.Err)
+			errs[i] = fmt.Errorf("%s=%q: %w", envOf[ke.Key].Name, ke.Value, ke.Err)
 		}
 	}
 	return s, errors.Join(errs...)

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/istio-aux/istio-aux/internal/env"
 	"github.com/istio-aux/istio-aux/pkg/decision"
 	"github.com/istio-aux/istio-aux/pkg/names"
 	"github.com/istio-aux/istio-aux/pkg/slim"
@@ -75,13 +76,13 @@ func TestApply(t *testing.T) {
 
 func TestFromEnvNamesTheVariable(t *testing.T) {
 	s, err := FromEnv(func(k string) (string, bool) {
-		v, ok := map[string]string{EnvSidecars: "vault-agent", EnvQuitNative: "true", EnvResync: "10m"}[k]
+		v, ok := map[string]string{env.Sidecars.Name: "vault-agent", env.QuitNative.Name: "true", env.Resync.Name: "10m"}[k]
 		return v, ok
 	})
 	if err != nil || !s.Decision.QuitNative || s.Resync != 10*time.Minute || len(s.Decision.ExtraSidecars) != 1 {
 		t.Fatalf("FromEnv = %+v, %v", s, err)
 	}
-	for env, v := range map[string]string{EnvSidecars: "Not_A_Name", EnvQuitNative: "yes please", EnvQuitCommand: " ", EnvResync: "1m"} {
+	for env, v := range map[string]string{env.Sidecars.Name: "Not_A_Name", env.QuitNative.Name: "yes please", env.QuitCommand.Name: " ", env.Resync.Name: "1m"} {
 		_, err := FromEnv(func(k string) (string, bool) { return v, k == env })
 		if err == nil || !strings.Contains(err.Error(), env) {
 			t.Errorf("%s=%q: error %v, want one naming the variable", env, v, err)

@@ -7,13 +7,13 @@ package startup
 import (
 	"context"
 	"errors"
-	"os"
 	"runtime/debug"
 
 	"go.uber.org/zap"
 	"k8s.io/client-go/rest"
 	"knative.dev/pkg/signals"
 
+	"github.com/istio-aux/istio-aux/internal/env"
 	"github.com/istio-aux/istio-aux/internal/logging"
 	"github.com/istio-aux/istio-aux/internal/settings"
 )
@@ -25,7 +25,7 @@ import (
 // says otherwise; 0 keeps Go's default (100). Call it once, first thing in
 // main.
 func Context(gcPercent int) context.Context {
-	if _, set := os.LookupEnv("GOGC"); !set && gcPercent > 0 {
+	if _, set := env.GOGC.In(env.OS); !set && gcPercent > 0 {
 		debug.SetGCPercent(gcPercent)
 	}
 	return signals.NewContext()

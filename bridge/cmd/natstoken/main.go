@@ -12,7 +12,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -25,6 +24,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/istio-aux/istio-aux/bridge/natstoken"
+	"github.com/istio-aux/istio-aux/internal/env"
 	"github.com/istio-aux/istio-aux/internal/kube"
 )
 
@@ -39,8 +39,8 @@ func main() {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
 	logger, _ := zap.NewProduction()
-	namespace, name := os.Getenv("SYSTEM_NAMESPACE"), cmp.Or(os.Getenv("NATS_SECRET"), "istio-aux-nats")
-	rc, err := clientcmd.BuildConfigFromFlags("", os.Getenv("KUBECONFIG")) // empty: in-cluster
+	namespace, name := env.SystemNamespace.Get(), env.NATSSecret.Get()
+	rc, err := clientcmd.BuildConfigFromFlags("", env.Kubeconfig.Get()) // empty: in-cluster
 	if namespace == "" {
 		err = errors.Join(err, errors.New("SYSTEM_NAMESPACE is not set"))
 	}

@@ -7,7 +7,6 @@
 package main
 
 import (
-	"os"
 	"strconv"
 
 	"knative.dev/pkg/injection/sharedmain"
@@ -15,6 +14,7 @@ import (
 	knwebhook "knative.dev/pkg/webhook"
 	"knative.dev/pkg/webhook/certificates"
 
+	"github.com/istio-aux/istio-aux/internal/env"
 	"github.com/istio-aux/istio-aux/internal/startup"
 	"github.com/istio-aux/istio-aux/pkg/names"
 	"github.com/istio-aux/istio-aux/webhook"
@@ -28,7 +28,7 @@ func main() {
 		SecretName:  knwebhook.SecretNameFromEnv(names.WebhookSecret),
 	})
 	// Local runs next to other processes: knative's probe server has a fixed port.
-	if off, _ := strconv.ParseBool(os.Getenv("ISTIO_AUX_DISABLE_HEALTH_PROBES")); off {
+	if off, _ := strconv.ParseBool(env.DisableHealthProbes.Get()); off {
 		ctx = sharedmain.WithHealthProbesDisabled(ctx)
 	}
 	srv := webhook.NewServer()

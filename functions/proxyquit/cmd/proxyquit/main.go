@@ -6,9 +6,7 @@
 package main
 
 import (
-	"cmp"
 	"net"
-	"os"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -17,6 +15,7 @@ import (
 	knlogging "knative.dev/pkg/logging"
 
 	"github.com/istio-aux/istio-aux/functions/proxyquit"
+	"github.com/istio-aux/istio-aux/internal/env"
 	"github.com/istio-aux/istio-aux/internal/startup"
 	"github.com/istio-aux/istio-aux/pkg/names"
 )
@@ -24,7 +23,7 @@ import (
 func main() {
 	ctx := startup.Context(0)
 	cfg, cfgErr := proxyquit.ConfigFromEnv()
-	rc, rcErr := clientcmd.BuildConfigFromFlags("", os.Getenv("KUBECONFIG")) // empty: in-cluster
+	rc, rcErr := clientcmd.BuildConfigFromFlags("", env.Kubeconfig.Get()) // empty: in-cluster
 	logger := startup.Logger(ctx, rc, names.SourceProxyQuit, cfgErr, rcErr)
 	ctx = knlogging.WithLogger(ctx, logger)
 	reg := prometheus.NewRegistry()
@@ -33,7 +32,7 @@ func main() {
 	if err != nil {
 		startup.Exit(logger, "Creating the function", err)
 	}
-	l, err := net.Listen("tcp", ":"+cmp.Or(os.Getenv("PORT"), "8080"))
+	l, err := net.Listen("tcp", ":"+env.Port.Get())
 	if err != nil {
 		startup.Exit(logger, "Listening", err)
 	}
