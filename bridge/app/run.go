@@ -52,6 +52,15 @@ const (
 // registry.
 type NewSink func(ctx context.Context, rc *rest.Config, reg prometheus.Registerer) (dispatch.Sink, error)
 
+// SettingsSink is a sink that takes the process's settings (the
+// all-in-one's in-process function): Run gives it those in force when it
+// is built and every change of config-istio-aux after, from the process's
+// one follower.
+type SettingsSink interface {
+	dispatch.Sink
+	SetSettings(settings.Settings)
+}
+
 // HTTPSink is the bridge binary's sink: events POSTed in binary mode to
 // cfg.Sink (K_SINK), each within cfg.SinkTimeout; with cfg.SinkEndpoints,
 // to the function's ready pods themselves first (dispatch.DirectSink).
@@ -236,6 +245,11 @@ func run(ctx context.Context, cfg Config, rc *rest.Config, newSink NewSink, list
 		sink, err := newSink(ctx, rc, reg)
 		if err != nil {
 			return err
+		}
+		// An in-process function follows the process's settings: one
+		// follower for the bridge and the function (the all-in-one).
+		if s, ok := sink.(SettingsSink); ok {
+			live.subscribe(s.SetSettings)
 		}
 		d := dispatch.New(js, sink, metrics.NewDispatch(reg), dispatch.Options{
 			Stream: cfg.Stream, Consumer: transport.DefaultConsumerOptions()})

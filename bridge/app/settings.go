@@ -3,12 +3,8 @@ package app
 import (
 	"context"
 	"sync"
-	"time"
 
-	"go.uber.org/zap"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
-	"knative.dev/pkg/logging"
 
 	"github.com/istio-aux/istio-aux/bridge/watch"
 	"github.com/istio-aux/istio-aux/internal/kube"
@@ -16,17 +12,23 @@ import (
 	"github.com/istio-aux/istio-aux/pkg/names"
 )
 
-// followWait bounds how long the bridge waits for config-istio-aux's first
-// read before it starts with the environment's settings (a missing grant
-// must not keep it from starting; the settings then apply when read).
-const followWait = 5 * time.Second
-
 // liveSettings are the settings in force and the watcher running (while
-// this replica leads), which is made with them and given every change.
+// this replica leads), which is made with them and given every change; and
+// whoever else in the process takes them (the all-in-one's in-process
+// function: one follower per process).
 type liveSettings struct {
-	mu      sync.Mutex
-	s       settings.Settings
-	watcher *watch.Watcher
+	mu          sync.Mutex
+	s           settings.Settings
+	watcher     *watch.Watcher
+	subscribers []func(settings.Settings)
+}
+
+// subscribe gives set the settings in force now, and every change after.
+func (l *liveSettings) subscribe(set func(settings.Settings)) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.subscribers = append(l.subscribers, set)
+	set(l.s)
 }
 
 func newLiveSettings(s settings.Settings) *liveSettings { return &liveSettings{s: s} }
@@ -61,6 +63,9 @@ func (l *liveSettings) apply(s settings.Settings) {
 	if l.watcher != nil {
 		l.watcher.Reconfigure(s.Decision, s.Resync)
 	}
+	for _, set := range l.subscribers {
+		set(s)
+	}
 }
 
 // follow keeps l current with ConfigMap config-istio-aux until ctx is done.
@@ -77,11 +82,5 @@ func (l *liveSettings) follow(ctx context.Context, cfg Config, client *kube.Clie
 	if cfg.NATSURLSet {
 		f.Restart = func(string) { restart(settings.ErrRestart) }
 	}
-	synced := f.Start(ctx, client, cfg.SystemNamespace)
-	wctx, cancel := context.WithTimeout(ctx, followWait)
-	defer cancel()
-	if !cache.WaitForCacheSync(wctx.Done(), synced) && ctx.Err() == nil {
-		logging.FromContext(ctx).Warnw("ConfigMap config-istio-aux not read yet; starting with the environment's settings until it is",
-			zap.String("namespace", cfg.SystemNamespace))
-	}
+	f.Follow(ctx, client, cfg.SystemNamespace)
 }

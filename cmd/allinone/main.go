@@ -16,15 +16,28 @@ import (
 	"github.com/istio-aux/istio-aux/bridge/app"
 	"github.com/istio-aux/istio-aux/bridge/dispatch"
 	"github.com/istio-aux/istio-aux/functions/proxyquit"
+	"github.com/istio-aux/istio-aux/internal/settings"
 	"github.com/istio-aux/istio-aux/internal/startup"
 	"github.com/istio-aux/istio-aux/pkg/names"
 )
+
+// functionSink is the in-process function as the dispatcher's sink, taking
+// the process's settings (app.SettingsSink).
+type functionSink struct {
+	dispatch.SinkFunc
+	fn *proxyquit.Function
+}
+
+func (s functionSink) SetSettings(v settings.Settings) { s.fn.SetSettings(v) }
 
 func main() {
 	ctx := startup.Context(0)
 	cfg, cfgErr := app.ConfigFromEnv()
 	fcfg, fnErr := proxyquit.ConfigFromEnv()
-	fcfg.Decision, fcfg.QuitCommand = cfg.Settings.Decision, cfg.Settings.QuitCommand // read once, shared
+	// Read once, shared: the function starts with the bridge's settings and
+	// follows no ConfigMap of its own; Run gives it the process's one
+	// follower's changes (app.SettingsSink).
+	fcfg.Settings, fcfg.SystemNamespace = cfg.Settings, ""
 	rc, rcErr := app.RESTConfig(cfg)
 	logger := startup.Logger(ctx, rc, names.SourceBridge, cfgErr, fnErr, rcErr)
 	var fn *proxyquit.Function
@@ -36,7 +49,7 @@ func main() {
 		if fn, err = proxyquit.NewFromConfig(ctx, rc, fcfg, reg); err != nil {
 			return nil, err
 		}
-		return dispatch.SinkFunc(fn.Handle), nil
+		return functionSink{dispatch.SinkFunc(fn.Handle), fn}, nil
 	}
 	err := app.Run(knlogging.WithLogger(ctx, logger), cfg, rc, inProcess)
 	if fn != nil {

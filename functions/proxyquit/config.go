@@ -7,7 +7,6 @@ import (
 
 	"github.com/istio-aux/istio-aux/internal/env"
 	"github.com/istio-aux/istio-aux/internal/settings"
-	"github.com/istio-aux/istio-aux/pkg/decision"
 )
 
 // DefaultExecTimeout bounds one exec unless ISTIO_AUX_EXEC_TIMEOUT says
@@ -19,11 +18,10 @@ const DefaultExecTimeout = 10 * time.Second
 
 // Config is what the function needs to know beyond its dependencies.
 type Config struct {
-	// Decision is the quit decision's configuration (the extra sidecars),
-	// and QuitCommand the argv exec'd in istio-proxy: the starting values
+	// Settings are config-istio-aux's keys as the process starts: the
+	// quit decision's options and the argv exec'd in istio-proxy
 	// (Function.SetSettings changes them while it runs).
-	Decision    decision.Options
-	QuitCommand []string
+	Settings settings.Settings
 	// SystemNamespace (SYSTEM_NAMESPACE) holds config-istio-aux, which
 	// NewFromConfig follows; "" follows nothing.
 	SystemNamespace string
@@ -37,7 +35,7 @@ type Config struct {
 // DefaultConfig is the configuration with no environment set.
 func DefaultConfig() Config {
 	return Config{
-		QuitCommand: settings.Defaults().QuitCommand,
+		Settings:    settings.Defaults(),
 		ExecTimeout: DefaultExecTimeout,
 		Auth:        Auth{Audiences: []string{DefaultAudience}, Callers: DefaultCallers},
 	}
@@ -55,11 +53,10 @@ func ConfigFromEnv() (Config, error) {
 // FromEnv: the starting values of config-istio-aux's keys).
 func configFromLookup(lookup env.Lookup) (Config, error) {
 	cfg := DefaultConfig()
-	s, err := settings.FromEnv(lookup)
-	if err != nil {
+	var err error
+	if cfg.Settings, err = settings.FromEnv(lookup); err != nil {
 		return cfg, err
 	}
-	cfg.Decision, cfg.QuitCommand = s.Decision, s.QuitCommand
 	cfg.SystemNamespace, _ = env.SystemNamespace.In(lookup)
 	switch v, _ := env.Auth.In(lookup); strings.ToLower(strings.TrimSpace(v)) {
 	case "", "on":
@@ -89,7 +86,7 @@ func configFromLookup(lookup env.Lookup) (Config, error) {
 
 // Validate reports a configuration the function cannot work with.
 func (c Config) Validate() error {
-	if len(c.QuitCommand) == 0 {
+	if len(c.Settings.QuitCommand) == 0 {
 		return fmt.Errorf("quit command is empty")
 	}
 	if c.ExecTimeout <= 0 {
@@ -98,7 +95,7 @@ func (c Config) Validate() error {
 	if !c.Auth.Disabled && (len(c.Auth.Audiences) == 0 || len(c.Auth.Callers) == 0) {
 		return fmt.Errorf("authentication needs an audience (%s) and callers (%s), or %s=off", env.AuthAudiences.Name, env.AuthCallers.Name, env.Auth.Name)
 	}
-	for _, s := range c.Decision.ExtraSidecars {
+	for _, s := range c.Settings.Decision.ExtraSidecars {
 		if s == "" || strings.ContainsAny(s, " ,\t\n") {
 			return fmt.Errorf("sidecar name %q is not a container name", s)
 		}

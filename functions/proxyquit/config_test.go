@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/istio-aux/istio-aux/internal/env"
+	"github.com/istio-aux/istio-aux/internal/settings"
 	"github.com/istio-aux/istio-aux/pkg/decision"
 	"k8s.io/client-go/tools/record"
 )
@@ -18,7 +19,7 @@ func TestConfigFromEnv(t *testing.T) {
 		wantErr bool
 	}{{
 		name: "defaults",
-		want: Config{QuitCommand: []string{"pilot-agent", "request", "POST", "quitquitquit"}, ExecTimeout: 10 * time.Second},
+		want: Config{Settings: settings.Settings{QuitCommand: []string{"pilot-agent", "request", "POST", "quitquitquit"}}, ExecTimeout: 10 * time.Second},
 	}, {
 		name: "everything set",
 		env: map[string]string{
@@ -27,8 +28,8 @@ func TestConfigFromEnv(t *testing.T) {
 			env.ExecTimeout.Name: "3s",
 		},
 		want: Config{
-			Decision:    decision.Options{ExtraSidecars: []string{"vault-agent", "fluent-bit"}},
-			QuitCommand: []string{"curl", "-sf", "-XPOST", "http://127.0.0.1:15020/quitquitquit"},
+			Settings: settings.Settings{Decision: decision.Options{ExtraSidecars: []string{"vault-agent", "fluent-bit"}},
+				QuitCommand: []string{"curl", "-sf", "-XPOST", "http://127.0.0.1:15020/quitquitquit"}},
 			ExecTimeout: 3 * time.Second,
 		},
 	}, {
@@ -61,7 +62,7 @@ func TestConfigFromEnv(t *testing.T) {
 			if tc.wantErr {
 				return
 			}
-			if !slices.Equal(got.Decision.ExtraSidecars, tc.want.Decision.ExtraSidecars) || !slices.Equal(got.QuitCommand, tc.want.QuitCommand) || got.ExecTimeout != tc.want.ExecTimeout {
+			if !slices.Equal(got.Settings.Decision.ExtraSidecars, tc.want.Settings.Decision.ExtraSidecars) || !slices.Equal(got.Settings.QuitCommand, tc.want.Settings.QuitCommand) || got.ExecTimeout != tc.want.ExecTimeout {
 				t.Errorf("config = %+v, want %+v", got, tc.want)
 			}
 		})
@@ -79,8 +80,8 @@ func TestConfigFromEnvReadsTheProcessEnvironment(t *testing.T) {
 func TestNewRejectsBadConfig(t *testing.T) {
 	for name, cfg := range map[string]Config{
 		"no command":    {ExecTimeout: time.Second},
-		"no timeout":    {QuitCommand: []string{"x"}},
-		"comma sidecar": {QuitCommand: []string{"x"}, ExecTimeout: time.Second, Decision: decision.Options{ExtraSidecars: []string{"a,b"}}},
+		"no timeout":    {Settings: settings.Settings{QuitCommand: []string{"x"}}},
+		"comma sidecar": {Settings: settings.Settings{QuitCommand: []string{"x"}, Decision: decision.Options{ExtraSidecars: []string{"a,b"}}}, ExecTimeout: time.Second},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if _, err := New(cfg, ClientCluster{}, &fakeExecer{}, record.NewFakeRecorder(1), nil); err == nil {

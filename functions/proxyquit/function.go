@@ -18,7 +18,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"knative.dev/pkg/logging"
 
@@ -46,7 +45,7 @@ type Function struct {
 	cfg Config
 	// live is what config-istio-aux says now: the decision's options and
 	// the quit command (SetSettings).
-	live     atomic.Pointer[liveSettings]
+	live     atomic.Pointer[settings.Settings] // each handled event reads one change whole
 	auth     *authenticator
 	cluster  Cluster
 	exec     Execer
@@ -108,26 +107,14 @@ func New(cfg Config, cluster Cluster, exec Execer, recorder record.EventRecorder
 	reviewer, _ := cluster.(Reviewer)
 	f := &Function{cfg: cfg, auth: newAuthenticator(cfg.Auth, reviewer, metrics), cluster: cluster, exec: exec,
 		recorder: recorder, metrics: metrics, now: time.Now, eventTimeout: eventTimeout, exitWait: exitWait}
-	f.live.Store(&liveSettings{decision: cfg.Decision, quitCommand: cfg.QuitCommand})
+	f.live.Store(&cfg.Settings)
 	return f, nil
 }
 
-// liveSettings are the settings a handled event reads, all from one change.
-type liveSettings struct {
-	decision    decision.Options
-	quitCommand []string
-}
-
 // SetSettings applies a change of config-istio-aux to the events handled
-// from now on (settings.Follower's Apply).
-func (f *Function) SetSettings(s settings.Settings) {
-	f.live.Store(&liveSettings{decision: s.Decision, quitCommand: s.QuitCommand})
-}
-
-// followWait bounds how long NewFromConfig waits for config-istio-aux's
-// first read before serving with the environment's settings (a missing
-// RBAC grant must not keep the function from starting).
-const followWait = 5 * time.Second
+// from now on (settings.Follower's Apply; in the all-in-one, the process's
+// one follower's).
+func (f *Function) SetSettings(s settings.Settings) { f.live.Store(&s) }
 
 // NewFromConfig builds a Function talking to the cluster rc points at, with
 // metrics registered on reg (nil: not registered). Kubernetes Events are
@@ -193,16 +180,8 @@ func NewFromConfig(ctx context.Context, rc *rest.Config, cfg Config, reg prometh
 	}
 	fn.events = events
 	if cfg.SystemNamespace != "" {
-		base := settings.Defaults()
-		base.Decision, base.QuitCommand = cfg.Decision, cfg.QuitCommand
-		follower := &settings.Follower{Component: names.SourceProxyQuit, Base: base, Apply: fn.SetSettings, Recorder: events}
-		synced := follower.Start(ctx, kc, cfg.SystemNamespace)
-		wctx, cancel := context.WithTimeout(ctx, followWait)
-		if !cache.WaitForCacheSync(wctx.Done(), synced) && ctx.Err() == nil {
-			logging.FromContext(ctx).Warnw("ConfigMap config-istio-aux not read yet; serving with the environment's settings until it is",
-				zap.String("namespace", cfg.SystemNamespace))
-		}
-		cancel()
+		follower := &settings.Follower{Component: names.SourceProxyQuit, Base: cfg.Settings, Apply: fn.SetSettings, Recorder: events}
+		follower.Follow(ctx, kc, cfg.SystemNamespace)
 	}
 	if !cfg.Auth.Disabled {
 		go fn.auth.keys.follow(ctx, APIServerIssuer(ac.RESTClient()))
@@ -270,7 +249,7 @@ func (f *Function) handle(ctx context.Context, e cloudevents.Event) result {
 		return result{code: http.StatusOK, outcome: OutcomeIgnored, detail: "pod deleted"}
 	}
 	set := f.live.Load()
-	opts := set.decision
+	opts := set.Decision
 	// The event's own pod state is enough to rule most events out without a
 	// single API call: only a pod that looked done when it was published can
 	// need a quit now. An event that names its pod only (podevent.New, for a
@@ -309,7 +288,7 @@ func (f *Function) handle(ctx context.Context, e cloudevents.Event) result {
 	if r, ended := contextEnded(ctx); ended {
 		return r
 	}
-	return f.quit(ctx, live, d, set.quitCommand)
+	return f.quit(ctx, live, d, set.QuitCommand)
 }
 
 // livePod GETs the pod the event names. ok is false when the returned result

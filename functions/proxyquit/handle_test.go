@@ -78,8 +78,8 @@ func TestHandle(t *testing.T) {
 	}, {
 		name: "configured command and sidecars",
 		cfg: func(c *Config) {
-			c.QuitCommand = []string{"curl", "-sf", "-XPOST", "http://127.0.0.1:15020/quitquitquit"}
-			c.Decision.ExtraSidecars = []string{"vault-agent"}
+			c.Settings.QuitCommand = []string{"curl", "-sf", "-XPOST", "http://127.0.0.1:15020/quitquitquit"}
+			c.Settings.Decision.ExtraSidecars = []string{"vault-agent"}
 		},
 		nsLabels: optedIn,
 		live:     withSidecar(done, "vault-agent"), event: ev(withSidecar(done, "vault-agent")),

@@ -6,6 +6,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"time"
 
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
@@ -72,6 +73,24 @@ func (f *Follower) Start(ctx context.Context, client *kube.Client, ns string) ca
 	}
 	f.mu.Unlock()
 	return client.FollowConfigMap(ctx, ns, names.ConfigMap, f.Observe)
+}
+
+// FollowWait bounds how long Follow waits for the ConfigMap's first read:
+// a missing RBAC grant must not keep a component from starting; its
+// settings then apply when read.
+const FollowWait = 5 * time.Second
+
+// Follow is Start, then a wait of at most FollowWait for the first read,
+// after which the component starts with Base (the environment's settings)
+// and says so; the ConfigMap applies whenever it is read.
+func (f *Follower) Follow(ctx context.Context, client *kube.Client, ns string) {
+	synced := f.Start(ctx, client, ns)
+	wctx, cancel := context.WithTimeout(ctx, FollowWait)
+	defer cancel()
+	if !cache.WaitForCacheSync(wctx.Done(), synced) && ctx.Err() == nil {
+		logging.FromContext(ctx).Warnw("ConfigMap "+names.ConfigMap+" not read yet; starting with the environment's settings until it is",
+			zap.String("component", f.Component), zap.String("namespace", ns))
+	}
 }
 
 // Observe applies one state of the ConfigMap (nil: deleted, the base

@@ -36,7 +36,7 @@ func main() {
 	if err != nil {
 		startup.Exit(logger, "Listening", err)
 	}
-	logger.Infow("Serving", zap.Stringer("addr", l.Addr()), zap.Strings("quitCommand", cfg.QuitCommand), zap.Bool("auth", !cfg.Auth.Disabled))
+	logger.Infow("Serving", zap.Stringer("addr", l.Addr()), zap.Strings("quitCommand", cfg.Settings.QuitCommand), zap.Bool("auth", !cfg.Auth.Disabled))
 	err = proxyquit.Serve(ctx, l, fn.HTTPHandler(ctx, reg))
 	fn.Close(ctx) // the requests are answered, their Events written: wait for those the drain cut off
 	startup.Exit(logger, "proxyquit stopped", err)
