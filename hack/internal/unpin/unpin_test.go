@@ -1,4 +1,4 @@
-package main
+package unpin
 
 import (
 	"bytes"
@@ -31,7 +31,7 @@ func TestUnpin(t *testing.T) {
 	extra := "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  securityContext: {runAsUser: 5, runAsNonRoot: true}\n  containers:\n  - name: c\n    securityContext: {runAsGroup: 7, readOnlyRootFilesystem: true}\n"
 	in.WriteString(extra)
 	var out bytes.Buffer
-	if err := unpin(&in, &out); err != nil {
+	if err := Unpin(&in, &out); err != nil {
 		t.Fatal(err)
 	}
 	got := out.String()
