@@ -11,6 +11,7 @@ import (
 
 	"github.com/istio-aux/istio-aux/bridge/metrics"
 	"github.com/istio-aux/istio-aux/functions/proxyquit"
+	"github.com/istio-aux/istio-aux/internal/version"
 	"github.com/istio-aux/istio-aux/webhook"
 )
 
@@ -31,6 +32,7 @@ type Metric struct {
 func Registered() []Metric {
 	reg := &collecting{}
 	webhook.RegisterMetrics(reg)
+	version.Register(reg, "every component")
 	metrics.NewBridge(reg)
 	metrics.NewDispatch(reg)
 	metrics.NewDirect(reg)

@@ -22,6 +22,7 @@ const usage = `kubectl istio-aux: why istio-aux does what it does to a pod, and 
 Usage:
   kubectl istio-aux explain (POD... | -l SELECTOR | --all) [-n NAMESPACE] [-o text|json]
   kubectl istio-aux check [-v] [-o text|json]
+  kubectl istio-aux version [--client] [-o text|json]
   kubectl istio-aux COMMAND --help
 
 Commands:
@@ -29,6 +30,8 @@ Commands:
             with each app's part, what happens next, istio-aux's last Events
   check     the install, one line per part: OK, or what is wrong and the command
             that shows it
+  version   the plugin's build, and the version and image of every installed
+            component
 
 ` + exitCodes + `
 -o json prints the report with stable field names (docs/kubectl-plugin.md).
@@ -57,6 +60,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, connect 
 		return runExplain(ctx, args[1:], stdout, stderr, connect)
 	case "check":
 		return runCheck(ctx, args[1:], stdout, stderr, connect)
+	case "version":
+		return runVersion(ctx, args[1:], stdout, stderr, connect)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return ExitOK

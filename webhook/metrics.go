@@ -1,10 +1,12 @@
 package webhook
 
 import (
-	"github.com/istio-aux/istio-aux/webhook/admission"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/istio-aux/istio-aux/internal/version"
+	"github.com/istio-aux/istio-aux/webhook/admission"
 )
 
 // MetricAdmissions counts admissions by outcome and reason. The name is the
@@ -25,7 +27,10 @@ type metrics struct {
 // processMetrics are the webhook's metrics on the default registry, which
 // knative's sharedmain serves: that registry is the process's, so they are
 // made once for it however many controllers the process builds.
-var processMetrics = sync.OnceValue(func() *metrics { return newMetrics(prometheus.DefaultRegisterer) })
+var processMetrics = sync.OnceValue(func() *metrics {
+	version.Register(prometheus.DefaultRegisterer, "webhook")
+	return newMetrics(prometheus.DefaultRegisterer)
+})
 
 // newMetrics registers the webhook's metrics on reg, which must not have
 // them yet.

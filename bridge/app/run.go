@@ -34,6 +34,7 @@ import (
 	"github.com/istio-aux/istio-aux/internal/kube"
 	"github.com/istio-aux/istio-aux/internal/serving"
 	"github.com/istio-aux/istio-aux/internal/settings"
+	"github.com/istio-aux/istio-aux/internal/version"
 	"github.com/istio-aux/istio-aux/pkg/names"
 )
 
@@ -121,6 +122,7 @@ func run(ctx context.Context, cfg Config, rc *rest.Config, newSink NewSink, list
 	logger := logging.FromContext(ctx)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	version.Register(reg, "bridge-"+string(cfg.Role))
 
 	url := cfg.NATSURL
 	var sec transport.Security

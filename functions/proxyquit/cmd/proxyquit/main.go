@@ -17,6 +17,7 @@ import (
 	"github.com/istio-aux/istio-aux/functions/proxyquit"
 	"github.com/istio-aux/istio-aux/internal/env"
 	"github.com/istio-aux/istio-aux/internal/startup"
+	"github.com/istio-aux/istio-aux/internal/version"
 	"github.com/istio-aux/istio-aux/pkg/names"
 )
 
@@ -28,6 +29,7 @@ func main() {
 	ctx = knlogging.WithLogger(ctx, logger)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	version.Register(reg, "proxyquit")
 	fn, err := proxyquit.NewFromConfig(ctx, rc, cfg, reg)
 	if err != nil {
 		startup.Exit(logger, "Creating the function", err)
