@@ -4,18 +4,19 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"github.com/istio-aux/istio-aux/webhook/admission"
-	"github.com/istio-aux/istio-aux/webhook/admission/admissiontest"
 	"maps"
 	"testing"
 
-	"github.com/istio-aux/istio-aux/pkg/keys"
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgotesting "k8s.io/client-go/testing"
 	fakekube "knative.dev/pkg/client/injection/kube/client/fake"
 	. "knative.dev/pkg/webhook/testing"
+
+	"github.com/istio-aux/istio-aux/pkg/keys"
+	"github.com/istio-aux/istio-aux/webhook/admission"
+	"github.com/istio-aux/istio-aux/webhook/admission/admissiontest"
 )
 
 func podRequest(t testing.TB, ns string, labels, annotations map[string]string) *admissionv1.AdmissionRequest {

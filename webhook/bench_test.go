@@ -3,15 +3,16 @@ package webhook
 import (
 	"context"
 	"encoding/json"
-	"github.com/istio-aux/istio-aux/webhook/admission/admissiontest"
 	"testing"
 
-	"github.com/istio-aux/istio-aux/pkg/keys"
 	"go.uber.org/zap"
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"knative.dev/pkg/logging"
+
+	"github.com/istio-aux/istio-aux/pkg/keys"
+	"github.com/istio-aux/istio-aux/webhook/admission/admissiontest"
 )
 
 // BenchmarkAdmit measures in-process admission latency (the review's

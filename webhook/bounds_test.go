@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"github.com/istio-aux/istio-aux/webhook/admission"
-	"github.com/istio-aux/istio-aux/webhook/admission/admissiontest"
 	"runtime"
 	"strings"
 	"testing"
@@ -18,6 +16,8 @@ import (
 	kjson "sigs.k8s.io/json"
 
 	"github.com/istio-aux/istio-aux/pkg/keys"
+	"github.com/istio-aux/istio-aux/webhook/admission"
+	"github.com/istio-aux/istio-aux/webhook/admission/admissiontest"
 	"github.com/istio-aux/istio-aux/webhook/proxyconfig"
 )
 

@@ -2,8 +2,6 @@ package webhook
 
 import (
 	"context"
-	"github.com/istio-aux/istio-aux/webhook/admission"
-
 	"net/http"
 
 	"go.uber.org/zap"
@@ -23,6 +21,7 @@ import (
 	"knative.dev/pkg/webhook"
 
 	"github.com/istio-aux/istio-aux/pkg/names"
+	"github.com/istio-aux/istio-aux/webhook/admission"
 )
 
 // NewController is an injection.ControllerConstructor: the reconciler of the

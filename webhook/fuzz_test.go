@@ -4,14 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"github.com/istio-aux/istio-aux/webhook/admission"
-	"github.com/istio-aux/istio-aux/webhook/admission/admissiontest"
 	"maps"
 	"strings"
 	"testing"
 
-	"github.com/istio-aux/istio-aux/pkg/keys"
-	"github.com/istio-aux/istio-aux/webhook/proxyconfig"
 	"go.uber.org/zap"
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -19,6 +15,11 @@ import (
 	"knative.dev/pkg/logging"
 	kjson "sigs.k8s.io/json"
 	sigsyaml "sigs.k8s.io/yaml"
+
+	"github.com/istio-aux/istio-aux/pkg/keys"
+	"github.com/istio-aux/istio-aux/webhook/admission"
+	"github.com/istio-aux/istio-aux/webhook/admission/admissiontest"
+	"github.com/istio-aux/istio-aux/webhook/proxyconfig"
 )
 
 // FuzzAdmit feeds Admit random objects and random proxy.istio.io/config

@@ -3,7 +3,6 @@ package webhook
 import (
 	"context"
 	"errors"
-	"github.com/istio-aux/istio-aux/webhook/admission"
 	"io"
 	"net/http"
 	"strings"
@@ -11,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/sync/semaphore"
+
+	"github.com/istio-aux/istio-aux/webhook/admission"
 )
 
 // MaxReviewBytes is the largest AdmissionReview the webhook reads: the API

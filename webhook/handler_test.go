@@ -3,7 +3,6 @@ package webhook
 import (
 	"bytes"
 	"context"
-	"github.com/istio-aux/istio-aux/webhook/admission"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/istio-aux/istio-aux/pkg/keys"
+	"github.com/istio-aux/istio-aux/webhook/admission"
 )
 
 // What is not an AdmissionReview the webhook can answer gets an HTTP error

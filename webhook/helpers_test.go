@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"github.com/istio-aux/istio-aux/webhook/admission"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -24,6 +23,7 @@ import (
 	knwebhook "knative.dev/pkg/webhook"
 
 	"github.com/istio-aux/istio-aux/pkg/names"
+	"github.com/istio-aux/istio-aux/webhook/admission"
 )
 
 // fixture is a reconciler built by NewController on knative's fake

@@ -2,7 +2,6 @@ package webhook
 
 import (
 	"context"
-	"github.com/istio-aux/istio-aux/webhook/admission"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -10,6 +9,8 @@ import (
 	otelruntime "go.opentelemetry.io/contrib/instrumentation/runtime"
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+
+	"github.com/istio-aux/istio-aux/webhook/admission"
 )
 
 // The names operators scrape: istio_aux_webhook_admissions_total, as when

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/istio-aux/istio-aux/webhook/admission"
 	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
@@ -20,6 +19,8 @@ import (
 	pkgreconciler "knative.dev/pkg/reconciler"
 	"knative.dev/pkg/system"
 	certresources "knative.dev/pkg/webhook/certificates/resources"
+
+	"github.com/istio-aux/istio-aux/webhook/admission"
 )
 
 // reconciler is both the admission controller (Admit, in admission.go) and

@@ -3,15 +3,11 @@ package webhook
 import (
 	"bytes"
 	"context"
-	"github.com/istio-aux/istio-aux/webhook/admission"
-	"github.com/istio-aux/istio-aux/webhook/admission/admissiontest"
 	"sort"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/istio-aux/istio-aux/pkg/keys"
-	"github.com/istio-aux/istio-aux/pkg/names"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -27,6 +23,11 @@ import (
 	pkgreconciler "knative.dev/pkg/reconciler"
 	"knative.dev/pkg/system"
 	certresources "knative.dev/pkg/webhook/certificates/resources"
+
+	"github.com/istio-aux/istio-aux/pkg/keys"
+	"github.com/istio-aux/istio-aux/pkg/names"
+	"github.com/istio-aux/istio-aux/webhook/admission"
+	"github.com/istio-aux/istio-aux/webhook/admission/admissiontest"
 )
 
 var caCert = []byte("-----BEGIN CERTIFICATE-----\nfake\n-----END CERTIFICATE-----\n")

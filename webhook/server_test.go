@@ -7,7 +7,6 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"errors"
-	"github.com/istio-aux/istio-aux/webhook/admission"
 	"net"
 	"net/http"
 	"strconv"
@@ -27,6 +26,7 @@ import (
 
 	"github.com/istio-aux/istio-aux/pkg/keys"
 	"github.com/istio-aux/istio-aux/pkg/names"
+	"github.com/istio-aux/istio-aux/webhook/admission"
 )
 
 // startServer runs NewController with a Server in its context, on a free

@@ -4,6 +4,7 @@
 //
 //	kubectl istio-aux explain POD...   why istio-aux does what it does to pods
 //	kubectl istio-aux check            whether the install is healthy
+//	kubectl istio-aux version          the plugin's build and the installed components'
 //
 // Install it with `go install github.com/istio-aux/istio-aux/cmd/kubectl-istio_aux@latest`.
 // Its commands, flags, output and exit codes are package kubectl's (the

@@ -5,10 +5,11 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/client-go/tools/record"
+
 	"github.com/istio-aux/istio-aux/internal/env"
 	"github.com/istio-aux/istio-aux/internal/settings"
 	"github.com/istio-aux/istio-aux/pkg/decision"
-	"k8s.io/client-go/tools/record"
 )
 
 func TestConfigFromEnv(t *testing.T) {

@@ -1,11 +1,12 @@
 package admission
 
 import (
-	"github.com/istio-aux/istio-aux/pkg/keys"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/istio-aux/istio-aux/pkg/keys"
 )
 
 // Names of the three webhooks of names.WebhookConfiguration. There are
