@@ -8,8 +8,10 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
 
 	"github.com/istio-aux/istio-aux/internal/version"
 	"github.com/istio-aux/istio-aux/kubectl/check"
@@ -61,11 +63,7 @@ func versions(ctx context.Context, cl Clients, system string) Versions {
 		return v
 	}
 	for _, d := range deps.Items {
-		var cs []containerImage
-		for _, c := range d.Spec.Template.Spec.Containers {
-			cs = append(cs, containerImage{c.Name, c.Image})
-		}
-		add("Deployment/"+d.Name, fmt.Sprintf("%d/%d", d.Status.ReadyReplicas, replicas(d.Spec.Replicas)), cs)
+		add("Deployment/"+d.Name, ready(d.Status.ReadyReplicas, d.Spec.Replicas), imagesOf(d.Spec.Template.Spec))
 	}
 	sts, err := cl.Kube.AppsV1().StatefulSets(system).List(ctx, opts)
 	if err != nil {
@@ -73,11 +71,7 @@ func versions(ctx context.Context, cl Clients, system string) Versions {
 		return v
 	}
 	for _, s := range sts.Items {
-		var cs []containerImage
-		for _, c := range s.Spec.Template.Spec.Containers {
-			cs = append(cs, containerImage{c.Name, c.Image})
-		}
-		add("StatefulSet/"+s.Name, fmt.Sprintf("%d/%d", s.Status.ReadyReplicas, replicas(s.Spec.Replicas)), cs)
+		add("StatefulSet/"+s.Name, ready(s.Status.ReadyReplicas, s.Spec.Replicas), imagesOf(s.Spec.Template.Spec))
 	}
 	// The function's Knative Service, where Knative is installed (its
 	// absence, or its CRD's, is no error: the standalone shape has none).
@@ -94,11 +88,19 @@ func versions(ctx context.Context, cl Clients, system string) Versions {
 
 type containerImage struct{ name, image string }
 
-func replicas(r *int32) int32 {
-	if r == nil {
-		return 1
+// imagesOf is the images of a pod spec's containers (not its init
+// containers: they do not run the component).
+func imagesOf(spec corev1.PodSpec) []containerImage {
+	var out []containerImage
+	for _, c := range spec.Containers {
+		out = append(out, containerImage{c.Name, c.Image})
 	}
-	return *r
+	return out
+}
+
+// ready is ready/desired replicas (desired defaults to 1, as the API's).
+func ready(readyReplicas int32, desired *int32) string {
+	return fmt.Sprintf("%d/%d", readyReplicas, ptr.Deref(desired, 1))
 }
 
 func knativeContainers(k unstructured.Unstructured) []containerImage {
