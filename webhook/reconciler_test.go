@@ -12,7 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	k8slabels "k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	fakekube "knative.dev/pkg/client/injection/kube/client/fake"
@@ -252,29 +251,12 @@ func TestWebhooksSelectors(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			var got []string
-			for _, wh := range whs {
-				if matches(t, wh.NamespaceSelector, tc.nsLabels) && matches(t, wh.ObjectSelector, tc.podLabels) {
-					got = append(got, wh.Name)
-				}
-			}
+			got := admissiontest.Called(t, whs, tc.nsLabels, tc.podLabels)
 			if !equality.Semantic.DeepEqual(got, tc.want) {
 				t.Errorf("called %v, want %v", got, tc.want)
 			}
 		})
 	}
-}
-
-func matches(t *testing.T, sel *metav1.LabelSelector, labels map[string]string) bool {
-	t.Helper()
-	if sel == nil {
-		return true
-	}
-	s, err := metav1.LabelSelectorAsSelector(sel)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s.Matches(k8slabels.Set(labels))
 }
 
 // The mode follows the ConfigMap through knative's informed watcher: a

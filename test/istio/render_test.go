@@ -8,10 +8,10 @@ import (
 	"testing"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/json"
 	"sigs.k8s.io/yaml"
+
+	"github.com/istio-aux/istio-aux/webhook/admission/admissiontest"
 )
 
 // The charts as hack/build-istio.sh copies them: the tests skip until it
@@ -118,30 +118,13 @@ func TestRenderedWebhooks(t *testing.T) {
 				mwc  *admissionregistrationv1.MutatingWebhookConfiguration
 				want []string
 			}{{def, tc.def}, {canary, tc.canary}, {tag, tc.dtag}} {
-				var got []string
-				for _, w := range c.mwc.Webhooks {
-					if matches(t, w.NamespaceSelector, tc.ns) && matches(t, w.ObjectSelector, tc.pod) {
-						got = append(got, w.Name)
-					}
-				}
+				got := admissiontest.Called(t, c.mwc.Webhooks, tc.ns, tc.pod)
 				if !slices.Equal(got, c.want) {
 					t.Errorf("%s: webhooks called %v, want %v", c.mwc.Name, got, c.want)
 				}
 			}
 		})
 	}
-}
-
-func matches(t *testing.T, sel *metav1.LabelSelector, l map[string]string) bool {
-	t.Helper()
-	if sel == nil {
-		return true
-	}
-	s, err := metav1.LabelSelectorAsSelector(sel)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s.Matches(labels.Set(l))
 }
 
 // TestRenderedInjector: what the harness's values make of the injector's

@@ -6,8 +6,10 @@ import (
 	"testing"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	kjson "sigs.k8s.io/json"
 
 	"github.com/istio-aux/istio-aux/pkg/keys"
@@ -67,4 +69,28 @@ func AnnotationsAfter(t testing.TB, raw, patch []byte) map[string]string {
 		t.Fatalf("patched object is not a pod: %v", err)
 	}
 	return after.Annotations
+}
+
+// Called is the names of the webhooks the API server calls for a pod with
+// podLabels in a namespace with nsLabels: those whose namespace and object
+// selectors both match (an absent selector matches everything).
+func Called(tb testing.TB, webhooks []admissionregistrationv1.MutatingWebhook, nsLabels, podLabels map[string]string) []string {
+	tb.Helper()
+	matches := func(sel *metav1.LabelSelector, l map[string]string) bool {
+		if sel == nil {
+			return true
+		}
+		s, err := metav1.LabelSelectorAsSelector(sel)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		return s.Matches(labels.Set(l))
+	}
+	var out []string
+	for _, wh := range webhooks {
+		if matches(wh.NamespaceSelector, nsLabels) && matches(wh.ObjectSelector, podLabels) {
+			out = append(out, wh.Name)
+		}
+	}
+	return out
 }
