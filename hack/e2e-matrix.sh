@@ -49,6 +49,7 @@ if [[ "${MATRIX_NEWEST:-1}" != 0 ]]; then
   cell "1.36" "master (1.30 cut)" "three nodes, Knative Serving, two nodes lost in turn" test/ha '^TestHAKnativeNodeLoss$' 30m
   cell "1.36" "master (1.30 cut), Istio CNI" "one node: the core scenarios, the owners, traffic captured" test/node '^TestCNI$' 30m
   cell "1.36" "1.30 → 1.31.0, installed by revision, canary upgrade" "one node, Jobs in flight" test/node '^TestCanaryUpgrade$'
+  cell "1.36" "master (1.30 cut), Istio CNI" "three nodes: one powered on with Jobs placed before its CNI agent is ready" test/ha '^TestHACNIStartRace$' 30m
 fi
 cell "1.32" "master (1.30 cut), auto" "config/ against the API server" test/config '^TestV132$' 10m
 cell "1.33" "master (1.30 cut), auto" "config/ against the API server" test/config '^TestV133$' 10m
