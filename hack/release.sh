@@ -14,6 +14,8 @@
 #   images.tar                 every image, an OCI layout each (images/<name>),
 #                              for registries the cluster pulls from
 #   kubectl-istio_aux          the kubectl plugin (linux, RELEASE_PLATFORM's arch)
+#   istio-aux-X.Y.Z.tgz        the Helm chart (charts/istio-aux) with these
+#                              images, when both config and standalone are made
 #   checksums.txt              SHA-256 of the files above
 #
 # The images are pushed to KO_DOCKER_REPO from those layouts with crane,
@@ -78,6 +80,14 @@ tar -C "${work}" -cf "${out}/images.tar" images
 
 GOOS="${platform%/*}" GOARCH="${platform#*/}" go build -o "${out}/kubectl-istio_aux" ./cmd/kubectl-istio_aux
 
+# The Helm chart (charts/istio-aux, generated from config/) with the images
+# these manifests pin, as istio-aux-VERSION.tgz: it needs the images of
+# both shapes, so only a release of both has it.
+chart=()
+if [[ -f "${out}/istio-aux.yaml" && -f "${out}/istio-aux-standalone.yaml" ]]; then
+  chart=("$(basename "$(go run ./hack/chart -release "${version}" -package "${out}" "${out}/istio-aux.yaml" "${out}/istio-aux-standalone.yaml")")")
+fi
+
 if [[ "${RELEASE_PUSH:-1}" != 0 ]]; then
   while read -r name digest; do
     got="$("${bin}/crane" push ${CRANE_FLAGS:-} "${work}/images/${name}" "${repo}/${name}:${version}")"
@@ -88,6 +98,6 @@ if [[ "${RELEASE_PUSH:-1}" != 0 ]]; then
   done < "${work}/images.txt"
 fi
 
-(cd "${out}" && sha256sum -- *.yaml images.tar kubectl-istio_aux > checksums.txt)
+(cd "${out}" && sha256sum -- *.yaml images.tar kubectl-istio_aux "${chart[@]}" > checksums.txt)
 echo "release ${version} in ${out}:" >&2
 sed 's/^/  /' "${work}/images.txt" >&2

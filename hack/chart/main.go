@@ -6,6 +6,8 @@
 // its renderings to config/'s manifests, shape by shape.
 //
 //	go run ./hack/chart            # rewrite charts/istio-aux
+//	go run ./hack/chart -release v0.1.0 -package DIR istio-aux.yaml istio-aux-standalone.yaml
+//	                               # the release's chart archive (make release)
 //
 // What the values choose (values.yaml documents each):
 //   - standalone: config/standalone/ (the all-in-ones, embedded NATS)
@@ -37,16 +39,39 @@ import (
 func main() {
 	root := flag.String("root", ".", "the repository's root")
 	out := flag.String("out", "charts/istio-aux", "where to write the chart")
+	release := flag.String("release", "", "a release's version: package its chart, with the images the manifests given as arguments pin")
+	pkg := flag.String("package", ".", "with -release: the directory the chart archive is written to")
 	flag.Parse()
+	fail := func(err error) {
+		fmt.Fprintln(os.Stderr, "chart:", err)
+		os.Exit(1)
+	}
 	files, err := Generate(*root)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "chart:", err)
-		os.Exit(1)
+		fail(err)
 	}
-	if err := Write(files, *out); err != nil {
-		fmt.Fprintln(os.Stderr, "chart:", err)
-		os.Exit(1)
+	if *release == "" {
+		if err := Write(files, *out); err != nil {
+			fail(err)
+		}
+		return
 	}
+	var manifests [][]byte
+	for _, f := range flag.Args() {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			fail(err)
+		}
+		manifests = append(manifests, b)
+	}
+	if files, err = Release(files, *root, *release, manifests...); err != nil {
+		fail(err)
+	}
+	path, err := Package(files, *pkg)
+	if err != nil {
+		fail(err)
+	}
+	fmt.Println(path)
 }
 
 // shape is a directory of config/ and when its files are included.
