@@ -274,7 +274,7 @@ description: Job-like workloads (Jobs, CronJobs, Kubeflow and Argo) in an Istio 
 type: application
 version: 0.0.0-dev
 appVersion: dev
-kubeVersion: ">=1.31.0-0"
+kubeVersion: ">=1.32.0-0"
 home: https://github.com/istio-aux/istio-aux
 sources:
   - https://github.com/istio-aux/istio-aux
