@@ -109,3 +109,9 @@ for f in istio-aux.yaml istio-aux-standalone.yaml; do
   done
 done
 "${work}/release/kubectl-istio_aux" --help >/dev/null
+# The Helm chart, packaged with these images (hack/chart's TestReleaseChart
+# renders such an archive against the release's YAML).
+grep -q " istio-aux-${version#v}.tgz$" "${work}/release/checksums.txt" || { echo "release: no Helm chart istio-aux-${version#v}.tgz in checksums.txt" >&2; exit 1; }
+tar -xzOf "${work}/release/istio-aux-${version#v}.tgz" istio-aux/values.yaml | grep -q "webhook: ${reg}/release/webhook:${version}@sha256:" ||
+  { echo "release: the chart's values do not pin the release's webhook image" >&2; exit 1; }
+echo "ok release chart istio-aux-${version#v}.tgz"
