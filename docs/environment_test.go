@@ -22,6 +22,7 @@ import (
 	"github.com/istio-aux/istio-aux/internal/env"
 	"github.com/istio-aux/istio-aux/internal/settings"
 	"github.com/istio-aux/istio-aux/pkg/names"
+	"github.com/istio-aux/istio-aux/test/cluster"
 	"github.com/istio-aux/istio-aux/webhook/admission"
 )
 
@@ -79,7 +80,7 @@ func TestConfigSetsOnlyRegisteredVariables(t *testing.T) {
 				t.Errorf("%s: %v", path, err)
 				continue
 			}
-			eachContainer(obj, func(c map[string]any) {
+			cluster.EachContainer(obj, func(c map[string]any) {
 				containers++
 				image, _ := c["image"].(string)
 				readers, ok := readerOf[image]
@@ -124,30 +125,6 @@ func readByAny(v env.Var, readers []env.Reader) bool {
 	}
 	return false
 }
-
-// eachContainer calls f on every container (and init container) under obj.
-func eachContainer(obj any, f func(map[string]any)) {
-	switch o := obj.(type) {
-	case map[string]any:
-		for k, v := range o {
-			if k == "containers" || k == "initContainers" {
-				for _, c := range asList(v) {
-					if m, ok := c.(map[string]any); ok {
-						f(m)
-					}
-				}
-				continue
-			}
-			eachContainer(v, f)
-		}
-	case []any:
-		for _, v := range o {
-			eachContainer(v, f)
-		}
-	}
-}
-
-func asList(v any) []any { l, _ := v.([]any); return l }
 
 // TestEveryRegisteredVariableIsRead: each variable internal/env says one
 // of istio-aux's programs reads is read through the registry somewhere

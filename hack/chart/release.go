@@ -1,11 +1,7 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -14,8 +10,8 @@ import (
 	"helm.sh/helm/v4/pkg/chart/loader"
 	chart "helm.sh/helm/v4/pkg/chart/v2"
 	chartutil "helm.sh/helm/v4/pkg/chart/v2/util"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"sigs.k8s.io/yaml"
+
+	"github.com/istio-aux/istio-aux/test/cluster"
 )
 
 // Release is the chart of a release: files (Generate's) with each image
@@ -91,50 +87,18 @@ func Release(files map[string][]byte, root, version string, manifests ...[]byte)
 // containers calls f with each container's key (kind/namespace/name and
 // the container's name) and image, for every document of raw.
 func containers(raw []byte, f func(key, image string)) error {
-	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(raw)))
-	for {
-		doc, err := r.Read()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		var obj map[string]any
-		if err := yaml.Unmarshal(doc, &obj); err != nil {
-			return err
-		}
-		meta, _ := obj["metadata"].(map[string]any)
-		id := fmt.Sprintf("%v/%v/%v", obj["kind"], meta["namespace"], meta["name"])
-		eachContainer(obj, func(c map[string]any) {
+	docs, err := cluster.DecodeManifests(raw)
+	if err != nil {
+		return err
+	}
+	for _, d := range docs {
+		id := d.GetKind() + "/" + d.GetNamespace() + "/" + d.GetName()
+		cluster.EachContainer(d.Object, func(c map[string]any) {
 			image, _ := c["image"].(string)
 			f(fmt.Sprintf("%s/%v", id, c["name"]), image)
 		})
 	}
-}
-
-// eachContainer calls f on every container and init container under obj.
-func eachContainer(obj any, f func(map[string]any)) {
-	switch o := obj.(type) {
-	case map[string]any:
-		for k, v := range o {
-			if k == "containers" || k == "initContainers" {
-				if l, ok := v.([]any); ok {
-					for _, c := range l {
-						if m, ok := c.(map[string]any); ok {
-							f(m)
-						}
-					}
-				}
-				continue
-			}
-			eachContainer(v, f)
-		}
-	case []any:
-		for _, v := range o {
-			eachContainer(v, f)
-		}
-	}
+	return nil
 }
 
 // Package writes files as a chart archive (helm package's) into dir and

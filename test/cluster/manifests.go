@@ -41,3 +41,28 @@ func EncodeManifests(docs []*unstructured.Unstructured) ([]byte, error) {
 	}
 	return out.Bytes(), nil
 }
+
+// EachContainer calls f on every container and init container under obj
+// (a decoded object's map, whatever its kind: a pod, a workload's
+// template, a Knative Service's).
+func EachContainer(obj any, f func(container map[string]any)) {
+	switch o := obj.(type) {
+	case map[string]any:
+		for k, v := range o {
+			if k != "containers" && k != "initContainers" {
+				EachContainer(v, f)
+				continue
+			}
+			l, _ := v.([]any)
+			for _, c := range l {
+				if m, ok := c.(map[string]any); ok {
+					f(m)
+				}
+			}
+		}
+	case []any:
+		for _, v := range o {
+			EachContainer(v, f)
+		}
+	}
+}
