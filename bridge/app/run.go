@@ -169,14 +169,16 @@ func run(ctx context.Context, cfg Config, rc *rest.Config, newSink NewSink, list
 	defer restart(nil)
 	// One recorder for the process's Events (settings applied or refused,
 	// the watcher over capacity), where a system namespace holds them.
+	// Its client (core/v1) also reads config-leader-election below.
 	var recorder record.EventRecorder
+	var system *kube.Client
 	if rc != nil && cfg.SystemNamespace != "" {
-		client, err := kube.NewForConfig(rc)
-		if err != nil {
+		var err error
+		if system, err = kube.NewForConfig(rc); err != nil {
 			return fmt.Errorf("kubernetes client for config-istio-aux and Events: %w", err)
 		}
-		recorder = client.Recorder(ctx, names.SourceBridge)
-		live.follow(ctx, cfg, client, recorder, restart)
+		recorder = system.Recorder(ctx, names.SourceBridge)
+		live.follow(ctx, cfg, system, recorder, restart)
 	}
 	g, ctx := errgroup.WithContext(ctx)
 	var streamReady atomic.Bool
@@ -219,10 +221,14 @@ func run(ctx context.Context, cfg Config, rc *rest.Config, newSink NewSink, list
 			m.Leader.Set(1)
 			g.Go(func() error { return runWatcher(ctx) })
 		} else {
-			cms, err := kube.NewForConfig(rc)
-			if err != nil {
-				return fmt.Errorf("kubernetes client for %s: %w", names.LeaderElectionConfigMap, err)
+			cms := system
+			if cms == nil { // the Lease's namespace given, but no SYSTEM_NAMESPACE
+				var err error
+				if cms, err = kube.NewForConfig(rc); err != nil {
+					return fmt.Errorf("kubernetes client for %s: %w", names.LeaderElectionConfigMap, err)
+				}
 			}
+			var err error
 			if cfg.Election, err = timingsAtStart(ctx, cfg.Election, cms); err != nil {
 				return err
 			}

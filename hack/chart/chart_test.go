@@ -1,25 +1,21 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
-	"errors"
-	"io"
 	"maps"
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 
 	"helm.sh/helm/v4/pkg/chart/v2/lint"
 	"helm.sh/helm/v4/pkg/chart/v2/lint/support"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
 	"github.com/istio-aux/istio-aux/hack/internal/unpin"
+	"github.com/istio-aux/istio-aux/test/cluster"
 	"github.com/istio-aux/istio-aux/test/istio"
 )
 
@@ -106,15 +102,12 @@ func load(t *testing.T, openshift bool, dirs ...string) []*unstructured.Unstruct
 	t.Helper()
 	var out []*unstructured.Unstructured
 	for _, d := range dirs {
-		entries, err := os.ReadDir(filepath.Join(root, d))
+		paths, err := manifests(filepath.Join(root, d))
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, e := range entries {
-			if e.IsDir() || !strings.HasSuffix(e.Name(), ".yaml") || e.Name() == "kustomization.yaml" {
-				continue
-			}
-			raw, err := os.ReadFile(filepath.Join(root, d, e.Name()))
+		for _, path := range paths {
+			raw, err := os.ReadFile(path)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -133,24 +126,11 @@ func load(t *testing.T, openshift bool, dirs ...string) []*unstructured.Unstruct
 
 func decode(t *testing.T, raw []byte) []*unstructured.Unstructured {
 	t.Helper()
-	var out []*unstructured.Unstructured
-	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(raw)))
-	for {
-		doc, err := r.Read()
-		if errors.Is(err, io.EOF) {
-			return out
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		var obj map[string]any
-		if err := yaml.Unmarshal(doc, &obj); err != nil {
-			t.Fatal(err)
-		}
-		if len(obj) > 0 {
-			out = append(out, &unstructured.Unstructured{Object: obj})
-		}
+	out, err := cluster.DecodeManifests(raw)
+	if err != nil {
+		t.Fatal(err)
 	}
+	return out
 }
 
 // dashboard is the ConfigMap config/monitoring's kustomization generates.

@@ -126,16 +126,11 @@ func Generate(root string) (map[string][]byte, error) {
 	byTarget := map[string]*tmpl{}
 	var order []string
 	for _, s := range shapes {
-		dir := filepath.Join(root, s.dir)
-		entries, err := os.ReadDir(dir)
+		paths, err := manifests(filepath.Join(root, s.dir))
 		if err != nil {
 			return nil, err
 		}
-		for _, e := range entries {
-			if e.IsDir() || !strings.HasSuffix(e.Name(), ".yaml") || e.Name() == "kustomization.yaml" {
-				continue
-			}
-			path := filepath.Join(dir, e.Name())
+		for _, path := range paths {
 			target, err := filepath.EvalSymlinks(path)
 			if err != nil {
 				return nil, err
@@ -187,6 +182,22 @@ func Generate(root string) (map[string][]byte, error) {
 	}
 	out["files/istio-aux.json"] = dash
 	out["templates/monitoring_dashboard.yaml"] = []byte(dashboardYAML)
+	return out, nil
+}
+
+// manifests are the paths of the manifests in dir, in kubectl apply -f's
+// order: its YAML files but a kustomization (config/monitoring's).
+func manifests(dir string) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range entries {
+		if !e.IsDir() && strings.HasSuffix(e.Name(), ".yaml") && e.Name() != "kustomization.yaml" {
+			out = append(out, filepath.Join(dir, e.Name()))
+		}
+	}
 	return out, nil
 }
 

@@ -16,32 +16,30 @@ import (
 
 // Release is the chart of a release: files (Generate's) with each image
 // the reference the release's manifests pin (ko resolve's, by digest) and
-// the release's version. manifests must hold every image the chart names:
-// the release's istio-aux.yaml and istio-aux-standalone.yaml.
-func Release(files map[string][]byte, root, version string, manifests ...[]byte) (map[string][]byte, error) {
+// the release's version. released, the release's manifests, must hold
+// every image the chart names: its istio-aux.yaml and
+// istio-aux-standalone.yaml.
+func Release(files map[string][]byte, root, version string, released ...[]byte) (map[string][]byte, error) {
 	// Each container of config/ names its image by ko:// path; the same
 	// container of the release names what ko made of it.
 	source := map[string]string{} // container -> ko:// path
 	for _, s := range shapes {
-		entries, err := os.ReadDir(filepath.Join(root, s.dir))
+		paths, err := manifests(filepath.Join(root, s.dir))
 		if err != nil {
 			return nil, err
 		}
-		for _, e := range entries {
-			if e.IsDir() || !strings.HasSuffix(e.Name(), ".yaml") || e.Name() == "kustomization.yaml" {
-				continue
-			}
-			raw, err := os.ReadFile(filepath.Join(root, s.dir, e.Name()))
+		for _, path := range paths {
+			raw, err := os.ReadFile(path)
 			if err != nil {
 				return nil, err
 			}
 			if err := containers(raw, func(key, image string) { source[key] = image }); err != nil {
-				return nil, fmt.Errorf("%s/%s: %w", s.dir, e.Name(), err)
+				return nil, fmt.Errorf("%s: %w", path, err)
 			}
 		}
 	}
 	resolved := map[string]string{} // values.images key -> reference
-	for _, m := range manifests {
+	for _, m := range released {
 		err := containers(m, func(key, image string) {
 			if ko, ok := source[key]; ok {
 				if k, ok := images[ko]; ok {

@@ -17,15 +17,12 @@ func resolvedAs(t *testing.T, dirs ...string) []byte {
 	t.Helper()
 	var b bytes.Buffer
 	for _, d := range dirs {
-		entries, err := os.ReadDir(filepath.Join(root, d))
+		paths, err := manifests(filepath.Join(root, d))
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, e := range entries {
-			if e.IsDir() || !strings.HasSuffix(e.Name(), ".yaml") {
-				continue
-			}
-			raw, err := os.ReadFile(filepath.Join(root, d, e.Name()))
+		for _, path := range paths {
+			raw, err := os.ReadFile(path)
 			if err != nil {
 				t.Fatal(err)
 			}
