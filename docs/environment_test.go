@@ -111,7 +111,7 @@ func TestConfigSetsOnlyRegisteredVariables(t *testing.T) {
 		t.Fatalf("found %d containers setting %d variables: the test lost its grip", containers, len(set))
 	}
 	for _, v := range env.All() {
-		if !readByAny(v, []env.Reader{env.Bridge, env.AllInOne, env.ProxyQuit, env.Webhook, env.NATSTokenCmd}) && !set[v.Name] {
+		if !readByAny(v, env.Ours) && !set[v.Name] {
 			t.Errorf("%s is read only by %v, and config/ does not set it: nothing reads it", v.Name, v.Readers)
 		}
 	}
@@ -177,13 +177,12 @@ func TestEveryRegisteredVariableIsRead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ours := []env.Reader{env.Bridge, env.AllInOne, env.ProxyQuit, env.Webhook, env.NATSTokenCmd}
 	byName := map[string]env.Var{}
 	for _, v := range env.All() {
 		byName[v.Name] = v
 	}
 	for ident, name := range idents {
-		if !readByAny(byName[name], ours) {
+		if !readByAny(byName[name], env.Ours) {
 			continue
 		}
 		if !regexp.MustCompile(`\benv\.` + ident + `\b`).MatchString(src.String()) {

@@ -93,14 +93,14 @@ func All() []Var {
 	return out
 }
 
-// Every process of istio-aux's own.
-var ours = []Reader{Bridge, AllInOne, ProxyQuit, Webhook, NATSTokenCmd}
+// Ours are istio-aux's own programs (the others read what config/ sets).
+var Ours = []Reader{Bridge, AllInOne, ProxyQuit, Webhook, NATSTokenCmd}
 
 // Where things are.
 var (
 	SystemNamespace = register(Var{Name: "SYSTEM_NAMESPACE", Type: "string",
 		Description: "istio-aux's namespace: where its ConfigMaps (config-istio-aux, config-logging, config-leader-election), the watcher's Lease, the NATS Secret and the function's EndpointSlices are. Unset (a local run): nothing is followed, logging is at info, the defaults and the environment stand.",
-		Readers:     ours})
+		Readers:     Ours})
 	Kubeconfig = register(Var{Name: "KUBECONFIG", Type: "path",
 		Description: "a kubeconfig file; unset: the in-cluster configuration.",
 		Readers:     []Reader{Bridge, AllInOne, ProxyQuit, NATSTokenCmd}})
