@@ -7,10 +7,12 @@
 export CGO_ENABLED := 0
 export GOFLAGS := $(strip $(GOFLAGS) -trimpath)
 
-.PHONY: test e2e e2e-node e2e-ha e2e-matrix bench chaos fuzz run record release verify-config build clean
+.PHONY: test lint e2e e2e-node e2e-ha e2e-matrix bench chaos fuzz run record release verify-config build clean
 
-test:          ## fast tests: no cluster (embedded NATS is fine)
+test:          ## fast tests: no cluster (embedded NATS is fine); runs lint first
 	hack/test.sh
+lint:          ## golangci-lint (.golangci.yaml) and gofmt
+	hack/lint.sh
 e2e:           ## end to end on a real kube-apiserver, Job controller and kwok; config/ dry-run; ko resolve
 	hack/e2e.sh
 e2e-node:      ## the harness's real node (containerd, runc, kubelet in a network namespace); needs root

@@ -4,6 +4,7 @@ set -o errexit -o nounset -o pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 go vet ./...
+hack/lint.sh
 go test -count=1 "$@" ./...
 # The webhook's reading of proxy.istio.io/config against Istio's own code,
 # on its seeds: it builds Istio's config packages in the Istio tools module

@@ -7,9 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/istio-aux/istio-aux/pkg/keys"
 	"go.uber.org/zap"
 	"knative.dev/pkg/logging"
+
+	"github.com/istio-aux/istio-aux/pkg/keys"
 )
 
 // BenchmarkAdmitLatency times every in-process admission of a mutated TFJob

@@ -326,7 +326,7 @@ func FuzzAdmitBounds(f *testing.F) {
 		var b uint64
 		var out []byte
 		// The least of up to three runs: the machine's other load only adds.
-		for try := 0; try < 3; try++ {
+		for range 3 {
 			runtime.ReadMemStats(&before)
 			start := time.Now()
 			out = reviewOK(t, ctx, fx.r, body)

@@ -72,14 +72,21 @@ func NewController(ctx context.Context, cmw configmap.Watcher) *controller.Impl 
 	const queueName = "IstioAuxWebhook"
 	impl := controller.NewContext(ctx, r, controller.ControllerOptions{WorkQueueName: queueName, Logger: logger.Named(queueName)})
 	// Whatever changed, the singleton key is what gets reconciled.
-	mwhInformer.Informer().AddEventHandler(cache.FilteringResourceEventHandler{
-		FilterFunc: controller.FilterWithName(names.WebhookConfiguration),
-		Handler:    controller.HandleAll(impl.Enqueue),
-	})
-	secretInformer.Informer().AddEventHandler(cache.FilteringResourceEventHandler{
-		FilterFunc: controller.FilterWithNameAndNamespace(system.Namespace(), secretName),
-		Handler:    controller.HandleAll(impl.Enqueue),
-	})
+	for _, h := range []struct {
+		informer cache.SharedInformer
+		filter   func(any) bool
+	}{
+		{mwhInformer.Informer(), controller.FilterWithName(names.WebhookConfiguration)},
+		{secretInformer.Informer(), controller.FilterWithNameAndNamespace(system.Namespace(), secretName)},
+	} {
+		// It fails only on an informer already stopped: nothing to serve.
+		if _, err := h.informer.AddEventHandler(cache.FilteringResourceEventHandler{
+			FilterFunc: h.filter,
+			Handler:    controller.HandleAll(impl.Enqueue),
+		}); err != nil {
+			logger.Fatalw("watching the webhook's objects", zap.Error(err))
+		}
+	}
 	if s := serverFrom(ctx); s != nil {
 		// Admit reads namespaces and the mode; the server needs its
 		// certificate: answer once the informers have synced (until then

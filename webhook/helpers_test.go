@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -186,7 +187,7 @@ func touchesAnnotations(t testing.TB, patch []byte) bool {
 		t.Fatalf("patch %s: %v", patch, err)
 	}
 	for _, op := range ops {
-		if bytes.HasPrefix([]byte(op.Path), []byte("/metadata/annotations")) ||
+		if strings.HasPrefix(op.Path, "/metadata/annotations") ||
 			(op.Path == "/metadata" && bytes.Contains(op.Value, []byte(`"annotations":`))) {
 			return true
 		}

@@ -168,7 +168,7 @@ func (c *secretCertificate) get(*tls.ClientHelloInfo) (*tls.Certificate, error) 
 	secret, err := c.secrets.Secrets(system.Namespace()).Get(c.name)
 	if err != nil {
 		// No certificate yet: the client sees "no certificates configured".
-		return nil, nil
+		return nil, nil //nolint:nilerr // tls.Config asks for nil, nil when there is none
 	}
 	if p := c.last.Load(); p != nil && p.resourceVersion == secret.ResourceVersion {
 		return p.cert, nil

@@ -156,7 +156,7 @@ func hostPort(addr string) (string, int32) {
 	h, p, _ := net.SplitHostPort(addr)
 	var n int32
 	for _, c := range p {
-		n = n*10 + int32(c-'0')
+		n = n*10 + (c - '0')
 	}
 	return h, n
 }

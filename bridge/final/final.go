@@ -64,7 +64,7 @@ func Key(dedupID string) (string, bool) {
 		return "", false
 	}
 	for _, c := range dedupID {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '/' || c == '_' || c == '=') {
+		if (c < 'a' || c > 'z') && (c < 'A' || c > 'Z') && (c < '0' || c > '9') && c != '-' && c != '/' && c != '_' && c != '=' {
 			return "", false
 		}
 	}

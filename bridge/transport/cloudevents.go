@@ -61,7 +61,7 @@ func WriteEvent(ctx context.Context, e *event.Event, msg *nats.Msg) error {
 func ReadEvent(ctx context.Context, msg *nats.Msg) (*event.Event, error) {
 	e, err := binding.ToEvent(ctx, newMessage(msg))
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrNotCloudEvent, err)
+		return nil, fmt.Errorf("%w: %w", ErrNotCloudEvent, err)
 	}
 	return e, nil
 }

@@ -93,16 +93,12 @@ func (o optIn) String() string {
 	return [...]string{"", "true", "True", "false"}[o]
 }
 
-// put sets key in m to o's value, if it has one, making m if needed.
-func (o optIn) put(m slim.Kept, key string) slim.Kept {
+// kept is key set to o's value, or nil if o has none.
+func (o optIn) kept(key string) slim.Kept { //nolint:unparam // the label's key and the annotation's are one string today, two keys in the API
 	if o == optInNone {
-		return m
+		return nil
 	}
-	if m == nil {
-		m = slim.Kept{}
-	}
-	m[key] = o.String()
-	return m
+	return slim.Kept{key: o.String()}
 }
 
 // packedContainer is one regular container: its name (names[at:at+n]), its
@@ -274,8 +270,8 @@ func (c *Packed) Unpack() *slim.Pod {
 			UID:               types.UID(c.uid),
 			ResourceVersion:   c.resourceVersion,
 			DeletionTimestamp: copyTime(c.deletion),
-			Labels:            c.label.put(nil, keys.LabelEnabled),
-			Annotations:       c.annotation.put(nil, keys.AnnotationEnabled),
+			Labels:            c.label.kept(keys.LabelEnabled),
+			Annotations:       c.annotation.kept(keys.AnnotationEnabled),
 		},
 		Spec:   slim.Spec{RestartPolicy: corev1.RestartPolicy(c.restartPolicy.Value())},
 		Status: slim.Status{Phase: corev1.PodPhase(c.phase.Value())},
@@ -325,7 +321,7 @@ func (c *Packed) Units() int { return int(c.units) }
 // admittedBy reports whether scope s admits the pod (Scope.Admits on its
 // labels).
 func (c *Packed) admittedBy(s Scope) bool {
-	return s.Admits(c.label.put(nil, keys.LabelEnabled))
+	return s.Admits(c.label.kept(keys.LabelEnabled))
 }
 
 // Name is the pod's name.

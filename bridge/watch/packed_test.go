@@ -176,7 +176,7 @@ func comparable(in *slim.Pod) *slim.Pod {
 		out.Annotations = nil
 	}
 	// The label as the opt-in and the scope read it.
-	out.Labels = optInOf(in.Labels[keys.LabelEnabled], in.Labels != nil && in.Labels[keys.LabelEnabled] != "").put(nil, keys.LabelEnabled)
+	out.Labels = optInOf(in.Labels[keys.LabelEnabled], in.Labels != nil && in.Labels[keys.LabelEnabled] != "").kept(keys.LabelEnabled)
 	return &out
 }
 

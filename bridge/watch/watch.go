@@ -222,7 +222,7 @@ func (w *Watcher) ended(ctx context.Context, err error) error {
 		return ce
 	}
 	if ctx.Err() != nil {
-		return nil
+		return nil //nolint:nilerr // a watch ended by its context is a clean stop, whatever it reported
 	}
 	return err
 }

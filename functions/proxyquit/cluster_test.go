@@ -10,11 +10,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/istio-aux/istio-aux/pkg/slim"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/record"
+
+	"github.com/istio-aux/istio-aux/pkg/slim"
 )
 
 // countingCluster serves namespaces from a map, counting reads; a read

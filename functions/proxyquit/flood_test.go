@@ -117,7 +117,7 @@ func (a *floodArm) quit(t *testing.T, client *http.Client, i int) time.Duration 
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	took := time.Since(start)
-	if resp.StatusCode != 200 || string(body) != string(OutcomeQuit) {
+	if resp.StatusCode != http.StatusOK || string(body) != string(OutcomeQuit) {
 		t.Fatalf("legitimate quit of job-%d: %d %q", i, resp.StatusCode, body)
 	}
 	return took

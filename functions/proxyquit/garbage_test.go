@@ -97,7 +97,7 @@ func TestHTTPGarbage(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if resp.StatusCode != 200 || len(h.exec.Calls()) != 1 {
+	if resp.StatusCode != http.StatusOK || len(h.exec.Calls()) != 1 {
 		t.Errorf("valid event: status %d, %d execs; want 200 and 1", resp.StatusCode, len(h.exec.Calls()))
 	}
 }

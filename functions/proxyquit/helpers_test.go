@@ -298,7 +298,6 @@ type podSpec struct {
 
 var (
 	running = corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(time.Unix(1700000000, 0))}}
-	waiting = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "PodInitializing"}}
 	exited  = func(code int32) corev1.ContainerState {
 		reason := "Completed"
 		if code != 0 {

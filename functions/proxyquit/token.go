@@ -28,12 +28,12 @@ const notBeforeLeeway = time.Minute
 func (a *authenticator) check(token string, now time.Time) (c jwt.Claims, verified bool, err error) {
 	tok, err := jwt.ParseSigned(token, signatureAlgorithms)
 	if err != nil {
-		return c, false, fmt.Errorf("%w: not a signed token: %v", ErrUnauthenticated, err)
+		return c, false, fmt.Errorf("%w: not a signed token: %w", ErrUnauthenticated, err)
 	}
 	// The claims are checked before the signature: reading them costs less
 	// than verifying it, and a mismatch refuses the token either way.
 	if err := tok.UnsafeClaimsWithoutVerification(&c); err != nil {
-		return c, false, fmt.Errorf("%w: unreadable claims: %v", ErrUnauthenticated, err)
+		return c, false, fmt.Errorf("%w: unreadable claims: %w", ErrUnauthenticated, err)
 	}
 	keys, issuer := a.keys.current()
 	switch {
@@ -51,7 +51,7 @@ func (a *authenticator) check(token string, now time.Time) (c jwt.Claims, verifi
 	if keys != nil {
 		var signed jwt.Claims
 		if err := tok.Claims(keys, &signed); err != nil {
-			return c, false, fmt.Errorf("%w: the signature is not by this cluster's keys: %v", ErrUnauthenticated, err)
+			return c, false, fmt.Errorf("%w: the signature is not by this cluster's keys: %w", ErrUnauthenticated, err)
 		}
 	}
 	// Without the keys this subject is unverified; refusing a forged one

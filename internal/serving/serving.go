@@ -47,7 +47,10 @@ func Serve(ctx context.Context, srv *http.Server, l net.Listener, stop Stop) err
 		defer cancel()
 	}
 	err := srv.Shutdown(sctx)
-	<-errc // http.ErrServerClosed, as soon as Shutdown began
+	// Serve returns http.ErrServerClosed as soon as Shutdown began.
+	if served := <-errc; err == nil && !errors.Is(served, http.ErrServerClosed) {
+		err = served
+	}
 	if errors.Is(err, context.DeadlineExceeded) {
 		// Past the bound: what was still running is cut off, as meant.
 		_ = srv.Close()

@@ -67,7 +67,11 @@ func TestDrainBoundCutsOff(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
 	go func() { served <- Serve(ctx, srv, l, Stop{Drain: 100 * time.Millisecond}) }()
-	go func() { _, _ = http.Get("http://" + l.Addr().String()) }()
+	go func() {
+		if resp, err := http.Get("http://" + l.Addr().String()); err == nil {
+			resp.Body.Close()
+		}
+	}()
 	<-started
 	cancel()
 	select {

@@ -1,6 +1,7 @@
 package settings
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -58,8 +59,8 @@ func TestApply(t *testing.T) {
 			}
 			var bad []string
 			for _, err := range errs {
-				ke, ok := err.(*KeyError)
-				if !ok {
+				var ke *KeyError
+				if !errors.As(err, &ke) {
 					t.Fatalf("%v is no *KeyError", err)
 				}
 				bad = append(bad, ke.Key)

@@ -1,6 +1,7 @@
 package startup
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"runtime/debug"
@@ -103,7 +104,8 @@ func TestSecondSignalExits(t *testing.T) {
 	go func() { done <- cmd.Wait() }()
 	select {
 	case err := <-done:
-		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 1 {
 			t.Errorf("child ended with %v, want exit status 1", err)
 		}
 	case <-time.After(10 * time.Second):
@@ -113,7 +115,8 @@ func TestSecondSignalExits(t *testing.T) {
 
 func TestExit(t *testing.T) {
 	out, err := child(t, "fatal").Output()
-	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || !strings.Contains(string(out), `"msg":"Bridge failed"`) {
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(string(out), `"msg":"Bridge failed"`) {
 		t.Errorf("Exit with an error: %v, output %s", err, out)
 	}
 	core, logs := observer.New(zap.InfoLevel)

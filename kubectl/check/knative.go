@@ -117,7 +117,7 @@ func (r *run) knativeConfig(name, key string) (string, error) {
 	case apierrors.IsNotFound(err):
 		return "", nil
 	case err != nil:
-		return "", fmt.Errorf("cannot read %s/%s: %v", knativeNamespace, name, err)
+		return "", fmt.Errorf("cannot read %s/%s: %w", knativeNamespace, name, err)
 	}
 	return cm.Data[key], nil
 }

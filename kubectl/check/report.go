@@ -69,10 +69,10 @@ type Report struct {
 func (r Report) Worst() Status {
 	worst := StatusOK
 	for _, it := range r.Items {
-		switch {
-		case it.Status == StatusFail:
+		switch it.Status {
+		case StatusFail:
 			return StatusFail
-		case it.Status == StatusWarn:
+		case StatusWarn:
 			worst = StatusWarn
 		}
 	}

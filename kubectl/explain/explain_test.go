@@ -39,10 +39,10 @@ type want struct {
 	checks   []string
 }
 
-// denial is the exec policy's refusal of an argv, as the API server words
+// errDenial is the exec policy's refusal of an argv, as the API server words
 // it (test/config/exec_policy_test.go checks the wording on a real one),
 // reaching the function over WebSocket.
-var denial = fmt.Errorf("exec: %w", &httpstream.UpgradeFailureError{Cause: apierrors.NewForbidden(schema.GroupResource{Resource: "pods/exec"}, "done",
+var errDenial = fmt.Errorf("exec: %w", &httpstream.UpgradeFailureError{Cause: apierrors.NewForbidden(schema.GroupResource{Resource: "pods/exec"}, "done",
 	errors.New("ValidatingAdmissionPolicy 'istio-aux-proxyquit-exec-command' with binding 'istio-aux-proxyquit-exec-command' denied request: "+
 		"istio-aux-proxyquit may run only the quit-command of ConfigMap istio-aux/config-istio-aux: curl -sf -XPOST http://127.0.0.1:15020/quitquitquit"))})
 
@@ -166,7 +166,7 @@ func TestExplain(t *testing.T) {
 				checks:   []string{"kubectl label pod -n some annotated istio-aux.dev/enabled=true"}},
 		},
 		"a quit denied by the exec policy": {
-			objects: []runtime.Object{jobs, deniedPod, event(deniedPod, "ProxyQuitFailed", recorded(t, denial), 20*time.Second)},
+			objects: []runtime.Object{jobs, deniedPod, event(deniedPod, "ProxyQuitFailed", recorded(t, errDenial), 20*time.Second)},
 			pod:     "denied",
 			want: want{verdict: explain.VerdictProblem, optedIn: true, source: "namespace-label", webhook: true, bridge: true, proxy: "classic", hold: true,
 				outcome: "quit", reason: "all apps terminated", apps: []string{"exited 0"}, next: "nothing until the pod changes: istio-aux's quit failed for good",
@@ -184,7 +184,7 @@ func TestExplain(t *testing.T) {
 			objects: []runtime.Object{jobs, forgedPod,
 				forged(event(forgedPod, "ProxyQuit", "Quit istio-proxy", 25*time.Second), "", "kubelet"),
 				forged(event(forgedPod, "ProxyQuitFailed", "Quitting istio-proxy failed for good (denied)", 15*time.Second), "tenant", "istio-aux-proxyquit"),
-				forged(event(forgedPod, "ProxyQuitFailed", recorded(t, denial), 5*time.Second), "tenant", "")},
+				forged(event(forgedPod, "ProxyQuitFailed", recorded(t, errDenial), 5*time.Second), "tenant", "")},
 			pod: "forged",
 			want: want{verdict: explain.VerdictOK, optedIn: true, source: "namespace-label", webhook: true, bridge: true, proxy: "classic", hold: true,
 				outcome: "quit", reason: "all apps terminated", apps: []string{"exited 0"}, next: "istio-aux will quit istio-proxy within seconds", events: nil},

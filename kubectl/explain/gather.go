@@ -89,7 +89,7 @@ func (s Source) Report(ctx context.Context, sel Selection) (Report, error) {
 		r.Pods = append(r.Pods, Explain(Input{Pod: p, Namespace: ns, Events: events[p.Namespace], Config: podCfg,
 			Webhook: wh, SystemNamespace: s.SystemNamespace, Now: s.Now()}))
 	}
-	r.Notes = append(notes, cfg.Problems...)
+	r.Notes = slices.Concat(notes, cfg.Problems)
 	return r, nil
 }
 

@@ -105,7 +105,7 @@ func decodeInto(e cloudevents.Event, into any) error {
 		return fmt.Errorf("%w: unsupported type %q", ErrInvalid, e.Type())
 	}
 	if err := e.Validate(); err != nil {
-		return fmt.Errorf("%w: %v", ErrInvalid, err)
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	data := e.Data()
 	if len(data) == 0 {

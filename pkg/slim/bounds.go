@@ -73,8 +73,8 @@ func (s *Statuses) UnmarshalJSON(data []byte) error {
 }
 
 // UnmarshalJSON decodes at most MaxRules rules.
-func (r *Rules) UnmarshalJSON(data []byte) error {
-	return decodeList(data, MaxRules, "restart rules", (*[]Rule)(r))
+func (rs *Rules) UnmarshalJSON(data []byte) error {
+	return decodeList(data, MaxRules, "restart rules", (*[]Rule)(rs))
 }
 
 // UnmarshalJSON decodes at most MaxExitCodes exit codes.

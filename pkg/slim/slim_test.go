@@ -5,8 +5,9 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/istio-aux/istio-aux/pkg/slim/slimtest"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/istio-aux/istio-aux/pkg/slim/slimtest"
 )
 
 func fullPod() *corev1.Pod { return slimtest.FullPod() }
@@ -56,7 +57,7 @@ func TestAnnotatedSidecars(t *testing.T) {
 	for in, want := range map[string][]string{
 		"":                               nil,
 		"vault-agent":                    {"vault-agent"},
-		" vault-agent , ,fluent-bit ,":   {"vault-agent", "fluent-bit"},
+		" vault-agent , ,fluent-bit ,":   {"vault-agent", "fluent-bit"}, //nolint:gocritic // the spaces are what is tested
 		"a,b,a":                          {"a", "b"},
 		",,,":                            nil,
 		many + "late":                    {"x", "late"},

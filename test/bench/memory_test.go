@@ -90,14 +90,14 @@ func memory(t *testing.T, c *cluster.Cluster, a *istioaux.IstioAux, cs kubernete
 func fullInformerRSS(ctx context.Context, c *cluster.Cluster, bin string, want int, log io.Writer) (int64, error) {
 	proc, err := startReady(ctx, c, log, "fullinformer", bin, nil, func(ready string) error {
 		if n, err := strconv.Atoi(ready); err != nil || n < want {
-			return fmt.Errorf("%q pods cached, want %d (%v)", ready, want, err)
+			return fmt.Errorf("%q pods cached, want %d (%w)", ready, want, err)
 		}
 		return nil
 	})
 	if err != nil {
 		return 0, err
 	}
-	defer proc.Stop()
+	defer func() { _ = proc.Stop() }() // the figure is taken; how it ends does not matter
 	return settledRSS(ctx, proc.Pid())
 }
 

@@ -5,6 +5,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -105,7 +106,7 @@ func outside(t *testing.T, a *istioaux.IstioAux, cs kubernetes.Interface, p para
 	alone := bridgeWindow(t, a, cs, pid, nil, out, p.outsideChurn, 10*time.Second)
 	// The inside pods go too: the webhook labelled them, and the next part
 	// (namespaces) needs no labelled pod but its own.
-	for _, ns := range append(namespaces, in) {
+	for _, ns := range slices.Concat(namespaces, []string{in}) {
 		if err := cs.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0))}, metav1.ListOptions{}); err != nil {
 			t.Fatal(err)
 		}

@@ -92,7 +92,7 @@ func (p *Process) Pid() int { return p.cmd.Process.Pid }
 func (p *Process) Exited() (bool, error) {
 	select {
 	case <-p.done:
-		return true, fmt.Errorf("%s exited: %v", p.name, p.err)
+		return true, fmt.Errorf("%s exited: %w", p.name, p.err)
 	default:
 		return false, nil
 	}

@@ -38,9 +38,9 @@ import (
 // exactly once, no pod whose apps never ran was quit, and explain names
 // the cause on each pod that met the race.
 func TestHACNIStartRace(t *testing.T) {
-	m := shared.Use(t, mesh.HACNI)
+	shared.Use(t, mesh.HACNI)
 	t.Logf("cluster: %s", mesh.ShapeOf(mesh.HACNI))
-	m, _ = installedAs(t, istioaux.Config)
+	m, _ := installedAs(t, istioaux.Config)
 	c := m.Cluster
 	ctx := context.Background()
 	ns := mesh.Namespace(t, c, "", true, mesh.OptedIn)

@@ -254,7 +254,7 @@ func whole(t *testing.T, e *env) {
 		return why == nil, nil
 	})
 	if err != nil {
-		err = fmt.Errorf("%w: %v", err, why)
+		err = fmt.Errorf("%w: %w", err, why)
 	}
 	if err != nil {
 		logIstioAux(t, e.m.Cluster, time.Now().Add(-3*time.Minute))

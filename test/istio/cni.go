@@ -93,7 +93,7 @@ func hostIptables() ([]images.File, error) {
 	}
 	extensions, err := filepath.Glob("/usr/lib/*-linux-gnu/xtables/*.so")
 	if err != nil || len(extensions) == 0 {
-		return nil, fmt.Errorf("iptables extensions not found under /usr/lib/*-linux-gnu/xtables (%v)", err)
+		return nil, fmt.Errorf("iptables extensions not found under /usr/lib/*-linux-gnu/xtables (%w)", err)
 	}
 	libs := map[string]bool{}
 	for _, f := range append(bins, extensions...) {

@@ -94,7 +94,7 @@ func TestIstiodInjects(t *testing.T) {
 				created := time.Now()
 				got, err := c.Client().CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
 				took := time.Since(created)
-				position := ""
+				var position string
 				if err != nil {
 					position = "rejected: " + err.Error()
 				} else {

@@ -53,7 +53,7 @@ func testOverlay(docs []*unstructured.Unstructured) error {
 		}
 		containers, _, err := unstructured.NestedSlice(d.Object, "spec", "template", "spec", "containers")
 		if err != nil || len(containers) == 0 {
-			return fmt.Errorf("deployment %s: no containers (%v)", name, err)
+			return fmt.Errorf("deployment %s: no containers (%w)", name, err)
 		}
 		for i := range containers {
 			ctr := containers[i].(map[string]any)

@@ -84,7 +84,7 @@ func Install(ctx context.Context, c *cluster.Cluster, log io.Writer) error {
 	// which the Go module zip drops (symlinks).
 	crds, err := filepath.Glob(filepath.Join(serving, "config", "core", "300-resources", "*.yaml"))
 	if err != nil || len(crds) == 0 {
-		return fmt.Errorf("no CRDs in %s/config/core/300-resources (%v)", serving, err)
+		return fmt.Errorf("no CRDs in %s/config/core/300-resources (%w)", serving, err)
 	}
 	crds = append(crds, filepath.Join(caching, "config", "image.yaml"))
 	for _, f := range []string{"ingress", "certificate", "serverlessservice", "domain-claim"} {

@@ -3,6 +3,7 @@
 package node
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -133,7 +134,7 @@ func procUsage(pid int) (cpu, rss float64) {
 	if err != nil {
 		return 0, 0
 	}
-	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+2:]))
 	// Fields after the command: utime, stime, cutime, cstime are 12-15;
 	// rss (pages) is 22.
 	for _, i := range []int{11, 12, 13, 14} {

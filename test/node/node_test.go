@@ -8,8 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/istio-aux/istio-aux/test/mesh"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/istio-aux/istio-aux/test/mesh"
 )
 
 // TestNodePodLogs: a pod runs on the real node and `kubectl logs` shows the

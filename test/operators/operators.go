@@ -10,6 +10,7 @@ package operators
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -120,10 +121,11 @@ func (o Operator) ModuleDir(ctx context.Context) (string, error) {
 	dir := strings.TrimSpace(string(out))
 	if err != nil || dir == "" {
 		var stderr []byte
-		if ee, ok := err.(*exec.ExitError); ok {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
 			stderr = ee.Stderr
 		}
-		return "", fmt.Errorf("module %s in hack/tools/%s: %v %s (run hack/build-operators.sh)", o.Module, o.Tool, err, stderr)
+		return "", fmt.Errorf("module %s in hack/tools/%s: %w %s (run hack/build-operators.sh)", o.Module, o.Tool, err, stderr)
 	}
 	return dir, nil
 }

@@ -56,7 +56,7 @@ func UntilEvery(ctx context.Context, interval, timeout time.Duration, cond Cond)
 		return ok, nil
 	})
 	if err != nil && last != nil && wait.Interrupted(err) {
-		return fmt.Errorf("%w (last: %v)", err, last)
+		return fmt.Errorf("%w (last: %w)", err, last)
 	}
 	return err
 }

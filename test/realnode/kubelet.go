@@ -3,8 +3,10 @@ package realnode
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -133,7 +135,7 @@ func (n *Node) startKubelet(ctx context.Context) error {
 const kubeletStarts = 20
 
 // lanAPIServer is kube-apiserver as the nodes reach it, on the LAN.
-var lanAPIServer = fmt.Sprintf("https://%s:%d", ControlPlaneIP, cluster.APIServerPort)
+var lanAPIServer = "https://" + net.JoinHostPort(ControlPlaneIP, strconv.Itoa(cluster.APIServerPort))
 
 // nodeRBAC lets kubelets (group system:nodes) do a node's work, as the Node
 // authorizer would, and lets the API server use the kubelet's API.

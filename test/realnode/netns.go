@@ -208,7 +208,7 @@ func enterChild(name string) error {
 		return err
 	}
 	if got, err := inode("/proc/self/ns/net"); err != nil || got != want {
-		return fmt.Errorf("not inside network namespace %s (%v)", name, err)
+		return fmt.Errorf("not inside network namespace %s (%w)", name, err)
 	}
 	if err := ownMountNamespace(); err != nil {
 		return err
@@ -305,7 +305,7 @@ func ownMountNamespace() error {
 		return err
 	}
 	if parent, err := inode("/proc/" + strconv.Itoa(os.Getppid()) + "/ns/mnt"); err != nil || parent == self {
-		return fmt.Errorf("not in a mount namespace of its own (%v)", err)
+		return fmt.Errorf("not in a mount namespace of its own (%w)", err)
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package realnode
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -184,7 +185,7 @@ func startTime(pid int) (string, error) {
 		return "", err
 	}
 	// The command name (field 2) is in parentheses and may hold spaces.
-	fields := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	fields := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
 	if len(fields) < 20 {
 		return "", fmt.Errorf("/proc/%d/stat: too few fields", pid)
 	}

@@ -25,7 +25,7 @@ func TestRecorderWritesEachEvent(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var got error = os.ErrInvalid
+		var got = os.ErrInvalid
 		if err := rec.Publish(context.Background(), &e, "", func(err error) { got = err }); err != nil || got != nil {
 			t.Fatalf("Publish = %v, done(%v)", err, got)
 		}

@@ -71,7 +71,7 @@ func DecodeReview(body []byte) (*Review, error) {
 		// Read alone the object is a pod: what failed is in the review.
 		return nil, fmt.Errorf("not an AdmissionReview: %w", err)
 	}
-	return &rv, nil
+	return &rv, nil //nolint:nilerr // the pod's own error travels in the request, to be answered as a refusal
 }
 
 // Respond is the AdmissionReview that answers rv with resp, in rv's

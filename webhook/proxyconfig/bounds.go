@@ -89,7 +89,7 @@ func marks(s string) (total, longestLine int) {
 			line = 0
 		}
 	}
-	for i := 0; i < len(s); i++ {
+	for i := range len(s) {
 		switch s[i] {
 		case '\n':
 			mark(true)

@@ -93,7 +93,7 @@ func closingBrace(config string) int {
 			end = max(lineStart-1, 0)
 			continue
 		}
-		for i := 0; i < len(line); i++ {
+		for i := range len(line) {
 			if line[i] != '}' {
 				continue
 			}
@@ -114,7 +114,7 @@ func isPlain(n *yaml.Node) bool {
 // commentStart is the index of the first '#' in line that starts a comment
 // (at the start or after a blank), or -1.
 func commentStart(line string) int {
-	for i := 0; i < len(line); i++ {
+	for i := range len(line) {
 		if line[i] == '#' && (i == 0 || line[i-1] == ' ' || line[i-1] == '\t') {
 			return i
 		}

@@ -6,8 +6,9 @@ import (
 	"io"
 	"strings"
 
-	"github.com/istio-aux/istio-aux/pkg/keys"
 	yaml "go.yaml.in/yaml/v3"
+
+	"github.com/istio-aux/istio-aux/pkg/keys"
 )
 
 // parseConfig parses config into a node tree: nil for a document of comments

@@ -4,10 +4,11 @@ package slimtest
 import (
 	"strings"
 
-	"github.com/istio-aux/istio-aux/pkg/keys"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/istio-aux/istio-aux/pkg/keys"
 )
 
 // FullPod is an injected, opted-in Job pod as the API server returns it,

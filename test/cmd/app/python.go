@@ -147,7 +147,7 @@ func torchGroup(getenv func(string) string) (group, error) {
 	addr, port := get("MASTER_ADDR", "PET_MASTER_ADDR"), get("MASTER_PORT", "PET_MASTER_PORT")
 	rank, err := strconv.Atoi(get("RANK", "PET_NODE_RANK"))
 	if err != nil || addr == "" || port == "" {
-		return group{}, fmt.Errorf("MASTER_ADDR %q, MASTER_PORT %q, RANK: %v (or their PET_ forms): want all three", addr, port, err)
+		return group{}, fmt.Errorf("MASTER_ADDR %q, MASTER_PORT %q, RANK: %w (or their PET_ forms): want all three", addr, port, err)
 	}
 	world, err := strconv.Atoi(get("WORLD_SIZE", "PET_NNODES"))
 	if err != nil || world < 1 || rank < 0 || rank >= world {

@@ -119,7 +119,7 @@ func accept(ln net.Listener, self string, heard *roster) {
 // hello reaches addr and says hello until it is answered or ctx ends.
 func hello(ctx context.Context, addr, self string) error {
 	if err := retry(ctx, 500*time.Millisecond, func() error { return helloOnce(ctx, addr, self) }); err != nil {
-		return fmt.Errorf("reaching %s: %w (last: %v)", addr, ctx.Err(), err)
+		return fmt.Errorf("reaching %s: %w (last: %w)", addr, ctx.Err(), err)
 	}
 	fmt.Printf("app: reached %s\n", addr)
 	return nil

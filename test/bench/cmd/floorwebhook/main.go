@@ -30,8 +30,9 @@ var patch = []byte(`[{"op":"add","path":"/metadata/annotations/proxy.istio.io~1c
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
-	if err := run(ctx, os.Getenv("ADDR"), os.Getenv("CERT_FILE"), os.Getenv("KEY_FILE")); err != nil {
+	err := run(ctx, os.Getenv("ADDR"), os.Getenv("CERT_FILE"), os.Getenv("KEY_FILE"))
+	stop()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "floorwebhook:", err)
 		os.Exit(1)
 	}

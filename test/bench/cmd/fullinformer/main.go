@@ -19,8 +19,9 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
-	if err := run(ctx, os.Getenv("KUBECONFIG"), os.Getenv("READY_FILE")); err != nil {
+	err := run(ctx, os.Getenv("KUBECONFIG"), os.Getenv("READY_FILE"))
+	stop()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "fullinformer:", err)
 		os.Exit(1)
 	}
