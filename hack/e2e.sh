@@ -58,10 +58,16 @@ timed "e2e tests" go test -tags e2e -count=1 -timeout 20m -v ./test/e2e/... "$@"
 # under its own ServiceAccount; then every ko:// image built offline, which
 # also fills the build cache the real node's installs use.
 timed "config: dry-run + RBAC" go test -tags e2e -count=1 -timeout 10m -skip "${SHAPED}" ./test/config/...
-timed "ko resolve (offline)" hack/ko-resolve.sh
 if ((EUID == 0)); then
   timed "node packages" hack/node-deps.sh
 fi
+# The release's signing (hack/tools/sign) against cosign's own verification
+# code: a signed image, its SBOM and provenance verify; tampered, they do not.
+timed "release signing (cosign)" go test -C hack/tools/sign -count=1 -v ./
+# ko resolve offline, and make release as a release is made: every image an
+# index of linux/amd64 and linux/arm64, the arm64 builds run under
+# qemu-aarch64, the krew manifest through krew's own validation.
+timed "ko resolve + release (offline)" hack/ko-resolve.sh
 timed "real-node tests" go test -tags e2e -count=1 -timeout 20m -parallel 8 -v -skip "${SHAPED}" ./test/node/...
 # Istio's CNI node agent on the real node (its chart's DaemonSet, the
 # istio-cni plugin chained into the node's network): every pod's traffic

@@ -19,32 +19,18 @@ platform="${KO_PLATFORM:-linux/$(go env GOARCH)}"
 bin="$(hack/build-tools.sh)"
 
 work="$(mktemp -d)"
-registry_pid=""
+# shellcheck source=hack/registry.sh
+source hack/registry.sh
 cleanup() {
   # Keep the script's own status: the registry's (143 after our SIGTERM)
   # must not become it.
   local rc=$?
-  if [[ -n "${registry_pid}" ]]; then
-    kill "${registry_pid}" 2>/dev/null || true
-    wait "${registry_pid}" 2>/dev/null || true
-  fi
+  stop_registry
   rm -rf "${work}"
   exit "${rc}"
 }
 trap cleanup EXIT
-
-# The registry picks a free port and logs it.
-"${bin}/crane" registry serve --address 127.0.0.1:0 >"${work}/registry.log" 2>&1 &
-registry_pid=$!
-port=""
-for _ in $(seq 100); do
-  port="$(sed -n 's/.*serving on port \([0-9]*\).*/\1/p' "${work}/registry.log")"
-  [[ -n "${port}" ]] && break
-  kill -0 "${registry_pid}" 2>/dev/null || { cat "${work}/registry.log" >&2; exit 1; }
-  sleep 0.1
-done
-[[ -n "${port}" ]] || { echo "registry did not start" >&2; cat "${work}/registry.log" >&2; exit 1; }
-reg="127.0.0.1:${port}"
+start_registry "${work}"
 
 # A minimal static base: what distroless static:nonroot offers a Go binary
 # that needs no libc (a passwd entry for 65532), with the platform set so
@@ -53,8 +39,14 @@ mkdir -p "${work}/rootfs/etc"
 printf 'root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n' >"${work}/rootfs/etc/passwd"
 tar -C "${work}/rootfs" --owner=0 --group=0 -cf "${work}/base.tar" etc
 "${bin}/crane" append --new_layer "${work}/base.tar" --new_tag "${reg}/base:layer" >/dev/null
-base="$("${bin}/crane" mutate "${reg}/base:layer" --user 65532 --set-platform "${platform}" --tag "${reg}/base:static")"
-echo "base image ${base}" >&2
+# An image index, as distroless's is: its one layer holds no code, so the
+# same layer serves linux/amd64 and linux/arm64.
+for p in linux/amd64 linux/arm64; do
+  "${bin}/crane" mutate "${reg}/base:layer" --user 65532 --set-platform "${p}" --tag "${reg}/base:${p#*/}" >/dev/null
+done
+"${bin}/crane" index append -m "${reg}/base:amd64" -m "${reg}/base:arm64" -t "${reg}/base:static" >/dev/null
+base="${reg}/base:static@$("${bin}/crane" digest "${reg}/base:static")"
+echo "base image ${base} (linux/amd64, linux/arm64)" >&2
 
 # -B: repo paths are the binaries' base names; --platform: one platform is
 # enough to prove the build (ko.yaml lists the real ones).
@@ -90,10 +82,12 @@ for image in ${images}; do
   echo "ok ${image} (entrypoint ${entry}, user ${user}, stripped)"
 done
 
-# make release, against the same registry: the YAML pins every image by a
-# digest the registry serves, tagged with the version, and the checksums hold.
+# make release, against the same registry, as a release is made (every
+# platform): the YAML pins every image by a digest the registry serves,
+# tagged with the version, each an index of linux/amd64 and linux/arm64,
+# and the checksums hold.
 version=v0.0.0-verify
-VERSION="${version}" KO_DOCKER_REPO="${reg}/release" KO_DEFAULTBASEIMAGE="${base}" RELEASE_PLATFORM="${platform}" \
+VERSION="${version}" KO_DOCKER_REPO="${reg}/release" KO_DEFAULTBASEIMAGE="${base}" \
   RELEASE_DIR="${work}/release" hack/release.sh
 (cd "${work}/release" && sha256sum --quiet -c checksums.txt)
 for f in istio-aux.yaml istio-aux-standalone.yaml; do
@@ -105,13 +99,81 @@ for f in istio-aux.yaml istio-aux-standalone.yaml; do
     [[ "${image}" == "${reg}/release/"*":${version}@sha256:"* ]] || { echo "release ${f}: ${image} is not pinned and tagged" >&2; exit 1; }
     got="$("${bin}/crane" digest "${image%@*}")"
     [[ "${got}" == "${image##*@}" ]] || { echo "release ${f}: ${image%@*} is ${got} in the registry" >&2; exit 1; }
-    echo "ok release ${image}"
+    platforms="$("${bin}/crane" manifest "${image}" | go run ./hack/release/platforms)" ||
+      { echo "release ${f}: ${image}: not an image index" >&2; exit 1; }
+    [[ "${platforms}" == "linux/amd64 linux/arm64" ]] ||
+      { echo "release ${f}: ${image} holds '${platforms}', want linux/amd64 linux/arm64" >&2; exit 1; }
+    echo "ok release ${image} (index: ${platforms})"
   done
 done
 "${work}/release/kubectl-istio_aux" --help >/dev/null
+
+# The arm64 builds run, under emulation (qemu-user, which hack/node-deps.sh
+# installs; no binfmt: qemu-aarch64 is called by name): each image's
+# binary, taken out of the image as a node would pull it, answers --help or
+# refuses the empty configuration in its own words, and the plugin prints
+# its version.
+if command -v qemu-aarch64 >/dev/null; then
+  arm() {
+    local image="$1" want="$2" entry out
+    entry="$("${bin}/crane" config --platform linux/arm64 "${image}" | sed -n 's/.*"Entrypoint":\["\([^"]*\)".*/\1/p')"
+    mkdir -p "${work}/arm64"
+    "${bin}/crane" export --platform linux/arm64 "${image}" "${work}/arm64.tar"
+    tar -xf "${work}/arm64.tar" -C "${work}/arm64" "${entry#/}" 2>/dev/null || tar -xf "${work}/arm64.tar" -C "${work}/arm64" "${entry}"
+    out="$(timeout 60 qemu-aarch64 "${work}/arm64/${entry#/}" --help 2>&1 || true)"
+    grep -q -- "${want}" <<<"${out}" || { echo "arm64 ${image}: want '${want}', got: ${out}" >&2; exit 1; }
+    echo "ok arm64 under qemu-aarch64: ${entry##*/} (${want})"
+  }
+  for image in $(sed -n 's/^ *image: *//p' "${work}/release/istio-aux.yaml" "${work}/release/istio-aux-standalone.yaml" | sort -u); do
+    case "${image}" in
+      # ko names github.com/nats-io/nats-server/v2's image v2 (-B).
+      */v2:*) arm "${image}" "Usage: nats-server" ;;
+      */natstoken:*) arm "${image}" "Usage of" ;;
+      */webhook:*) arm "${image}" "WEBHOOK_NAME" ;;
+      *) arm "${image}" "Invalid configuration" ;;
+    esac
+  done
+  tar -xzf "${work}/release/kubectl-istio_aux_linux_arm64.tar.gz" -C "${work}/arm64" kubectl-istio_aux
+  qemu-aarch64 "${work}/arm64/kubectl-istio_aux" version --client | grep -q "${version}" ||
+    { echo "arm64 plugin: version --client does not print ${version}" >&2; exit 1; }
+  echo "ok arm64 under qemu-aarch64: kubectl-istio_aux version --client"
+elif [[ "${CI:-}" == true ]]; then
+  echo "qemu-aarch64 is missing (hack/node-deps.sh installs qemu-user): the arm64 builds cannot be run" >&2
+  exit 1
+else
+  echo "skip: no qemu-aarch64 (hack/node-deps.sh installs qemu-user): the arm64 builds were not run" >&2
+fi
+
+# The krew manifest, with krew's own validation and installer
+# (hack/tools/krew), from the release's archives; kubectl is the newest
+# Kubernetes's (hack/build-k8s.sh; make e2e has built it by now).
+kubectl="$(K8S_COMMANDS=kubectl hack/build-k8s.sh)/kubectl"
+(cd hack/tools/krew && RELEASE_DIR="${work}/release" KUBECTL="${kubectl}" go test -count=1 -v -run TestReleaseKrewManifest ./)
 # The Helm chart, packaged with these images (hack/chart's TestReleaseChart
 # renders such an archive against the release's YAML).
 grep -q " istio-aux-${version#v}.tgz$" "${work}/release/checksums.txt" || { echo "release: no Helm chart istio-aux-${version#v}.tgz in checksums.txt" >&2; exit 1; }
 tar -xzOf "${work}/release/istio-aux-${version#v}.tgz" istio-aux/values.yaml | grep -q "webhook: ${reg}/release/webhook:${version}@sha256:" ||
   { echo "release: the chart's values do not pin the release's webhook image" >&2; exit 1; }
 echo "ok release chart istio-aux-${version#v}.tgz"
+
+# The signatures, with cosign's own verification code (hack/tools/sign
+# verify, cosign's pkg/cosign) and the release's public key: every image's
+# signature, its SPDX SBOM and its SLSA provenance naming this commit, and
+# checksums.txt against checksums.txt.sig. Then a tag moved to other bytes
+# must fail to verify.
+mapfile -t refs < <(sed -n 's/^ *image: *//p' "${work}/release/istio-aux.yaml" "${work}/release/istio-aux-standalone.yaml" | sort -u)
+"${bin}/sign" verify -key "${work}/release/cosign.pub" -commit "$(git rev-parse HEAD)" \
+  -blob "${work}/release/checksums.txt" "${refs[@]}"
+# The chart, pushed as Helm pushes it (oci://REPO/charts/istio-aux:X.Y.Z):
+# signed, with its provenance (a chart has no SBOM).
+chart_ref="$(cat "${work}/release/chart-ref.txt")"
+[[ "${chart_ref}" == "${reg}/release/charts/istio-aux:${version#v}@sha256:"* ]] ||
+  { echo "release: the chart was pushed as '${chart_ref}'" >&2; exit 1; }
+"${bin}/sign" verify -sbom=false -key "${work}/release/cosign.pub" -commit "$(git rev-parse HEAD)" "${chart_ref}"
+"${bin}/crane" copy "${base}" "${refs[0]%@*}" >/dev/null 2>&1
+if "${bin}/sign" verify -key "${work}/release/cosign.pub" -commit "$(git rev-parse HEAD)" "${refs[0]}" 2>"${work}/tampered.log"; then
+  echo "release: ${refs[0]%@*} moved to other bytes, and it still verified" >&2
+  exit 1
+fi
+echo "ok release: ${refs[0]%@*} moved to other bytes fails to verify: $(tail -c 200 "${work}/tampered.log")"
+

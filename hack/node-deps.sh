@@ -2,7 +2,9 @@
 # Installs what the real node in the test harness (test/realnode)
 # needs from Debian, and only what is missing: containerd (+ ctr), runc, the
 # CNI plugins (bridge, host-local, loopback), iptables (the bridge plugin
-# calls it), iproute2 (ip link, ip addr) and util-linux (nsenter).
+# calls it), iproute2 (ip link, ip addr) and util-linux (nsenter); and
+# qemu-user, whose qemu-aarch64 runs the release's arm64 builds
+# (hack/ko-resolve.sh).
 # CI starts from a machine with only Go, so the e2e scripts call this. When
 # everything is there it runs no apt at all and takes a few milliseconds.
 set -o errexit -o nounset -o pipefail
@@ -15,6 +17,7 @@ declare -A need=(
   [iptables]=/usr/sbin/iptables
   [iproute2]=/usr/sbin/ip
   [util-linux]=/usr/bin/nsenter
+  [qemu-user]=/usr/bin/qemu-aarch64
 )
 
 missing=()

@@ -12,16 +12,46 @@
 #                              fsGroup (hack/release/unpin): for OpenShift,
 #                              whose SCC gives them from the namespace's range
 #   images.tar                 every image, an OCI layout each (images/<name>),
-#                              for registries the cluster pulls from
-#   kubectl-istio_aux          the kubectl plugin (linux, RELEASE_PLATFORM's arch)
+#                              for registries the cluster pulls from; each an
+#                              image index of RELEASE_PLATFORM's platforms
+#   sbom/                      each image's SPDX SBOM, as ko writes it (per
+#                              platform, and the index's)
+#   kubectl-istio_aux          the kubectl plugin, linux on the first
+#                              platform's architecture
+#   kubectl-istio_aux_OS_ARCH.tar.gz
+#                              the plugin with LICENSE, for each of
+#                              RELEASE_PLUGIN_PLATFORMS
+#   krew/istio-aux.yaml        the krew plugin manifest for those archives
+#                              (downloaded from RELEASE_URL)
 #   istio-aux-X.Y.Z.tgz        the Helm chart (charts/istio-aux) with these
-#                              images, when both config and standalone are made
+#                              images, when both config and standalone are
+#                              made; pushed (unless RELEASE_PUSH=0) to
+#                              oci://KO_DOCKER_REPO/charts as helm push does,
+#                              and signed there
+#   third-party-licenses.csv   every package the images and the plugin link
+#                              that is not istio-aux's, its version and
+#                              licence (go-licenses, licenseclassifier)
+#   third-party-licenses.tar.gz
+#                              the licence texts (and what a licence asks to
+#                              ship beside them), as go-licenses save keeps them
+#   cosign.pub                 the public half of the key that signed the
+#                              release
 #   checksums.txt              SHA-256 of the files above
+#   checksums.txt.sig          its signature (cosign sign-blob's form)
+#
+# Every image pushed is signed with that key, cosign's way (the .sig tag),
+# with two attestations (the .att tag): its SBOM and a SLSA v1 provenance
+# naming the commit and this command. RELEASE_SIGNING_KEY names the private
+# key (cosign.key; COSIGN_PASSWORD decrypts it); without it one is made
+# once in _output/release-key/ and kept there. docs/install.md shows how
+# to verify.
 #
 # The images are pushed to KO_DOCKER_REPO from those layouts with crane,
 # byte for byte, unless RELEASE_PUSH=0 (then push them yourself: README).
 # RELEASE_SHAPES picks the manifests (default "config standalone openshift");
-# RELEASE_PLATFORM the one platform (default linux/amd64).
+# RELEASE_PLATFORM the images' platforms, comma-separated (default
+# linux/amd64,linux/arm64); RELEASE_PLUGIN_PLATFORMS the plugin's
+# (default linux, darwin and windows on amd64 and arm64).
 set -o errexit -o nounset -o pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -37,7 +67,9 @@ if [[ -z "${repo}" ]]; then
   exit 2
 fi
 out="${RELEASE_DIR:-${root}/_output/release/${version}}"
-platform="${RELEASE_PLATFORM:-linux/amd64}"
+platforms="${RELEASE_PLATFORM:-linux/amd64,linux/arm64}"
+plugin_platforms="${RELEASE_PLUGIN_PLATFORMS:-linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64 windows/arm64}"
+release_url="${RELEASE_URL:-https://github.com/istio-aux/istio-aux/releases/download/${version}}"
 shapes="${RELEASE_SHAPES:-config standalone openshift}"
 bin="$(hack/build-tools.sh)"
 
@@ -45,20 +77,27 @@ bin="$(hack/build-tools.sh)"
 # repository (lower case): no mktemp, whose names mix cases.
 work="${TMPDIR:-/tmp}/istio-aux-release-$$-${RANDOM}"
 mkdir -m 0700 "${work}"
-trap 'rm -rf "${work}"' EXIT
+# shellcheck source=hack/registry.sh
+source hack/registry.sh
+trap 'stop_registry; rm -rf "${work}"' EXIT
+# ko pushes each build to a registry of its own, in memory, on 127.0.0.1:
+# an image index cannot go to the tarball publisher, and the registry's
+# references (REPO/NAME:VERSION@sha256:DIGEST) are what the manifests pin,
+# with the registry's address made KO_DOCKER_REPO's. The layout beside it
+# keeps the exact bytes, so the digests pinned are the ones pushed.
+start_registry "${work}"
 rm -rf "${out}"
 mkdir -p "${out}"
 
-# ko resolve (no SBOM: nothing here would carry it): the images into one OCI layout (exact bytes: the pinned digests
-# are theirs) and a throwaway tarball, whose publisher is what writes the
-# references as REPO/NAME:VERSION@sha256:DIGEST. Nothing is pushed here.
+# ko resolve: the images into one OCI layout (exact bytes: the pinned
+# digests are theirs) and the staging registry; their SPDX SBOMs into sbom/.
 resolve() {
   local file="$1"; shift
   local args=()
   for f in "$@"; do args+=(-f "$f"); done
-  "${bin}/ko" resolve --push=false --sbom=none --base-import-paths --tags "${version}" --platform "${platform}" \
-    --oci-layout-path "${work}/layout" --tarball "${work}/${file}.tar" "${args[@]}" > "${out}/${file}"
-  rm -f "${work}/${file}.tar"
+  KO_DOCKER_REPO="${reg}/stage" "${bin}/ko" resolve --sbom=spdx --sbom-dir "${out}/sbom" --base-import-paths \
+    --tags "${version}" --platform "${platforms}" --oci-layout-path "${work}/layout" "${args[@]}" >"${work}/${file}"
+  sed "s#${reg}/stage/#${repo}/#g" "${work}/${file}" >"${out}/${file}"
 }
 manifests=()
 for shape in ${shapes}; do
@@ -78,26 +117,96 @@ done
 go run ./hack/release -layout "${work}/layout" -out "${work}/images" -version "${version}" "${manifests[@]}" > "${work}/images.txt"
 tar -C "${work}" -cf "${out}/images.tar" images
 
-GOOS="${platform%/*}" GOARCH="${platform#*/}" go build -o "${out}/kubectl-istio_aux" ./cmd/kubectl-istio_aux
+# The plugin: bare for linux on the first platform's architecture, and an
+# archive with the licence for each plugin platform (krew's unit), listed
+# in the krew manifest with its SHA-256.
+first="${platforms%%,*}"
+stamp="-X github.com/istio-aux/istio-aux/internal/version.release=${version}"
+GOOS=linux GOARCH="${first#*/}" go build -ldflags "${stamp}" -o "${out}/kubectl-istio_aux" ./cmd/kubectl-istio_aux
+archives=()
+for p in ${plugin_platforms}; do
+  goos="${p%/*}" goarch="${p#*/}" exe=kubectl-istio_aux
+  [[ "${goos}" == windows ]] && exe+=.exe
+  dir="${work}/plugin/${goos}_${goarch}"
+  mkdir -p "${dir}"
+  GOOS="${goos}" GOARCH="${goarch}" go build -ldflags "${stamp}" -o "${dir}/${exe}" ./cmd/kubectl-istio_aux
+  cp LICENSE "${dir}/LICENSE"
+  # tar.gz on every OS: krew unpacks it on windows as well.
+  archive="kubectl-istio_aux_${goos}_${goarch}.tar.gz"
+  tar -C "${dir}" --owner=0 --group=0 --mtime=@0 --sort=name -czf "${out}/${archive}" LICENSE "${exe}"
+  archives+=("${archive}")
+done
+mkdir -p "${out}/krew"
+go run ./hack/release/krew -version "${version}" -url "${release_url}" -dir "${out}" "${archives[@]}" >"${out}/krew/istio-aux.yaml"
+
+# The third-party licences of every binary the images and the plugin hold:
+# go-licenses classifies each package's licence file (licenseclassifier)
+# and keeps the texts. Its search for each licence's web address fails
+# offline for vanity import paths (its warnings go to the log); the
+# licence itself is read from the module, not from the web.
+mapfile -t binaries < <(grep -rhoE 'ko://[^ "]+' config | sed 's#^ko://##' | sort -u)
+binaries+=(./cmd/kubectl-istio_aux)
+"${bin}/go-licenses" report --ignore github.com/istio-aux/istio-aux --template hack/release/licenses.csv.tpl \
+  "${binaries[@]}" >"${out}/third-party-licenses.csv" 2>"${work}/licenses.log" ||
+  { cat "${work}/licenses.log" >&2; exit 1; }
+if grep -q ',Unknown,' "${out}/third-party-licenses.csv"; then
+  echo "release: a package with no licence go-licenses could read:" >&2
+  grep ',Unknown,' "${out}/third-party-licenses.csv" >&2
+  exit 1
+fi
+"${bin}/go-licenses" save --ignore github.com/istio-aux/istio-aux --save_path "${work}/third-party-licenses" \
+  "${binaries[@]}" 2>>"${work}/licenses.log" || { cat "${work}/licenses.log" >&2; exit 1; }
+tar -C "${work}" --owner=0 --group=0 --sort=name -czf "${out}/third-party-licenses.tar.gz" third-party-licenses
 
 # The Helm chart (charts/istio-aux, generated from config/) with the images
 # these manifests pin, as istio-aux-VERSION.tgz: it needs the images of
 # both shapes, so only a release of both has it.
 chart=()
+chart_ref=""
 if [[ -f "${out}/istio-aux.yaml" && -f "${out}/istio-aux-standalone.yaml" ]]; then
-  chart=("$(basename "$(go run ./hack/chart -release "${version}" -package "${out}" "${out}/istio-aux.yaml" "${out}/istio-aux-standalone.yaml")")")
+  push=()
+  [[ "${RELEASE_PUSH:-1}" != 0 ]] && push=(-push "oci://${repo}/charts")
+  mapfile -t made < <(go run ./hack/chart -release "${version}" -package "${out}" "${push[@]}" "${out}/istio-aux.yaml" "${out}/istio-aux-standalone.yaml")
+  chart=("$(basename "${made[0]}")")
+  chart_ref="${made[1]:-}"
 fi
 
+key="${RELEASE_SIGNING_KEY:-}"
+if [[ -z "${key}" ]]; then
+  key="${root}/_output/release-key/cosign.key"
+  if [[ ! -f "${key}" ]]; then
+    mkdir -p "$(dirname "${key}")"
+    COSIGN_PASSWORD="${COSIGN_PASSWORD:-}" "${bin}/sign" keygen -dir "$(dirname "${key}")"
+    echo "release: made a signing key ${key} (RELEASE_SIGNING_KEY names yours)" >&2
+  fi
+fi
+pub="${key%.key}.pub"
+[[ -f "${pub}" ]] || { echo "release: ${pub}: the public half of ${key} must be beside it" >&2; exit 2; }
+cp "${pub}" "${out}/cosign.pub"
+
 if [[ "${RELEASE_PUSH:-1}" != 0 ]]; then
+  refs=()
   while read -r name digest; do
     got="$("${bin}/crane" push ${CRANE_FLAGS:-} "${work}/images/${name}" "${repo}/${name}:${version}")"
     if [[ "${got##*@}" != "${digest}" ]]; then
       echo "release: ${name} pushed as ${got}, but the manifests pin ${digest}" >&2
       exit 1
     fi
+    refs+=("${repo}/${name}:${version}@${digest}")
   done < "${work}/images.txt"
+  commit="$(git -C "${root}" rev-parse HEAD 2>/dev/null || echo unknown)"
+  COSIGN_PASSWORD="${COSIGN_PASSWORD:-}" "${bin}/sign" images -key "${key}" -sbom "${out}/sbom" -commit "${commit}" \
+    -command "make release VERSION=${version}" "${refs[@]}"
+  if [[ -n "${chart_ref}" ]]; then
+    COSIGN_PASSWORD="${COSIGN_PASSWORD:-}" "${bin}/sign" images -key "${key}" -commit "${commit}" \
+      -command "make release VERSION=${version}" "${chart_ref}"
+    echo "${chart_ref}" >"${out}/chart-ref.txt"
+  fi
 fi
 
-(cd "${out}" && sha256sum -- *.yaml images.tar kubectl-istio_aux "${chart[@]}" > checksums.txt)
+(cd "${out}" && sha256sum -- *.yaml images.tar kubectl-istio_aux "${archives[@]}" krew/istio-aux.yaml sbom/*.json \
+  third-party-licenses.csv third-party-licenses.tar.gz cosign.pub "${chart[@]}" \
+  $([[ -f "${out}/chart-ref.txt" ]] && echo chart-ref.txt) > checksums.txt)
+COSIGN_PASSWORD="${COSIGN_PASSWORD:-}" "${bin}/sign" blob -key "${key}" "${out}/checksums.txt"
 echo "release ${version} in ${out}:" >&2
 sed 's/^/  /' "${work}/images.txt" >&2

@@ -41,6 +41,7 @@ func main() {
 	out := flag.String("out", "charts/istio-aux", "where to write the chart")
 	release := flag.String("release", "", "a release's version: package its chart, with the images the manifests given as arguments pin")
 	pkg := flag.String("package", ".", "with -release: the directory the chart archive is written to")
+	push := flag.String("push", "", "with -release: also push the archive to this OCI repository (oci://HOST/PATH), as helm push does, and print its reference by digest")
 	flag.Parse()
 	fail := func(err error) {
 		fmt.Fprintln(os.Stderr, "chart:", err)
@@ -72,6 +73,13 @@ func main() {
 		fail(err)
 	}
 	fmt.Println(path)
+	if *push != "" {
+		ref, err := Push(path, *push, *release)
+		if err != nil {
+			fail(err)
+		}
+		fmt.Println(ref)
+	}
 }
 
 // shape is a directory of config/ and when its files are included.

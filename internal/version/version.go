@@ -21,6 +21,11 @@ type Build struct {
 	GoVersion string `json:"goVersion"`
 }
 
+// release is the version make release stamps into what it builds
+// (-ldflags -X github.com/istio-aux/istio-aux/internal/version.release=vX.Y.Z):
+// a release is made from any commit, tagged or not.
+var release string
+
 // Current is the running binary's build.
 func Current() Build {
 	b := Build{Version: "(devel)", GoVersion: runtime.Version()}
@@ -28,7 +33,10 @@ func Current() Build {
 	if !ok {
 		return b
 	}
-	if info.Main.Version != "" {
+	switch {
+	case release != "":
+		b.Version = release
+	case info.Main.Version != "":
 		b.Version = info.Main.Version
 	}
 	dirty := false

@@ -60,6 +60,7 @@ func release(ctx context.Context, base images.Image, version, dir string) ([]byt
 	cmd.Dir = cluster.RepoRoot()
 	cmd.Env = append(os.Environ(), "VERSION="+version, "KO_DOCKER_REPO="+repo, "RELEASE_DIR="+out,
 		"RELEASE_SHAPES="+shape, "RELEASE_PUSH=0", "RELEASE_PLATFORM=linux/"+goruntime.GOARCH,
+		"RELEASE_PLUGIN_PLATFORMS=linux/"+goruntime.GOARCH,
 		"KO_DEFAULTBASEIMAGE="+realnode.RegistryAddr+strings.TrimPrefix(base.Ref, images.Registry), "GOPROXY=off")
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("hack/release.sh: %w: %s", err, cluster.LastLines(string(b), 20))
@@ -137,7 +138,7 @@ func asDeployment(ksvc *unstructured.Unstructured) ([]any, error) {
 	}
 	raw, found, err := unstructured.NestedMap(ksvc.Object, "spec", "template")
 	if err != nil || !found {
-		return nil, fmt.Errorf("knative service %s: no spec.template (%v)", ksvc.GetName(), err)
+		return nil, fmt.Errorf("knative service %s: no spec.template (%w)", ksvc.GetName(), err)
 	}
 	b, err := yaml.Marshal(raw)
 	if err != nil {
