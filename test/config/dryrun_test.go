@@ -142,6 +142,30 @@ type applier struct {
 // apply server-side applies d (force, strict field validation), as a
 // dry-run or for real.
 func (a *applier) apply(ctx context.Context, d doc, dryRun bool) error {
+	_, err := a.applied(ctx, d, dryRun)
+	return err
+}
+
+// applied is apply's result: the object as the API server has it (or would
+// have it, as a dry-run) after the apply.
+func (a *applier) applied(ctx context.Context, d doc, dryRun bool) (*unstructured.Unstructured, error) {
+	ri, err := a.resource(d)
+	if err != nil {
+		return nil, err
+	}
+	body, err := json.Marshal(d.obj.Object)
+	if err != nil {
+		return nil, err
+	}
+	opts := metav1.PatchOptions{FieldManager: "istio-aux-test", Force: ptr.To(true), FieldValidation: "Strict"}
+	if dryRun {
+		opts.DryRun = []string{metav1.DryRunAll}
+	}
+	return ri.Patch(ctx, d.obj.GetName(), types.ApplyPatchType, body, opts)
+}
+
+// resource is the dynamic client of d's kind, in d's namespace if it has one.
+func (a *applier) resource(d doc) (dynamic.ResourceInterface, error) {
 	gvk := d.obj.GroupVersionKind()
 	m, err := a.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 	if meta.IsNoMatchError(err) {
@@ -149,22 +173,12 @@ func (a *applier) apply(ctx context.Context, d doc, dryRun bool) error {
 		m, err = a.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 	}
 	if err != nil {
-		return fmt.Errorf("mapping %s: %w", gvk, err)
+		return nil, fmt.Errorf("mapping %s: %w", gvk, err)
 	}
-	body, err := json.Marshal(d.obj.Object)
-	if err != nil {
-		return err
-	}
-	opts := metav1.PatchOptions{FieldManager: "istio-aux-test", Force: ptr.To(true), FieldValidation: "Strict"}
-	if dryRun {
-		opts.DryRun = []string{metav1.DryRunAll}
-	}
-	var ri dynamic.ResourceInterface = a.dyn.Resource(m.Resource)
 	if m.Scope.Name() == meta.RESTScopeNameNamespace {
-		ri = a.dyn.Resource(m.Resource).Namespace(d.obj.GetNamespace())
+		return a.dyn.Resource(m.Resource).Namespace(d.obj.GetNamespace()), nil
 	}
-	_, err = ri.Patch(ctx, d.obj.GetName(), types.ApplyPatchType, body, opts)
-	return err
+	return a.dyn.Resource(m.Resource), nil
 }
 
 // create applies d for real, or fails the test.

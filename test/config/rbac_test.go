@@ -121,6 +121,21 @@ func TestWebhookRunsWithItsRole(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	c := startWithConfig(ctx, t, cluster.Options{})
+	log := runWebhook(ctx, t, c)
+	leases, err := c.Client().CoordinationV1().Leases("istio-aux").List(ctx, metav1.ListOptions{})
+	if err != nil || len(leases.Items) == 0 {
+		t.Errorf("no leader-election Lease in istio-aux (err %v)", err)
+	}
+	if lines := grepLines(log.String(), "forbidden"); lines != "" {
+		t.Errorf("the webhook was refused something by RBAC:\n%s", lines)
+	}
+}
+
+// runWebhook runs the real webhook binary as istio-aux-webhook, as config/
+// configures it, until it has issued its certificate into its Secret and
+// written it as every webhook's caBundle, or fails the test.
+func runWebhook(ctx context.Context, t *testing.T, c *cluster.Cluster) *syncBuffer {
+	t.Helper()
 	ports, err := cluster.FreePorts(3)
 	if err != nil {
 		t.Fatal(err)
@@ -154,13 +169,7 @@ func TestWebhookRunsWithItsRole(t *testing.T) {
 		t.Fatalf("the webhook did not fill the Secret and the caBundles: %v", err)
 	}
 	t.Logf("certificate and caBundles in place %v after start", time.Since(start).Round(time.Millisecond))
-	leases, err := c.Client().CoordinationV1().Leases("istio-aux").List(ctx, metav1.ListOptions{})
-	if err != nil || len(leases.Items) == 0 {
-		t.Errorf("no leader-election Lease in istio-aux (err %v)", err)
-	}
-	if lines := grepLines(log.String(), "forbidden"); lines != "" {
-		t.Errorf("the webhook was refused something by RBAC:\n%s", lines)
-	}
+	return log
 }
 
 // TestBridgeRunsWithItsRole runs the real bridge binary (ISTIO_AUX_ROLE
