@@ -20,12 +20,13 @@ import (
 // applied server-side (as Argo CD with ServerSideApply=true, Flux, or
 // kubectl apply --server-side do), the real webhook runs under its own
 // ServiceAccount until it has issued its certificate into its Secret,
-// written the caBundles and reconciled its MutatingWebhookConfiguration
-// twice, and then every shipped object, applied again as a server-side
-// dry-run, is exactly the live object: what `kubectl diff --server-side`
-// shows, and what a GitOps tool would otherwise report OutOfSync forever,
-// or fight the webhook over. (Argo CD's own diff code, gitops-engine, does
-// not build here: docs/install.md says what its client-side diff needs.)
+// written the caBundles and left its MutatingWebhookConfiguration unchanged
+// for five polls, and then every shipped object, applied again as a
+// server-side dry-run, is exactly the live object: what `kubectl diff
+// --server-side` shows, and what a GitOps tool would otherwise report
+// OutOfSync forever, or fight the webhook over. (Argo CD's own diff code,
+// gitops-engine, does not build on this Go; its client-side diff is not
+// run: docs/install.md, "GitOps".)
 func TestConfigInSyncAfterTheWebhookRan(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
