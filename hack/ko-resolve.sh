@@ -106,6 +106,8 @@ for f in istio-aux.yaml istio-aux-standalone.yaml; do
     echo "ok release ${image} (index: ${platforms})"
   done
 done
+mapfile -t refs < <(sed -n 's/^ *image: *//p' "${work}/release/istio-aux.yaml" "${work}/release/istio-aux-standalone.yaml" | sort -u)
+commit="$(git rev-parse HEAD)"
 "${work}/release/kubectl-istio_aux" --help >/dev/null
 
 # The arm64 builds run, under emulation (qemu-user, which hack/node-deps.sh
@@ -124,7 +126,7 @@ if command -v qemu-aarch64 >/dev/null; then
     grep -q -- "${want}" <<<"${out}" || { echo "arm64 ${image}: want '${want}', got: ${out}" >&2; exit 1; }
     echo "ok arm64 under qemu-aarch64: ${entry##*/} (${want})"
   }
-  for image in $(sed -n 's/^ *image: *//p' "${work}/release/istio-aux.yaml" "${work}/release/istio-aux-standalone.yaml" | sort -u); do
+  for image in "${refs[@]}"; do
     case "${image}" in
       # ko names github.com/nats-io/nats-server/v2's image v2 (-B).
       */v2:*) arm "${image}" "Usage: nats-server" ;;
@@ -161,17 +163,16 @@ echo "ok release chart istio-aux-${version#v}.tgz"
 # signature, its SPDX SBOM and its SLSA provenance naming this commit, and
 # checksums.txt against checksums.txt.sig. Then a tag moved to other bytes
 # must fail to verify.
-mapfile -t refs < <(sed -n 's/^ *image: *//p' "${work}/release/istio-aux.yaml" "${work}/release/istio-aux-standalone.yaml" | sort -u)
-"${bin}/sign" verify -key "${work}/release/cosign.pub" -commit "$(git rev-parse HEAD)" \
+"${bin}/sign" verify -key "${work}/release/cosign.pub" -commit "${commit}" \
   -blob "${work}/release/checksums.txt" "${refs[@]}"
 # The chart, pushed as Helm pushes it (oci://REPO/charts/istio-aux:X.Y.Z):
 # signed, with its provenance (a chart has no SBOM).
 chart_ref="$(cat "${work}/release/chart-ref.txt")"
 [[ "${chart_ref}" == "${reg}/release/charts/istio-aux:${version#v}@sha256:"* ]] ||
   { echo "release: the chart was pushed as '${chart_ref}'" >&2; exit 1; }
-"${bin}/sign" verify -sbom=false -key "${work}/release/cosign.pub" -commit "$(git rev-parse HEAD)" "${chart_ref}"
+"${bin}/sign" verify -sbom=false -key "${work}/release/cosign.pub" -commit "${commit}" "${chart_ref}"
 "${bin}/crane" copy "${base}" "${refs[0]%@*}" >/dev/null 2>&1
-if "${bin}/sign" verify -key "${work}/release/cosign.pub" -commit "$(git rev-parse HEAD)" "${refs[0]}" 2>"${work}/tampered.log"; then
+if "${bin}/sign" verify -key "${work}/release/cosign.pub" -commit "${commit}" "${refs[0]}" 2>"${work}/tampered.log"; then
   echo "release: ${refs[0]%@*} moved to other bytes, and it still verified" >&2
   exit 1
 fi

@@ -72,6 +72,8 @@ plugin_platforms="${RELEASE_PLUGIN_PLATFORMS:-linux/amd64 linux/arm64 darwin/amd
 release_url="${RELEASE_URL:-https://github.com/istio-aux/istio-aux/releases/download/${version}}"
 shapes="${RELEASE_SHAPES:-config standalone openshift}"
 bin="$(hack/build-tools.sh)"
+# sign reads the key's passphrase from it, as cosign does; unset is empty.
+export COSIGN_PASSWORD="${COSIGN_PASSWORD:-}"
 
 # ko names the layout's images after its path, which must read as a
 # repository (lower case): no mktemp, whose names mix cases.
@@ -122,7 +124,6 @@ tar -C "${work}" -cf "${out}/images.tar" images
 # in the krew manifest with its SHA-256.
 first="${platforms%%,*}"
 stamp="-X github.com/istio-aux/istio-aux/internal/version.release=${version}"
-GOOS=linux GOARCH="${first#*/}" go build -ldflags "${stamp}" -o "${out}/kubectl-istio_aux" ./cmd/kubectl-istio_aux
 archives=()
 for p in ${plugin_platforms}; do
   goos="${p%/*}" goarch="${p#*/}" exe=kubectl-istio_aux
@@ -136,6 +137,12 @@ for p in ${plugin_platforms}; do
   tar -C "${dir}" --owner=0 --group=0 --mtime=@0 --sort=name -czf "${out}/${archive}" LICENSE "${exe}"
   archives+=("${archive}")
 done
+bare="${work}/plugin/linux_${first#*/}/kubectl-istio_aux"
+if [[ ! -x "${bare}" ]]; then
+  mkdir -p "$(dirname "${bare}")"
+  GOOS=linux GOARCH="${first#*/}" go build -ldflags "${stamp}" -o "${bare}" ./cmd/kubectl-istio_aux
+fi
+cp "${bare}" "${out}/kubectl-istio_aux"
 mkdir -p "${out}/krew"
 go run ./hack/release/krew -version "${version}" -url "${release_url}" -dir "${out}" "${archives[@]}" >"${out}/krew/istio-aux.yaml"
 
@@ -176,7 +183,7 @@ if [[ -z "${key}" ]]; then
   key="${root}/_output/release-key/cosign.key"
   if [[ ! -f "${key}" ]]; then
     mkdir -p "$(dirname "${key}")"
-    COSIGN_PASSWORD="${COSIGN_PASSWORD:-}" "${bin}/sign" keygen -dir "$(dirname "${key}")"
+    "${bin}/sign" keygen -dir "$(dirname "${key}")"
     echo "release: made a signing key ${key} (RELEASE_SIGNING_KEY names yours)" >&2
   fi
 fi
@@ -195,10 +202,10 @@ if [[ "${RELEASE_PUSH:-1}" != 0 ]]; then
     refs+=("${repo}/${name}:${version}@${digest}")
   done < "${work}/images.txt"
   commit="$(git -C "${root}" rev-parse HEAD 2>/dev/null || echo unknown)"
-  COSIGN_PASSWORD="${COSIGN_PASSWORD:-}" "${bin}/sign" images -key "${key}" -sbom "${out}/sbom" -commit "${commit}" \
+  "${bin}/sign" images -key "${key}" -sbom "${out}/sbom" -commit "${commit}" \
     -command "make release VERSION=${version}" "${refs[@]}"
   if [[ -n "${chart_ref}" ]]; then
-    COSIGN_PASSWORD="${COSIGN_PASSWORD:-}" "${bin}/sign" images -key "${key}" -commit "${commit}" \
+    "${bin}/sign" images -key "${key}" -commit "${commit}" \
       -command "make release VERSION=${version}" "${chart_ref}"
     echo "${chart_ref}" >"${out}/chart-ref.txt"
   fi
@@ -207,6 +214,6 @@ fi
 (cd "${out}" && sha256sum -- *.yaml images.tar kubectl-istio_aux "${archives[@]}" krew/istio-aux.yaml sbom/*.json \
   third-party-licenses.csv third-party-licenses.tar.gz cosign.pub "${chart[@]}" \
   $([[ -f "${out}/chart-ref.txt" ]] && echo chart-ref.txt) > checksums.txt)
-COSIGN_PASSWORD="${COSIGN_PASSWORD:-}" "${bin}/sign" blob -key "${key}" "${out}/checksums.txt"
+"${bin}/sign" blob -key "${key}" "${out}/checksums.txt"
 echo "release ${version} in ${out}:" >&2
 sed 's/^/  /' "${work}/images.txt" >&2
