@@ -164,6 +164,15 @@ func (a *applier) applied(ctx context.Context, d doc, dryRun bool) (*unstructure
 	return ri.Patch(ctx, d.obj.GetName(), types.ApplyPatchType, body, opts)
 }
 
+// live is d's object as the API server has it now.
+func (a *applier) live(ctx context.Context, d doc) (*unstructured.Unstructured, error) {
+	ri, err := a.resource(d)
+	if err != nil {
+		return nil, err
+	}
+	return ri.Get(ctx, d.obj.GetName(), metav1.GetOptions{})
+}
+
 // resource is the dynamic client of d's kind, in d's namespace if it has one.
 func (a *applier) resource(d doc) (dynamic.ResourceInterface, error) {
 	gvk := d.obj.GroupVersionKind()

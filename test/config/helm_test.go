@@ -116,7 +116,7 @@ func TestHelmInstallUpgradeRollbackUninstall(t *testing.T) {
 	images("v1")
 	made := releaseObjects(t, cfg, "istio-aux")
 	for _, d := range made {
-		if _, err := getObject(ctx, a, d); err != nil {
+		if _, err := a.live(ctx, d); err != nil {
 			t.Errorf("after helm install: %s: %v", d, err)
 		}
 	}
@@ -142,7 +142,7 @@ func TestHelmInstallUpgradeRollbackUninstall(t *testing.T) {
 	}
 	err = poll.Until(ctx, 2*time.Minute, func(ctx context.Context) (bool, error) {
 		for _, d := range made {
-			if _, err := getObject(ctx, a, d); !apierrors.IsNotFound(err) {
+			if _, err := a.live(ctx, d); !apierrors.IsNotFound(err) {
 				return false, nil
 			}
 		}
@@ -150,7 +150,7 @@ func TestHelmInstallUpgradeRollbackUninstall(t *testing.T) {
 	})
 	if err != nil {
 		for _, d := range made {
-			if _, gerr := getObject(ctx, a, d); !apierrors.IsNotFound(gerr) {
+			if _, gerr := a.live(ctx, d); !apierrors.IsNotFound(gerr) {
 				t.Errorf("after helm uninstall: %s is still there (%v)", d, gerr)
 			}
 		}
@@ -183,12 +183,4 @@ func releaseObjects(t *testing.T, cfg *action.Configuration, name string) []doc 
 		t.Fatal("the release holds no objects")
 	}
 	return out
-}
-
-func getObject(ctx context.Context, a *applier, d doc) (any, error) {
-	ri, err := a.resource(d)
-	if err != nil {
-		return nil, err
-	}
-	return ri.Get(ctx, d.obj.GetName(), metav1.GetOptions{})
 }

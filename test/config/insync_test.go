@@ -4,7 +4,6 @@ package config
 
 import (
 	"context"
-	"strings"
 	"testing"
 	"time"
 
@@ -31,13 +30,7 @@ func TestConfigInSyncAfterTheWebhookRan(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	c, a := start(ctx, t, cluster.Options{})
-	var docs []doc
-	for _, d := range loadDocs(t, "config", placeholder) {
-		if !strings.Contains(d.obj.GetAPIVersion(), "knative.dev") {
-			a.create(ctx, t, d)
-			docs = append(docs, d)
-		}
-	}
+	docs := applyConfig(ctx, t, a)
 	runWebhook(ctx, t, c)
 
 	// Its reconciler runs again on every change it makes: wait until the
@@ -62,11 +55,7 @@ func TestConfigInSyncAfterTheWebhookRan(t *testing.T) {
 	}
 
 	for _, d := range docs {
-		ri, err := a.resource(d)
-		if err != nil {
-			t.Fatal(err)
-		}
-		live, err := ri.Get(ctx, d.obj.GetName(), metav1.GetOptions{})
+		live, err := a.live(ctx, d)
 		if err != nil {
 			t.Fatalf("%s: %v", d, err)
 		}

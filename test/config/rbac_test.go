@@ -288,12 +288,22 @@ func (s *syncBuffer) String() string {
 func startWithConfig(ctx context.Context, t *testing.T, opts cluster.Options) *cluster.Cluster {
 	t.Helper()
 	c, a := start(ctx, t, opts)
+	applyConfig(ctx, t, a)
+	return c
+}
+
+// applyConfig applies config/'s documents for real but the Knative ones
+// (no Knative CRDs here) and returns those it applied.
+func applyConfig(ctx context.Context, t *testing.T, a *applier) []doc {
+	t.Helper()
+	var applied []doc
 	for _, d := range loadDocs(t, "config", placeholder) {
 		if !strings.Contains(d.obj.GetAPIVersion(), "knative.dev") {
 			a.create(ctx, t, d)
+			applied = append(applied, d)
 		}
 	}
-	return c
+	return applied
 }
 
 // serviceAccountKubeconfig writes a kubeconfig that authenticates as the

@@ -51,11 +51,16 @@ func TestReleaseKrewManifest(t *testing.T) {
 		t.Fatalf("the manifest lists %d archives, want linux, darwin and windows on amd64 and arm64:\n%s", n, raw)
 	}
 	local := uri.ReplaceAll(raw, []byte("${1}"+srv.URL+"/${2}"))
-	path := env{t: t, bin: bin}.manifest("istio-aux.yaml", local)
+	path := writeManifest(t, local)
+	// kubectl and kubectl-krew first on PATH.
+	withBin := "PATH=" + bin + string(os.PathListSeparator) + os.Getenv("PATH")
+	validate := func(manifest string) ([]byte, error) {
+		cmd := exec.Command(filepath.Join(bin, "validate-krew-manifest"), "-manifest", manifest)
+		cmd.Env = append(os.Environ(), withBin)
+		return cmd.CombinedOutput()
+	}
 
-	validate := exec.Command(filepath.Join(bin, "validate-krew-manifest"), "-manifest", path)
-	validate.Env = append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"))
-	out, err := validate.CombinedOutput()
+	out, err := validate(path)
 	t.Logf("validate-krew-manifest:\n%s", out)
 	if err != nil {
 		t.Fatalf("krew's validation refused the release's manifest: %v", err)
@@ -64,8 +69,7 @@ func TestReleaseKrewManifest(t *testing.T) {
 	// Installed for this machine, the plugin runs.
 	root := t.TempDir()
 	install := exec.Command(filepath.Join(bin, "kubectl"), "krew", "install", "--manifest", path)
-	install.Env = append(os.Environ(), "KREW_ROOT="+root, "KREW_NO_UPGRADE_CHECK=1",
-		"PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	install.Env = append(os.Environ(), "KREW_ROOT="+root, "KREW_NO_UPGRADE_CHECK=1", withBin)
 	if out, err := install.CombinedOutput(); err != nil {
 		t.Fatalf("kubectl krew install: %v\n%s", err, out)
 	}
@@ -89,26 +93,18 @@ func TestReleaseKrewManifest(t *testing.T) {
 	// A checksum that is not the archive's: krew refuses to install it.
 	sum := regexp.MustCompile(`(?m)^(\s*sha256:\s*)[0-9a-f]{64}$`)
 	wrong := sum.ReplaceAll(local, []byte("${1}"+strings.Repeat("0", 64)))
-	bad := env{t: t, bin: bin}.manifest("istio-aux.yaml", wrong)
-	validate = exec.Command(filepath.Join(bin, "validate-krew-manifest"), "-manifest", bad)
-	validate.Env = append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"))
-	if out, err := validate.CombinedOutput(); err == nil {
+	if out, err := validate(writeManifest(t, wrong)); err == nil {
 		t.Errorf("a manifest with wrong checksums passed krew's validation:\n%s", out)
 	}
 }
 
-type env struct {
-	t   *testing.T
-	bin string
-}
-
-// manifest writes raw as name in a directory of its own (krew wants the
-// file named after the plugin).
-func (e env) manifest(name string, raw []byte) string {
-	e.t.Helper()
-	path := filepath.Join(e.t.TempDir(), name)
+// writeManifest writes raw as istio-aux.yaml in a directory of its own
+// (krew wants the file named after the plugin) and returns its path.
+func writeManifest(t *testing.T, raw []byte) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "istio-aux.yaml")
 	if err := os.WriteFile(path, raw, 0o600); err != nil {
-		e.t.Fatal(err)
+		t.Fatal(err)
 	}
 	return path
 }

@@ -11,7 +11,9 @@ import (
 	"strings"
 
 	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/sigstore/cosign/v3/pkg/cosign"
+	"github.com/sigstore/cosign/v3/pkg/oci"
 	"github.com/sigstore/cosign/v3/pkg/oci/static"
 	"github.com/sigstore/sigstore/pkg/cryptoutils"
 	"github.com/sigstore/sigstore/pkg/signature"
@@ -68,18 +70,19 @@ func (v *verifier) all(ctx context.Context, images, blobs []string, commit strin
 	return nil
 }
 
-// checkOpts are cosign's options for a key and no transparency log.
-func (v *verifier) checkOpts(ctx context.Context, claims func(*cosign.CheckOpts)) *cosign.CheckOpts {
-	co := &cosign.CheckOpts{
+// claimVerifier is how cosign checks what a signature's payload claims.
+type claimVerifier = func(oci.Signature, v1.Hash, map[string]any) error
+
+// checkOpts are cosign's options for a key and no transparency log, with
+// claims checking the payload (nil for a blob, which has no claims).
+func (v *verifier) checkOpts(ctx context.Context, claims claimVerifier) *cosign.CheckOpts {
+	return &cosign.CheckOpts{
 		RegistryClientOpts: registryOpts(ctx),
 		SigVerifier:        v.v,
 		IgnoreTlog:         true,
 		IgnoreSCT:          true,
+		ClaimVerifier:      claims,
 	}
-	if claims != nil {
-		claims(co)
-	}
-	return co
 }
 
 // image verifies, with cosign's own code, that the image the reference
@@ -98,12 +101,10 @@ func (v *verifier) image(ctx context.Context, ref, commit string) error {
 			return fmt.Errorf("by tag: %w", err)
 		}
 	}
-	co := v.checkOpts(ctx, func(co *cosign.CheckOpts) { co.ClaimVerifier = cosign.SimpleClaimVerifier })
-	if _, _, err := cosign.VerifyImageSignatures(ctx, r, co); err != nil {
+	if _, _, err := cosign.VerifyImageSignatures(ctx, r, v.checkOpts(ctx, cosign.SimpleClaimVerifier)); err != nil {
 		return fmt.Errorf("signature %w: %w", errVerify, err)
 	}
-	co = v.checkOpts(ctx, func(co *cosign.CheckOpts) { co.ClaimVerifier = cosign.IntotoSubjectClaimVerifier })
-	atts, _, err := cosign.VerifyImageAttestations(ctx, r, co)
+	atts, _, err := cosign.VerifyImageAttestations(ctx, r, v.checkOpts(ctx, cosign.IntotoSubjectClaimVerifier))
 	if err != nil {
 		return fmt.Errorf("attestations %w: %w", errVerify, err)
 	}
