@@ -150,12 +150,24 @@ go run ./hack/release/krew -version "${version}" -url "${release_url}" -dir "${o
 # go-licenses classifies each package's licence file (licenseclassifier)
 # and keeps the texts. Its search for each licence's web address fails
 # offline for vanity import paths (its warnings go to the log); the
-# licence itself is read from the module, not from the web.
+# licence itself is read from the module, not from the web. It tells the
+# standard library by the GOROOT it was built with, which a -trimpath build
+# (make's GOFLAGS) does not record: without GOROOT in its environment every
+# package reads as the standard library and the report comes out empty.
+export GOROOT
+GOROOT="$(go env GOROOT)"
 mapfile -t binaries < <(grep -rhoE 'ko://[^ "]+' config | sed 's#^ko://##' | sort -u)
 binaries+=(./cmd/kubectl-istio_aux)
 "${bin}/go-licenses" report --ignore github.com/istio-aux/istio-aux --template hack/release/licenses.csv.tpl \
   "${binaries[@]}" >"${out}/third-party-licenses.csv" 2>"${work}/licenses.log" ||
   { cat "${work}/licenses.log" >&2; exit 1; }
+for module in k8s.io/client-go github.com/nats-io/nats.go github.com/cloudevents/sdk-go/v2 knative.dev/pkg; do
+  if ! grep -q "^${module}," "${out}/third-party-licenses.csv"; then
+    echo "release: third-party-licenses.csv does not name ${module}, which every image links; go-licenses' log:" >&2
+    cat "${work}/licenses.log" >&2
+    exit 1
+  fi
+done
 if grep -q ',Unknown,' "${out}/third-party-licenses.csv"; then
   echo "release: a package with no licence go-licenses could read:" >&2
   grep ',Unknown,' "${out}/third-party-licenses.csv" >&2
