@@ -3,18 +3,20 @@ package main
 import (
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"strings"
 
+	"github.com/google/go-containerregistry/pkg/name"
 	"helm.sh/helm/v4/pkg/registry"
 )
 
 // Push uploads a packaged chart to an OCI repository (oci://HOST/PATH), as
 // `helm push` does, with Helm's own registry client, and returns the
 // chart's reference by tag and digest (HOST/PATH/istio-aux:VERSION@sha256:…),
-// which make release signs. A registry on a loopback address is spoken to
-// over plain HTTP (the harness's); any other over HTTPS.
+// which make release signs. A registry is spoken to over plain HTTP where
+// ko and crane (go-containerregistry) speak to it so, the images' pushes
+// before it: on localhost, a loopback or a private (RFC 1918) address, as
+// the harness's registries are; any other over HTTPS.
 func Push(archive, repo, version string) (string, error) {
 	host, ok := strings.CutPrefix(repo, "oci://")
 	if !ok || host == "" {
@@ -25,7 +27,7 @@ func Push(archive, repo, version string) (string, error) {
 		return "", err
 	}
 	opts := []registry.ClientOption{registry.ClientOptWriter(io.Discard)}
-	if loopback(host) {
+	if plainHTTP(host) {
 		opts = append(opts, registry.ClientOptPlainHTTP())
 	}
 	c, err := registry.NewClient(opts...)
@@ -41,17 +43,10 @@ func Push(archive, repo, version string) (string, error) {
 	return ref + "@" + res.Manifest.Digest, nil
 }
 
-// loopback reports whether the registry's host (HOST[:PORT]/PATH) is on a
-// loopback address or localhost.
-func loopback(repo string) bool {
+// plainHTTP reports whether go-containerregistry speaks plain HTTP to
+// the repository's registry (HOST[:PORT]/PATH).
+func plainHTTP(repo string) bool {
 	hostport, _, _ := strings.Cut(repo, "/")
-	h, _, err := net.SplitHostPort(hostport)
-	if err != nil {
-		h = hostport
-	}
-	if h == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(h)
-	return ip != nil && ip.IsLoopback()
+	reg, err := name.NewRegistry(hostport)
+	return err == nil && reg.Scheme() == "http"
 }

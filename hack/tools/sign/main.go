@@ -10,7 +10,8 @@
 //	    each image (REPO/NAME:TAG@sha256:DIGEST) signed (cosign's simple
 //	    signing, the .sig tag) with its attestations (the .att tag): a SLSA
 //	    v1 provenance naming the source commit and the build command, and,
-//	    with -sbom, its SBOM, DIR/NAME-index.spdx.json as ko wrote it (a
+//	    with -sbom, its SBOM as ko wrote it: DIR/NAME-index.spdx.json for
+//	    an index, DIR/NAME-OS-ARCH.spdx.json for a build of one platform (a
 //	    Helm chart pushed as an OCI artifact has none).
 //	sign blob -key cosign.key FILE...
 //	    FILE.sig beside each FILE: the base64 signature `cosign sign-blob
@@ -51,7 +52,7 @@ func main() {
 	case "images":
 		fs := flag.NewFlagSet(cmd, flag.ExitOnError)
 		key := fs.String("key", "", "the private key (cosign.key)")
-		sbom := fs.String("sbom", "", "the directory of ko's SBOMs (NAME-index.spdx.json)")
+		sbom := fs.String("sbom", "", "the directory of ko's SBOMs (NAME-index.spdx.json, or NAME-OS-ARCH.spdx.json for one platform)")
 		commit := fs.String("commit", "", "the source commit the images were built from")
 		command := fs.String("command", "", "the command that built them")
 		_ = fs.Parse(args)

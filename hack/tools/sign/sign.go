@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -127,7 +129,7 @@ func (s *signer) image(ctx context.Context, ref, sbomDir string, in provenanceIn
 	}
 	predicates := []predicate{{"slsaprovenance1", prov}}
 	if sbomDir != "" {
-		sbom, err := os.ReadFile(filepath.Join(sbomDir, appName(d.RepositoryStr())+"-index.spdx.json"))
+		sbom, err := readSBOM(sbomDir, appName(d.RepositoryStr()))
 		if err != nil {
 			return fmt.Errorf("its SBOM: %w", err)
 		}
@@ -211,4 +213,22 @@ func (s *signer) blobs(files []string) error {
 		}
 	}
 	return nil
+}
+
+// readSBOM reads the SBOM ko wrote for the image of app into dir: the
+// index's (APP-index.spdx.json) for a build of several platforms, the one
+// image's (APP-OS-ARCH.spdx.json) for a build of one, on a base that is an
+// image rather than an index.
+func readSBOM(dir, app string) ([]byte, error) {
+	if b, err := os.ReadFile(filepath.Join(dir, app+"-index.spdx.json")); !errors.Is(err, fs.ErrNotExist) {
+		return b, err
+	}
+	one, err := filepath.Glob(filepath.Join(dir, app+"-*.spdx.json"))
+	if err != nil {
+		return nil, err
+	}
+	if len(one) != 1 {
+		return nil, fmt.Errorf("in %s: no %s-index.spdx.json and %d files %s-*.spdx.json, want one", dir, app, len(one), app)
+	}
+	return os.ReadFile(one[0])
 }

@@ -186,3 +186,31 @@ func TestVerifyChartWithoutSBOM(t *testing.T) {
 		t.Fatalf("an SBOM required of the chart: %v, want it unverified", err)
 	}
 }
+
+// TestReadSBOM: the index's SBOM where ko built an index, the one image's
+// where it built one platform, and an error where neither is one file.
+func TestReadSBOM(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("webhook-index.spdx.json", "index")
+	write("webhook-linux-amd64.spdx.json", "amd64")
+	write("webhook-linux-arm64.spdx.json", "arm64")
+	write("bridge-linux-amd64.spdx.json", "one")
+	write("v2-linux-amd64.spdx.json", "a")
+	write("v2-linux-arm64.spdx.json", "b")
+	for app, want := range map[string]string{"webhook": "index", "bridge": "one"} {
+		if b, err := readSBOM(dir, app); err != nil || string(b) != want {
+			t.Errorf("readSBOM(%s) = %q, %v; want %q", app, b, err, want)
+		}
+	}
+	for _, app := range []string{"v2", "allinone"} {
+		if b, err := readSBOM(dir, app); err == nil {
+			t.Errorf("readSBOM(%s) = %q, want an error: no index and not one platform's", app, b)
+		}
+	}
+}
