@@ -6,7 +6,8 @@
 # as the node (test/e2e); checks config/ against the real API and builds its
 # images; then runs the real-node suite (test/node) on a whole cluster with
 # istio-aux installed from config/ by ko, on one with Istio CNI, and on one
-# whose Istio is upgraded by canary revision with Jobs in flight; then
+# whose Istio is upgraded by canary revision with Jobs in flight, and on
+# one where Helm installs, upgrades and uninstalls it; then
 # the three-node suite (test/ha) under faults and with Knative Serving; and
 # prints the wall time of every stage at the end. The other cells of the
 # compatibility matrix (the older versions: whole clusters of 1.32 and 1.33,
@@ -77,6 +78,10 @@ timed "Istio CNI, one node" go test -tags e2e -count=1 -timeout 30m -parallel 8 
 # to the next release with Jobs in flight, the old revision removed
 # (test/node's TestCanaryUpgrade).
 timed "canary upgrade, 1.30 → 1.31" go test -tags e2e -count=1 -timeout 20m -v -run '^TestCanaryUpgrade$' ./test/node/...
+# istio-aux installed, upgraded with Jobs in flight, rolled back and
+# uninstalled by Helm from the chart make release pushed (test/node's
+# TestNodeHelm), on a cluster of its own: the uninstall leaves none.
+timed "Helm on the real node" go test -tags e2e -count=1 -timeout 20m -v -run '^TestNodeHelm$' ./test/node/...
 # Three real nodes, istio-aux in its highly available shape, under faults
 # (test/ha): one fault after another. -short leaves out the faults whose
 # window alone takes minutes (the 7-minute partition past the eviction):

@@ -2,9 +2,10 @@
 # (test/cluster's K8sV132 and K8sV133; hack/tools/k8s/v1.MINOR.mod each),
 # and the tests named after a shape of cluster (test/mesh/shapes.go: a
 # version, Knative Serving on three nodes, Istio CNI, a canary upgrade,
-# OpenShift's shape), which run in a `go test` of
-# their own: SHAPED is the -skip pattern that leaves them out of a suite's
-# default run.
+# OpenShift's shape), and the tests that need a cluster of their own
+# (test/node's TestNodeHelm: Helm installs and uninstalls istio-aux), which
+# run in a `go test` of their own: SHAPED is the -skip pattern that leaves
+# them out of a suite's default run.
 K8S_OLDEST=v1.32.13
 K8S_MIXED=v1.33.13
-SHAPED='^Test(V1[0-9][0-9]|HAKnative|HACNI|CNI|Canary|OpenShift)'
+SHAPED='^Test(V1[0-9][0-9]|HAKnative|HACNI|CNI|Canary|OpenShift|NodeHelm)'

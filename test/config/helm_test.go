@@ -14,18 +14,13 @@ import (
 	"time"
 
 	ggcrregistry "github.com/google/go-containerregistry/pkg/registry"
-	"helm.sh/helm/v4/pkg/action"
 	"helm.sh/helm/v4/pkg/chart/v2/loader"
 	chartutil "helm.sh/helm/v4/pkg/chart/v2/util"
-	"helm.sh/helm/v4/pkg/cli"
-	"helm.sh/helm/v4/pkg/kube"
-	"helm.sh/helm/v4/pkg/registry"
-	"helm.sh/helm/v4/pkg/release"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
 
 	"github.com/istio-aux/istio-aux/test/cluster"
+	"github.com/istio-aux/istio-aux/test/helm"
 	"github.com/istio-aux/istio-aux/test/modroot"
 	"github.com/istio-aux/istio-aux/test/poll"
 )
@@ -36,8 +31,8 @@ import (
 // OCI registry as `helm push` does, `helm install oci://…` of the
 // standalone shape, `helm upgrade` to a newer build (other images), `helm
 // rollback` to the first, and `helm uninstall`, after which nothing the
-// chart made is left. No node runs here: the Jobs' story under Helm is the
-// real-node suite's to tell (not yet).
+// chart made is left. No node runs here: the Jobs' story under Helm is
+// test/node's TestNodeHelm.
 func TestHelmInstallUpgradeRollbackUninstall(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -48,7 +43,7 @@ func TestHelmInstallUpgradeRollbackUninstall(t *testing.T) {
 	srv := httptest.NewServer(ggcrregistry.New(ggcrregistry.Logger(log.New(io.Discard, "", 0))))
 	defer srv.Close()
 	host := strings.TrimPrefix(srv.URL, "http://")
-	rc, err := registry.NewClient(registry.ClientOptPlainHTTP(), registry.ClientOptWriter(io.Discard))
+	h, err := helm.New(c, "default")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,29 +61,11 @@ func TestHelmInstallUpgradeRollbackUninstall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := rc.Push(data, host+"/charts/istio-aux:"+version); err != nil {
+	if _, err := h.Registry().Push(data, host+"/charts/istio-aux:"+version); err != nil {
 		t.Fatalf("helm push: %v", err)
 	}
 
-	kubeconfig := c.Kubeconfig()
-	getter := genericclioptions.NewConfigFlags(false)
-	getter.KubeConfig = &kubeconfig
-	cfg := action.NewConfiguration()
-	if err := cfg.Init(getter, "default", "secret"); err != nil {
-		t.Fatal(err)
-	}
-	cfg.RegistryClient = rc
-
-	install := action.NewInstall(cfg)
-	install.ReleaseName, install.Namespace = "istio-aux", "default"
-	install.WaitStrategy = kube.HookOnlyStrategy
-	install.Version, install.PlainHTTP = version, true
-	install.SetRegistryClient(rc)
-	path, err := install.LocateChart("oci://"+host+"/charts/istio-aux", cli.New())
-	if err != nil {
-		t.Fatalf("locating oci://%s/charts/istio-aux: %v", host, err)
-	}
-	pulled, err := loader.Load(path)
+	pulled, err := h.Pull("oci://"+host+"/charts/istio-aux", version)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,8 +75,8 @@ func TestHelmInstallUpgradeRollbackUninstall(t *testing.T) {
 			"allinone": "registry.invalid/istio-aux/allinone:" + tag,
 		}}
 	}
-	if _, err := install.RunWithContext(ctx, pulled, values("v1")); err != nil {
-		t.Fatalf("helm install: %v", err)
+	if err := h.Install(ctx, "istio-aux", pulled, values("v1")); err != nil {
+		t.Fatal(err)
 	}
 	images := func(want string) {
 		t.Helper()
@@ -114,31 +91,22 @@ func TestHelmInstallUpgradeRollbackUninstall(t *testing.T) {
 		}
 	}
 	images("v1")
-	made := releaseObjects(t, cfg, "istio-aux")
+	made := releaseObjects(t, h, "istio-aux")
 	for _, d := range made {
 		if _, err := a.live(ctx, d); err != nil {
 			t.Errorf("after helm install: %s: %v", d, err)
 		}
 	}
-
-	upgrade := action.NewUpgrade(cfg)
-	upgrade.Namespace, upgrade.WaitStrategy = "default", kube.HookOnlyStrategy
-	if _, err := upgrade.RunWithContext(ctx, "istio-aux", pulled, values("v2")); err != nil {
-		t.Fatalf("helm upgrade: %v", err)
+	if err := h.Upgrade(ctx, "istio-aux", pulled, values("v2")); err != nil {
+		t.Fatal(err)
 	}
 	images("v2")
-
-	rollback := action.NewRollback(cfg)
-	rollback.Version, rollback.WaitStrategy = 1, kube.HookOnlyStrategy
-	if err := rollback.Run("istio-aux"); err != nil {
-		t.Fatalf("helm rollback: %v", err)
+	if err := h.Rollback("istio-aux", 1); err != nil {
+		t.Fatal(err)
 	}
 	images("v1")
-
-	uninstall := action.NewUninstall(cfg)
-	uninstall.WaitStrategy = kube.HookOnlyStrategy
-	if _, err := uninstall.Run("istio-aux"); err != nil {
-		t.Fatalf("helm uninstall: %v", err)
+	if err := h.Uninstall("istio-aux"); err != nil {
+		t.Fatal(err)
 	}
 	err = poll.Until(ctx, 2*time.Minute, func(ctx context.Context) (bool, error) {
 		for _, d := range made {
@@ -159,28 +127,16 @@ func TestHelmInstallUpgradeRollbackUninstall(t *testing.T) {
 	t.Logf("installed from oci://%s, upgraded, rolled back and uninstalled: %d objects, none left", host, len(made))
 }
 
-// releaseObjects is what the release holds now: its manifest, as Helm
-// stored it, as documents.
-func releaseObjects(t *testing.T, cfg *action.Configuration, name string) []doc {
+// releaseObjects is what the release holds now, as documents.
+func releaseObjects(t *testing.T, h *helm.Client, name string) []doc {
 	t.Helper()
-	rel, err := action.NewGet(cfg).Run(name)
-	if err != nil {
-		t.Fatalf("helm get %s: %v", name, err)
-	}
-	acc, err := release.NewAccessor(rel)
-	if err != nil {
-		t.Fatal(err)
-	}
-	docs, err := cluster.DecodeManifests([]byte(acc.Manifest()))
+	docs, _, err := h.Objects(name)
 	if err != nil {
 		t.Fatal(err)
 	}
 	out := make([]doc, 0, len(docs))
 	for _, o := range docs {
 		out = append(out, doc{file: "charts/istio-aux", obj: o})
-	}
-	if len(out) == 0 {
-		t.Fatal("the release holds no objects")
 	}
 	return out
 }

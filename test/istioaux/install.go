@@ -50,10 +50,11 @@ type Installed struct {
 // the webhook mutates pods. The manifests are applied as they are, but for
 // one overlay (knativeOverlay) where the cluster has no Knative Serving.
 func Install(ctx context.Context, c *cluster.Cluster, dir string, log io.Writer) (*Installed, error) {
-	if err := realnode.PushImage(ctx, images.NonRootBase); err != nil {
+	base, err := releaseBase(ctx, "")
+	if err != nil {
 		return nil, err
 	}
-	return (&Installed{c: c, log: log, base: images.NonRootBase, version: "v0.0.0-e2e"}).apply(ctx, dir, installWait)
+	return (&Installed{c: c, log: log, base: base, version: "v0.0.0-e2e"}).apply(ctx, dir, installWait)
 }
 
 // Upgrade applies dir again as a new release of istio-aux, as `ko apply`
@@ -61,13 +62,24 @@ func Install(ctx context.Context, c *cluster.Cluster, dir string, log io.Writer)
 // own (version in a file of it), so every workload rolls. It returns once
 // the rollout is done and the webhook mutates pods.
 func (in *Installed) Upgrade(ctx context.Context, version string) (*Installed, error) {
-	base := images.NonRootBase
-	base.Ref += "-" + version
-	base.Files = append(slices.Clone(base.Files), images.File{Path: "/etc/istio-aux-release", Mode: 0o644, Data: []byte(version + "\n")})
-	if err := realnode.PushImage(ctx, base); err != nil {
+	base, err := releaseBase(ctx, version)
+	if err != nil {
 		return nil, err
 	}
 	return (&Installed{c: in.c, log: in.log, base: base, version: "v0.0.1-" + strings.TrimPrefix(version, "v")}).apply(ctx, in.dir, rolloutWait)
+}
+
+// releaseBase pushes to the node's registry the base image a release's
+// images are built on, and returns it: the harness's non-root base, or
+// for a tag, that base with a file of its own naming the tag, so that
+// every image built on it is new bytes and every workload rolls.
+func releaseBase(ctx context.Context, tag string) (images.Image, error) {
+	base := images.NonRootBase
+	if tag != "" {
+		base.Ref += "-" + tag
+		base.Files = append(slices.Clone(base.Files), images.File{Path: "/etc/istio-aux-release", Mode: 0o644, Data: []byte(tag + "\n")})
+	}
+	return base, realnode.PushImage(ctx, base)
 }
 
 // Move changes the install to dir as a user moves between the two shapes:

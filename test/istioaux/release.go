@@ -56,14 +56,8 @@ func release(ctx context.Context, base images.Image, version, dir string) ([]byt
 		shape, file = "openshift", "istio-aux-openshift.yaml"
 	}
 	repo := realnode.RegistryAddr + "/istio-aux"
-	cmd := exec.CommandContext(ctx, filepath.Join(cluster.RepoRoot(), "hack", "release.sh"))
-	cmd.Dir = cluster.RepoRoot()
-	cmd.Env = append(os.Environ(), "VERSION="+version, "KO_DOCKER_REPO="+repo, "RELEASE_DIR="+out,
-		"RELEASE_SHAPES="+shape, "RELEASE_PUSH=0", "RELEASE_PLATFORM=linux/"+goruntime.GOARCH,
-		"RELEASE_PLUGIN_PLATFORMS=linux/"+goruntime.GOARCH,
-		"KO_DEFAULTBASEIMAGE="+realnode.RegistryAddr+strings.TrimPrefix(base.Ref, images.Registry), "GOPROXY=off")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("hack/release.sh: %w: %s", err, cluster.LastLines(string(b), 20))
+	if err := makeRelease(ctx, base, version, out, "RELEASE_SHAPES="+shape, "RELEASE_PUSH=0"); err != nil {
+		return nil, err
 	}
 	untar := exec.CommandContext(ctx, "tar", "-C", out, "-xf", filepath.Join(out, "images.tar"))
 	if b, err := untar.CombinedOutput(); err != nil {
@@ -84,6 +78,66 @@ func release(ctx context.Context, base images.Image, version, dir string) ([]byt
 		}
 	}
 	return os.ReadFile(filepath.Join(out, file))
+}
+
+// Published is a release of istio-aux as `make release` publishes it to
+// the node's registry: every image pushed and signed, and the Helm chart,
+// which pins them by digest, pushed and signed as an OCI artifact.
+type Published struct {
+	// Chart is the chart's repository (oci://REGISTRY/istio-aux/charts/istio-aux)
+	// and Version its version: what `helm install Chart --version Version`
+	// takes. Digest is the chart's manifest digest, as signed.
+	Chart, Version, Digest string
+}
+
+// Publish makes the release version of both shapes (the chart holds both)
+// with `make release`'s pushes and signatures, its images built on a base
+// of their own for tag ("" for the harness's base: see releaseBase), and
+// returns where its chart is.
+func Publish(ctx context.Context, version, tag string) (Published, error) {
+	base, err := releaseBase(ctx, tag)
+	if err != nil {
+		return Published{}, err
+	}
+	out, err := os.MkdirTemp("", "istio-aux-release-")
+	if err != nil {
+		return Published{}, err
+	}
+	defer os.RemoveAll(out)
+	if err := makeRelease(ctx, base, version, out, "RELEASE_SHAPES=config standalone", "RELEASE_PUSH=1"); err != nil {
+		return Published{}, err
+	}
+	b, err := os.ReadFile(filepath.Join(out, "chart-ref.txt"))
+	if err != nil {
+		return Published{}, fmt.Errorf("the release pushed no chart: %w", err)
+	}
+	// REGISTRY/istio-aux/charts/istio-aux:VERSION@sha256:…
+	ref, digest, ok := strings.Cut(strings.TrimSpace(string(b)), "@")
+	repo, tagged, ok2 := strings.Cut(ref, ":"+strings.TrimPrefix(version, "v"))
+	if !ok || !ok2 || tagged != "" {
+		return Published{}, fmt.Errorf("chart-ref.txt: %q: want REPOSITORY:%s@DIGEST", b, strings.TrimPrefix(version, "v"))
+	}
+	return Published{Chart: "oci://" + repo, Version: strings.TrimPrefix(version, "v"), Digest: digest}, nil
+}
+
+// Helmed is istio-aux installed in c from dir's shape by something other
+// than the harness (Helm): what WaitAvailable, DeletePod and Watcher need.
+func Helmed(c *cluster.Cluster, dir string) *Installed { return &Installed{c: c, dir: dir} }
+
+// makeRelease runs hack/release.sh as `make release VERSION=version` with
+// the node's registry as KO_DOCKER_REPO, into out, for this machine's
+// platform only, built on base, offline; env adds to its environment.
+func makeRelease(ctx context.Context, base images.Image, version, out string, env ...string) error {
+	cmd := exec.CommandContext(ctx, filepath.Join(cluster.RepoRoot(), "hack", "release.sh"))
+	cmd.Dir = cluster.RepoRoot()
+	cmd.Env = append(os.Environ(), "VERSION="+version, "KO_DOCKER_REPO="+realnode.RegistryAddr+"/istio-aux", "RELEASE_DIR="+out,
+		"RELEASE_PLATFORM=linux/"+goruntime.GOARCH, "RELEASE_PLUGIN_PLATFORMS=linux/"+goruntime.GOARCH,
+		"KO_DEFAULTBASEIMAGE="+realnode.RegistryAddr+strings.TrimPrefix(base.Ref, images.Registry), "GOPROXY=off")
+	cmd.Env = append(cmd.Env, env...)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("hack/release.sh: %w: %s", err, cluster.LastLines(string(b), 20))
+	}
+	return nil
 }
 
 // knativeOverlay decodes the resolved manifests, with the one difference

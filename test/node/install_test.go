@@ -114,18 +114,12 @@ func seedStory(t *testing.T, c *cluster.Cluster) {
 	}
 }
 
-// runWhileDeleting runs Jobs while it deletes, one after another, a pod of
-// each of istio-aux's workloads named, as `kubectl delete pod` does. Every Job still
-// completes and every pod's proxy is quit exactly once: half the apps fail
-// once first (OnFailure), and a proxy quit before the retry would make the
-// retry's download fail, over and over.
+// runWhileDeleting runs Jobs (jobsThrough) while it deletes, one after
+// another, a pod of each of istio-aux's workloads named, as `kubectl delete
+// pod` does.
 func runWhileDeleting(t *testing.T, c *cluster.Cluster, aux *istioaux.Installed, deployments ...string) {
 	t.Helper()
-	ctx := context.Background()
-	ns := mesh.Namespace(t, c, "", true, mesh.OptedIn)
-	const jobs = 8
-	deleted := make(chan error, 1)
-	go func() {
+	jobsThrough(t, c, func(ctx context.Context) error {
 		// The schedule of the faults: one deletion every 3 s, while the
 		// Jobs run and finish.
 		tick := time.NewTicker(3 * time.Second)
@@ -133,14 +127,30 @@ func runWhileDeleting(t *testing.T, c *cluster.Cluster, aux *istioaux.Installed,
 		for _, d := range deployments {
 			<-tick.C
 			if err := aux.DeletePod(ctx, d); err != nil {
-				deleted <- fmt.Errorf("deleting a pod of %s: %w", d, err)
-				return
+				return fmt.Errorf("deleting a pod of %s: %w", d, err)
 			}
 			t.Logf("deleted a pod of %s", d)
 		}
-		deleted <- nil
-	}()
-	// Jobs arrive one a second, as a workload's would.
+		return nil
+	})
+	if err := aux.WaitAvailable(context.Background(), 2*time.Minute); err != nil {
+		t.Errorf("after the deletions: %v", err)
+	}
+}
+
+// jobsThrough runs Jobs while during does something to istio-aux (deletes
+// its pods, upgrades it), one arriving a second as a workload's would, and
+// checks each as users would: every Job completes, every pod was admitted
+// with the hold, and every pod's proxy is quit exactly once. Half the apps
+// fail once first (OnFailure), and a proxy quit before the retry would make
+// the retry's download fail, over and over.
+func jobsThrough(t *testing.T, c *cluster.Cluster, during func(context.Context) error) {
+	t.Helper()
+	ctx := context.Background()
+	ns := mesh.Namespace(t, c, "", true, mesh.OptedIn)
+	const jobs = 8
+	done := make(chan error, 1)
+	go func() { done <- during(ctx) }()
 	arrivals := time.NewTicker(time.Second)
 	defer arrivals.Stop()
 	for i := range jobs {
@@ -153,13 +163,16 @@ func runWhileDeleting(t *testing.T, c *cluster.Cluster, aux *istioaux.Installed,
 		j.Spec.Template.Spec.ServiceAccountName = ""
 		mesh.CreateJob(t, c, ns, j)
 	}
-	if err := <-deleted; err != nil {
+	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
 	for i := range jobs {
 		name := fmt.Sprintf("job-%d", i)
 		mesh.WaitJob(t, c, ns, name, batchv1.JobComplete, 4*time.Minute)
 		p := mesh.OnlyPod(t, c, ns, name)
+		if !mesh.ProxyFirstWithHold(&p) {
+			t.Errorf("%s: containers %v: admitted without the hold", p.Name, mesh.ContainerNames(&p))
+		}
 		if err := poll.Until(ctx, time.Minute, func(context.Context) (bool, error) {
 			return mesh.CountEvents(mesh.Events(t, c, ns, p.Name), "ProxyQuit") > 0, nil
 		}); err != nil {
@@ -170,8 +183,5 @@ func runWhileDeleting(t *testing.T, c *cluster.Cluster, aux *istioaux.Installed,
 		if s := cluster.ContainerStatus(&p, keys.ProxyContainer); s.RestartCount != 0 {
 			t.Errorf("%s: istio-proxy restarted %d times", p.Name, s.RestartCount)
 		}
-	}
-	if err := aux.WaitAvailable(ctx, 2*time.Minute); err != nil {
-		t.Errorf("after the deletions: %v", err)
 	}
 }
