@@ -6,7 +6,9 @@ node_builds() {
   if ((EUID == 0)); then
     timed "node packages" hack/node-deps.sh
   fi
-  timed "kubernetes binaries" hack/build-k8s.sh >/dev/null
+  # The newest in full, or only its etcd and kubectl (every cluster's) with
+  # NEWEST_COMMANDS="etcd kubectl" where only older versions' cells run.
+  K8S_COMMANDS="${NEWEST_COMMANDS:-}" timed "kubernetes binaries" hack/build-k8s.sh >/dev/null
   # shellcheck source=hack/versions.sh
   source hack/versions.sh
   timed "kubernetes 1.32 and 1.33" hack/build-k8s.sh "${K8S_OLDEST}" "${K8S_MIXED}" >/dev/null

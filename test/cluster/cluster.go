@@ -165,7 +165,11 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	if opts.Node != nil {
 		c.opts.ControllerManager = true
 	}
-	for _, b := range []string{filepath.Join(K8sBinDir(), "etcd"), filepath.Join(c.binDir, "kube-apiserver"), filepath.Join(c.binDir, "kube-controller-manager"), Kubectl()} {
+	need := []string{filepath.Join(K8sBinDir(), "etcd"), filepath.Join(c.binDir, "kube-apiserver"), filepath.Join(c.binDir, "kube-controller-manager"), Kubectl()}
+	if opts.Node != nil {
+		need = append(need, filepath.Join(c.binDir, "kube-scheduler"))
+	}
+	for _, b := range need {
 		if _, err := os.Stat(b); err != nil {
 			return nil, fmt.Errorf("%s missing (run hack/build-k8s.sh %s): %w", b, opts.Version, err)
 		}

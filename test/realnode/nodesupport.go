@@ -44,13 +44,19 @@ func nodeSupport() string {
 	if len(missing) > 0 {
 		return fmt.Sprintf("%s missing (run hack/node-deps.sh)", strings.Join(missing, ", "))
 	}
-	for _, b := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "kubelet", "kube-proxy"} {
+	// Every cluster's etcd and kubectl are the newest's (hack/build-k8s.sh);
+	// the rest is the version's own, which the cluster and each node check
+	// at start for the version their shape runs: a cell of an older version
+	// needs no newer control plane or kubelet built
+	// (`K8S_COMMANDS="etcd kubectl" hack/build-k8s.sh`, then
+	// `hack/build-k8s.sh VERSION`).
+	for _, b := range []string{"etcd", "kubectl"} {
 		if _, err := os.Stat(filepath.Join(cluster.K8sBinDir(), b)); err != nil {
 			missing = append(missing, b)
 		}
 	}
 	if len(missing) > 0 {
-		return fmt.Sprintf("%s missing in %s (run hack/build-k8s.sh)", strings.Join(missing, ", "), cluster.K8sBinDir())
+		return fmt.Sprintf("%s missing in %s (run hack/build-k8s.sh, or with K8S_COMMANDS=\"etcd kubectl\" for a cell of an older version)", strings.Join(missing, ", "), cluster.K8sBinDir())
 	}
 	for bin, script := range map[string]string{
 		filepath.Join(ToolsBinDir(), "crane"): "hack/build-tools.sh",
