@@ -104,6 +104,30 @@ func Pods(t testing.TB, c *cluster.Cluster, ns, job string) []corev1.Pod {
 	return pods
 }
 
+// WaitPods waits until the Job has n pods and cond holds for each, and
+// returns them. A Job's pods are made one by one after it is created: its
+// pods listed at once may be fewer than its parallelism.
+func WaitPods(t testing.TB, c *cluster.Cluster, ns, job string, n int, timeout time.Duration, cond func(*corev1.Pod) bool) []corev1.Pod {
+	t.Helper()
+	var pods []corev1.Pod
+	err := poll.Until(context.Background(), timeout, func(ctx context.Context) (bool, error) {
+		var err error
+		if pods, err = JobPods(ctx, c.Client(), ns, job); err != nil || len(pods) != n {
+			return false, err
+		}
+		for i := range pods {
+			if !cond(&pods[i]) {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		t.Fatalf("job %s/%s: want %d pods that hold the condition: %v (pods: %s)", ns, job, n, err, PodStates(pods))
+	}
+	return pods
+}
+
 // OnlyPod is the Job's one pod.
 func OnlyPod(t testing.TB, c *cluster.Cluster, ns, job string) corev1.Pod {
 	t.Helper()
