@@ -30,7 +30,8 @@ import (
 //     policy, its state's kind and exit code, and for an app that
 //     terminated the action of the one restart rule that decides its exit
 //     code; of the init containers only a native istio-proxy, with its
-//     state; no reasons, times, messages or restart counts (the
+//     state, and whether Istio CNI's start race left the pod unable to
+//     start (one bit); no reasons, times, messages or restart counts (the
 //     fingerprint, computed when the pod is packed, covers those);
 //   - strings pods share (namespace, phase, policies, actions) as
 //     unique.Handles: one copy per distinct value in the process.
@@ -54,6 +55,10 @@ type Packed struct {
 	// nativeProxy: istio-proxy is a native sidecar (an init container with
 	// restartPolicy Always), whose state is nativeState.
 	nativeProxy bool
+	// cniRaced: the pod met Istio CNI's start race (decision.CNIRaced);
+	// its istio-validation is decision.RacedValidation. It fills a byte
+	// the struct's alignment leaves free.
+	cniRaced    bool
 	nativeState packedState
 	units       int32
 }
@@ -202,6 +207,7 @@ func Pack(p *slim.Pod) *Packed {
 		label:           optInOf(label, hasLabel),
 		annotation:      optInOf(annotation, hasAnnotation),
 		nativeProxy:     len(in.Spec.InitContainers) > 0,
+		cniRaced:        decision.CNIRaced(p),
 	}
 	if out.nativeProxy {
 		out.nativeState = stateOf(in.ContainerStatus(keys.ProxyContainer, true))
@@ -282,6 +288,9 @@ func (c *Packed) Unpack() *slim.Pod {
 		if s := c.nativeState.status(keys.ProxyContainer); s != nil {
 			p.Status.InitContainerStatuses = slim.Statuses{*s}
 		}
+	}
+	if c.cniRaced {
+		p.Status.InitContainerStatuses = append(p.Status.InitContainerStatuses, decision.RacedValidation())
 	}
 	var sidecars []string
 	for _, pc := range c.containers {

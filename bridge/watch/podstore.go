@@ -313,7 +313,7 @@ func (s *podStore) servesAny(nsLabels map[string]string) bool {
 
 // Resync is the watcher's periodic call (Options.Resync, resyncLoop), and
 // its call on a change of the decision's options (Reconfigure): pods still
-// deciding Quit are published again (past the dedup window this reaches
+// deciding Quit (or Replace) are published again (past the dedup window this reaches
 // the function anew), which retries a quit lost downstream. Others are
 // left alone.
 func (s *podStore) Resync() error {
@@ -322,7 +322,7 @@ func (s *podStore) Resync() error {
 	quit := make([]string, 0, 8)
 	for ns, names := range s.pods {
 		for name, p := range names {
-			if decision.DecideForAnyKubelet(p.Unpack(), o).Outcome == decision.Quit {
+			if out := decision.DecideForAnyKubelet(p.Unpack(), o).Outcome; out == decision.Quit || out == decision.Replace {
 				quit = append(quit, ns+"/"+name)
 			}
 		}

@@ -7,6 +7,7 @@ import (
 
 	"golang.org/x/sync/singleflight"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // Cluster is what the function asks the API server: the live objects it
@@ -24,6 +25,10 @@ type Cluster interface {
 	// Node reads a node: the function asks only for the kubelet's version
 	// of a pod whose decision it can change (decision.KubeletMatters).
 	Node(ctx context.Context, name string) (*corev1.Node, error)
+	// DeletePod deletes a pod if it is still the one read: its uid and
+	// resourceVersion (a Conflict otherwise). The function deletes only a
+	// pod Istio CNI's start race left unable to start (decision.Replace).
+	DeletePod(ctx context.Context, namespace, name string, uid types.UID, resourceVersion string) error
 }
 
 // NamespaceTTL is how long NamespaceCache reuses a namespace it read.

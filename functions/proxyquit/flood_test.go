@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/flowcontrol"
 )
 
@@ -54,6 +55,13 @@ func (c limitedCluster) Node(ctx context.Context, name string) (*corev1.Node, er
 		return nil, err
 	}
 	return c.next.Node(ctx, name)
+}
+
+func (c limitedCluster) DeletePod(ctx context.Context, namespace, name string, uid types.UID, resourceVersion string) error {
+	if err := c.wait(ctx); err != nil {
+		return err
+	}
+	return c.next.DeletePod(ctx, namespace, name, uid, resourceVersion)
 }
 
 func (c limitedCluster) Review(ctx context.Context, token string, audiences []string) (authenticationv1.TokenReviewStatus, error) {

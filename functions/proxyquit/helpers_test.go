@@ -365,3 +365,9 @@ func (c ClientCluster) Namespace(ctx context.Context, name string) (*corev1.Name
 func (c ClientCluster) Node(ctx context.Context, name string) (*corev1.Node, error) {
 	return c.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 }
+
+// DeletePod implements Cluster. The fake clientset checks no
+// preconditions: it deletes by name.
+func (c ClientCluster) DeletePod(ctx context.Context, namespace, name string, uid types.UID, resourceVersion string) error {
+	return c.Client.CoreV1().Pods(namespace).Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &resourceVersion}})
+}

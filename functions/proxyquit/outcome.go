@@ -20,6 +20,7 @@ const (
 	OutcomeIgnored     Outcome = "ignored"      // 200: not ours, or nothing left to do
 	OutcomeWait        Outcome = "wait"         // 200: apps not done; a later event will come
 	OutcomeQuit        Outcome = "quit"         // 200: the quit command ran
+	OutcomeReplaced    Outcome = "replaced"     // 200: a pod Istio CNI's start race left unable to start was deleted
 	OutcomeFailed      Outcome = "failed"       // 500: the quit command failed; retried
 	OutcomeFailedFinal Outcome = "failed_final" // 422: the quit cannot succeed for this pod state; tried again when the pod changes
 	OutcomeGone        Outcome = "gone"         // 200: the pod is gone, or its proxy exited under a failed exec
@@ -47,7 +48,7 @@ func contextEnded(ctx context.Context) (result, bool) {
 	return result{}, false
 }
 
-// decided turns a decision that is not Quit into a final result. A pod whose
+// decided turns a decision that is neither Quit nor Replace into a final result. A pod whose
 // proxy already terminated is Ignore too: that is what makes duplicate and
 // late events harmless.
 func decided(d decision.Decision) result {

@@ -72,6 +72,14 @@ func (c *Client) Pod(ctx context.Context, namespace, name, notOlderThan string) 
 	return out, err
 }
 
+// DeletePod deletes a pod if it is still the one read: the same uid at
+// the same resourceVersion (a Conflict otherwise).
+func (c *Client) DeletePod(ctx context.Context, namespace, name string, uid types.UID, resourceVersion string) error {
+	return c.rest.Delete().Namespace(namespace).Resource("pods").Name(name).
+		Body(&metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &resourceVersion}}).
+		Do(ctx).Error()
+}
+
 // Namespace reads a namespace.
 func (c *Client) Namespace(ctx context.Context, name string) (*corev1.Namespace, error) {
 	out := &corev1.Namespace{}

@@ -4,15 +4,15 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/istio-aux/istio-aux/pkg/keys"
 )
 
-// Istio CNI's check in each pod: the init container its injector adds in
-// place of istio-init, and the code it exits with when the pod's traffic
-// capture is not in place (pilot-agent istio-iptables --run-validation,
-// constants.ValidationErrorCode).
+// Istio CNI's check in each pod, and its code for a capture not in place.
 const (
-	validationContainer = "istio-validation"
-	validationFailed    = 126
+	validationContainer = keys.ValidationContainer
+	validationFailed    = keys.ValidationFailedCode
 )
 
 // cni finds a pod whose traffic capture Istio CNI never set up: its
@@ -39,7 +39,10 @@ func (e *explanation) cni() {
 		return
 	}
 	p := e.in.Pod
-	what := "the kubelet retries istio-validation, which passes once Istio CNI's repair controller has set up the pod's traffic capture (its default, repairPods) or deleted the pod (cni.repair.deletePods)"
+	what := "the kubelet retries istio-validation in the same sandbox, each run counted toward a Job's backoffLimit; it passes only if Istio CNI's repair controller sets up the pod's traffic capture (repairPods), so istio-aux's function deletes the pod for its controller to make another (a PodReplaced Event; one failure of a Job's backoffLimit)"
+	if metav1.GetControllerOf(p) == nil {
+		what = "the kubelet retries istio-validation in the same sandbox, where it passes only if Istio CNI's repair controller sets up the pod's traffic capture (repairPods); the pod has no controller to make another, so istio-aux leaves it: delete it and create it again"
+	}
 	if p.Spec.RestartPolicy == corev1.RestartPolicyNever || p.Status.Phase == corev1.PodFailed {
 		what = "the pod has failed (an init container is not retried under restartPolicy Never): its Job makes another, counted against its backoffLimit"
 	}

@@ -7,7 +7,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/utils/ptr"
 
 	"github.com/istio-aux/istio-aux/kubectl/explain"
 )
@@ -15,7 +17,7 @@ import (
 // TestExplainCNIStartRace: a pod whose istio-validation failed (Istio CNI
 // had not set up its traffic capture: its node's CNI agent was not ready)
 // is a problem that names the cause and what happens next, by restart
-// policy; once istio-validation passes (the repair controller's work), it
+// policy and controller; once istio-validation passes (the repair controller's work), it
 // is not.
 func TestExplainCNIStartRace(t *testing.T) {
 	validation := func(current, last corev1.ContainerState, phase corev1.PodPhase) podOpt {
@@ -28,6 +30,10 @@ func TestExplainCNIStartRace(t *testing.T) {
 			p.Status.ContainerStatuses[1].State = waiting("PodInitializing")
 		}
 	}
+	ownedByJob := func(p *corev1.Pod) {
+		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: "train", UID: "j", Controller: ptr.To(true)}}
+	}
+	both := func(a, b podOpt) podOpt { return func(p *corev1.Pod) { a(p); b(p) } }
 	tests := map[string]struct {
 		policy  corev1.RestartPolicy
 		opt     podOpt
@@ -35,8 +41,10 @@ func TestExplainCNIStartRace(t *testing.T) {
 	}{
 		"Never: the pod failed": {corev1.RestartPolicyNever,
 			validation(exited(126, time.Minute), state{}, corev1.PodFailed), "its Job makes another, counted against its backoffLimit"},
-		"OnFailure: crash-looping": {corev1.RestartPolicyOnFailure,
-			validation(waiting("CrashLoopBackOff"), exited(126, time.Minute), corev1.PodPending), "passes once Istio CNI's repair controller"},
+		"OnFailure: crash-looping, a Job's": {corev1.RestartPolicyOnFailure,
+			both(validation(waiting("CrashLoopBackOff"), exited(126, time.Minute), corev1.PodPending), ownedByJob), "istio-aux's function deletes the pod for its controller to make another (a PodReplaced Event"},
+		"OnFailure: crash-looping, no controller": {corev1.RestartPolicyOnFailure,
+			validation(waiting("CrashLoopBackOff"), exited(126, time.Minute), corev1.PodPending), "no controller to make another, so istio-aux leaves it"},
 		"OnFailure: repaired": {corev1.RestartPolicyOnFailure,
 			validation(exited(0, 10*time.Second), exited(126, time.Minute), corev1.PodRunning), ""},
 		"another failure": {corev1.RestartPolicyOnFailure,

@@ -2,11 +2,13 @@ package explain_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	"knative.dev/pkg/logging"
 
@@ -55,6 +57,9 @@ type cluster struct {
 func (c cluster) Pod(context.Context, string, string, string) (*corev1.Pod, error) { return c.pod, nil }
 func (c cluster) Namespace(context.Context, string) (*corev1.Namespace, error)     { return c.ns, nil }
 func (c cluster) Node(context.Context, string) (*corev1.Node, error)               { return &corev1.Node{}, nil }
+func (c cluster) DeletePod(context.Context, string, string, types.UID, string) error {
+	return errors.New("explain's tests delete no pod")
+}
 
 // failing is an exec that fails with err.
 type failing struct{ err error }

@@ -29,6 +29,9 @@ const (
 	Wait
 	// Quit: no app will run again; quit istio-proxy.
 	Quit
+	// Replace: the pod can never start (Istio CNI's start race, CNIRaced):
+	// delete it, so that its controller makes another.
+	Replace
 )
 
 func (o Outcome) String() string {
@@ -39,6 +42,8 @@ func (o Outcome) String() string {
 		return "wait"
 	case Quit:
 		return "quit"
+	case Replace:
+		return "replace"
 	}
 	return "unknown"
 }
@@ -63,6 +68,7 @@ const (
 	ReasonAppWillRestart = "the kubelet will run an app again"
 	ReasonRestartAll     = "a restart rule will restart every container"
 	ReasonAppsDone       = "all apps terminated"
+	ReasonCNIRace        = "Istio CNI had not set up the pod's traffic capture"
 )
 
 // Options tune the decision. They are configuration, read once per process.
@@ -83,7 +89,9 @@ type Options struct {
 
 // Decide answers, for one pod, whether istio-proxy should be quit: only when
 // every app container has terminated and the kubelet will run none of them
-// again. It is a pure function of the pod and never modifies it.
+// again. It is a pure function of the pod and never modifies it. One pod
+// is answered Replace instead: one that Istio CNI's start race left unable
+// ever to start (CNIRaced).
 //
 // Deliberate choices, checked against the kubelet's code (v1.36):
 //   - Apps are spec.containers other than istio-proxy and the extra
@@ -113,6 +121,9 @@ type Options struct {
 //     podFailurePolicy reads exit codes once the pod has failed, which the
 //     quit allows; the proxy exits 0 after a quit.
 func Decide(p *slim.Pod, opts Options) Decision {
+	if CNIRaced(p) {
+		return Decision{Replace, ReasonCNIRace}
+	}
 	native := HasNativeProxy(p)
 	if native && !opts.QuitNative {
 		return Decision{Ignore, ReasonNativeSidecar}
@@ -162,6 +173,32 @@ func Decide(p *slim.Pod, opts Options) Decision {
 		return again
 	}
 	return Decision{Quit, ReasonAppsDone}
+}
+
+// CNIRaced reports whether the pod met Istio CNI's start race and can never
+// start: its sandbox was made on a node whose CNI agent had not chained
+// Istio's plugin in yet, so its traffic is not captured, and Istio's check,
+// the init container istio-validation, failed for that
+// (keys.ValidationFailedCode, in its state or, waiting to run again, its
+// last state). Under restartPolicy OnFailure the kubelet runs it again and
+// again in the same sandbox, which nothing on the pod changes, and every
+// run counts toward its Job's backoffLimit; deleting the pod costs its Job
+// one failure, as under Never, where the pod fails by itself (so a Never
+// pod is not raced here: it is the kubelet's to fail). A pod whose check
+// is running again is left to it: Istio's repair controller may have set
+// the capture up meanwhile. Only a Pending pod, not being deleted.
+func CNIRaced(p *slim.Pod) bool {
+	if p.Spec.RestartPolicy != corev1.RestartPolicyOnFailure || p.Status.Phase != corev1.PodPending || p.DeletionTimestamp != nil {
+		return false
+	}
+	s := p.ContainerStatus(keys.ValidationContainer, true)
+	if s == nil {
+		return false
+	}
+	if t := s.State.Terminated; t != nil {
+		return t.ExitCode == keys.ValidationFailedCode
+	}
+	return s.State.Running == nil && s.LastState.Terminated != nil && s.LastState.Terminated.ExitCode == keys.ValidationFailedCode
 }
 
 // DecideForAnyKubelet is Decide for a pod whose node's kubelet is not known

@@ -77,13 +77,26 @@ func initContainer(name string, policy *corev1.ContainerRestartPolicy, s corev1.
 	}
 }
 
+// validation adds Istio CNI's istio-validation init container in state s,
+// and a last state that ended with code last (none when 0).
+func validation(s corev1.ContainerState, last int32) func(*corev1.Pod) {
+	return func(p *corev1.Pod) {
+		p.Spec.InitContainers = append(p.Spec.InitContainers, corev1.Container{Name: keys.ValidationContainer})
+		st := corev1.ContainerStatus{Name: keys.ValidationContainer, State: s}
+		if last != 0 {
+			st.LastTerminationState.Terminated = &corev1.ContainerStateTerminated{ExitCode: last}
+		}
+		p.Status.InitContainerStatuses = append(p.Status.InitContainerStatuses, st)
+	}
+}
+
 const (
 	never     = corev1.RestartPolicyNever
 	onFailure = corev1.RestartPolicyOnFailure
 )
 
 func TestDecide(t *testing.T) {
-	ignore, wait, quit := decision.Ignore, decision.Wait, decision.Quit
+	ignore, wait, quit, replace := decision.Ignore, decision.Wait, decision.Quit, decision.Replace
 	tests := []struct {
 		name string
 		pod  *corev1.Pod
@@ -145,6 +158,17 @@ func TestDecide(t *testing.T) {
 		{"a failed sidecar does not hold OnFailure back", pod(onFailure, []c{proxy(running), app(exit(0)), {name: "vault-agent", state: exit(1)}}), decision.Options{ExtraSidecars: []string{"vault-agent"}}, decision.Decision{quit, decision.ReasonAppsDone}},
 		{"only sidecars: no apps", pod(never, []c{proxy(running), {name: "vault-agent", state: exit(0)}}), decision.Options{ExtraSidecars: []string{"vault-agent"}}, decision.Decision{ignore, decision.ReasonNoApps}},
 		{"only the proxy: no apps", pod(never, []c{proxy(running)}), decision.Options{}, decision.Decision{ignore, decision.ReasonNoApps}},
+		// Istio CNI's start race: istio-validation found no traffic capture.
+		{"CNI race, OnFailure, validation failed", pod(onFailure, []c{proxy(waiting), app(waiting)}, validation(exit(126), 0), phase(corev1.PodPending)), decision.Options{}, decision.Decision{replace, decision.ReasonCNIRace}},
+		{"CNI race, OnFailure, in back-off after the failure", pod(onFailure, []c{proxy(waiting), app(waiting)}, validation(backOff, 126), phase(corev1.PodPending)), decision.Options{}, decision.Decision{replace, decision.ReasonCNIRace}},
+		{"CNI race, native proxy too", pod(onFailure, []c{app(waiting)}, validation(backOff, 126), initContainer("istio-proxy", &always, waiting), phase(corev1.PodPending)), decision.Options{}, decision.Decision{replace, decision.ReasonCNIRace}},
+		{"CNI race, validation running again: maybe repaired", pod(onFailure, []c{proxy(waiting), app(waiting)}, validation(running, 126), phase(corev1.PodPending)), decision.Options{}, decision.Decision{wait, decision.ReasonAppsRunning}},
+		{"CNI race, validation passed after a repair", pod(onFailure, []c{proxy(running), app(running)}, validation(exit(0), 126)), decision.Options{}, decision.Decision{wait, decision.ReasonAppsRunning}},
+		{"CNI race under Never: the kubelet fails the pod", pod(never, []c{proxy(waiting), app(waiting)}, validation(exit(126), 0), phase(corev1.PodPending)), decision.Options{}, decision.Decision{wait, decision.ReasonAppsRunning}},
+		{"CNI race, pod already deleting", pod(onFailure, []c{proxy(waiting), app(waiting)}, validation(exit(126), 0), phase(corev1.PodPending), deleting), decision.Options{}, decision.Decision{ignore, decision.ReasonDeleting}},
+		{"validation failed otherwise", pod(onFailure, []c{proxy(waiting), app(waiting)}, validation(backOff, 1), phase(corev1.PodPending)), decision.Options{}, decision.Decision{wait, decision.ReasonAppsRunning}},
+		{"another init container exited 126", pod(onFailure, []c{proxy(waiting), app(waiting)}, initContainer("setup", nil, exit(126)), phase(corev1.PodPending)), decision.Options{}, decision.Decision{wait, decision.ReasonAppsRunning}},
+
 		{"annotation naming the app makes it a sidecar", pod(never, []c{proxy(running), app(running)}, annotate(keys.AnnotationSidecars, "app")), decision.Options{}, decision.Decision{ignore, decision.ReasonNoApps}},
 	}
 	for _, tc := range tests {
@@ -207,7 +231,7 @@ func TestDecideMatrix(t *testing.T) {
 }
 
 func TestOutcomeString(t *testing.T) {
-	for o, want := range map[decision.Outcome]string{decision.Ignore: "ignore", decision.Wait: "wait", decision.Quit: "quit", 42: "unknown"} {
+	for o, want := range map[decision.Outcome]string{decision.Ignore: "ignore", decision.Wait: "wait", decision.Quit: "quit", decision.Replace: "replace", 42: "unknown"} {
 		if got := o.String(); got != want {
 			t.Errorf("%d.String() = %q, want %q", int(o), got, want)
 		}

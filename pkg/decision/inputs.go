@@ -24,7 +24,8 @@ import (
 //   - init containers: only a native istio-proxy (HasNativeProxy), without
 //     rules (Decide restarts no init container);
 //   - statuses: each regular container's state kind and exit code, and a
-//     native istio-proxy's;
+//     native istio-proxy's; of a pod CNIRaced, its istio-validation's as
+//     RacedValidation;
 //   - the opt-in label and annotation when they say true or false (other
 //     values are ignored anyway), the sidecars annotation's names as
 //     AnnotatedSidecars reads them.
@@ -50,6 +51,9 @@ func Inputs(p *slim.Pod) *slim.Pod {
 		if s := p.ContainerStatus(keys.ProxyContainer, true); s != nil {
 			out.Status.InitContainerStatuses = slim.Statuses{stateOnly(*s)}
 		}
+	}
+	if CNIRaced(p) {
+		out.Status.InitContainerStatuses = append(out.Status.InitContainerStatuses, RacedValidation())
 	}
 	for _, c := range p.Spec.Containers {
 		in := slim.Container{Name: c.Name, RestartPolicy: c.RestartPolicy}
@@ -91,4 +95,11 @@ func stateOnly(s slim.ContainerStatus) slim.ContainerStatus {
 		out.State.Waiting = &slim.Waiting{}
 	}
 	return out
+}
+
+// RacedValidation is the status of istio-validation that Inputs gives a pod
+// CNIRaced: it exited keys.ValidationFailedCode. Whether it has been
+// waiting to run again since, and its other fields, decide nothing.
+func RacedValidation() slim.ContainerStatus {
+	return slim.ContainerStatus{Name: keys.ValidationContainer, State: slim.State{Terminated: &slim.Terminated{ExitCode: keys.ValidationFailedCode}}}
 }

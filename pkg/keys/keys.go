@@ -38,6 +38,16 @@ const (
 const (
 	// ProxyContainer is the name Istio's injector gives the sidecar.
 	ProxyContainer = "istio-proxy"
+	// ValidationContainer is the init container Istio's injector adds in
+	// place of istio-init when Istio CNI sets up the traffic capture: it
+	// checks that the capture is in place (pilot-agent istio-iptables
+	// --run-validation).
+	ValidationContainer = "istio-validation"
+	// ValidationFailedCode is what ValidationContainer exits with when the
+	// pod's traffic capture is not in place (Istio's
+	// constants.ValidationErrorCode): the pod's sandbox was made before
+	// Istio CNI's plugin was chained in on its node.
+	ValidationFailedCode = 126
 	// AnnotationProxyConfig is Istio's per-pod ProxyConfig, a YAML document.
 	AnnotationProxyConfig = "proxy.istio.io/config"
 	// AnnotationNativeSidecar asks Istio (>= 1.24) for a native sidecar

@@ -22,6 +22,12 @@ const (
 	// ReasonProxyQuitFailed: a quit failed, for good or to be retried; the
 	// message says which, and why.
 	ReasonProxyQuitFailed = "ProxyQuitFailed"
+	// ReasonPodReplaced: the function deleted a pod Istio CNI's start race
+	// left unable to start, so that its controller makes another.
+	ReasonPodReplaced = "PodReplaced"
+	// ReasonPodReplaceFailed: such a pod could not be deleted, or has no
+	// controller to make another and is left alone; the message says why.
+	ReasonPodReplaceFailed = "PodReplaceFailed"
 )
 
 // Why a quit failed for good: the word in parentheses of a

@@ -31,11 +31,11 @@ func rich() *Pod {
 		Status: Status{Phase: corev1.PodRunning,
 			InitContainerStatuses: Statuses{
 				{Name: "istio-proxy", Ready: true, RestartCount: 1, State: State{Running: &Running{StartedAt: at}}},
-				{Name: "init", State: State{Waiting: &Waiting{Reason: "PodInitializing"}}},
+				{Name: "init", State: State{Waiting: &Waiting{Reason: "PodInitializing"}}, LastState: LastState{Terminated: &LastTerminated{ExitCode: 126}}},
 				{Name: "setup", State: State{Terminated: &Terminated{ExitCode: 2, Reason: "Error", FinishedAt: at}}}},
 			ContainerStatuses: Statuses{
 				{Name: "app", Ready: true, RestartCount: 2, State: State{Terminated: &Terminated{ExitCode: 1, Reason: "Error", FinishedAt: at}}},
-				{Name: "waiting", State: State{Waiting: &Waiting{Reason: "CrashLoopBackOff"}}},
+				{Name: "waiting", State: State{Waiting: &Waiting{Reason: "CrashLoopBackOff"}}, LastState: LastState{Terminated: &LastTerminated{ExitCode: 126}}},
 				{Name: "running", State: State{Running: &Running{StartedAt: at}}}}},
 	}
 }

@@ -89,12 +89,26 @@ type Status struct {
 type Statuses []ContainerStatus
 
 // ContainerStatus keeps which state a container is in and, when it
-// terminated, how it ended. Messages, image ids and other times are dropped.
+// terminated, how it ended; of its last state only how it ended, when it
+// did (Istio CNI's istio-validation that failed before its retry is
+// found there). Messages, image ids and other times are dropped.
 type ContainerStatus struct {
-	Name         string `json:"name"`
-	Ready        bool   `json:"ready"`
-	RestartCount int32  `json:"restartCount"`
-	State        State  `json:"state"`
+	Name         string    `json:"name"`
+	Ready        bool      `json:"ready"`
+	RestartCount int32     `json:"restartCount"`
+	State        State     `json:"state"`
+	LastState    LastState `json:"lastState,omitzero"`
+}
+
+// LastState is how a container's previous run ended, when it did: its exit
+// code only.
+type LastState struct {
+	Terminated *LastTerminated `json:"terminated,omitempty"`
+}
+
+// LastTerminated is a previous run's end.
+type LastTerminated struct {
+	ExitCode int32 `json:"exitCode"`
 }
 
 // State is a container's state: at most one of the three is set.
@@ -223,6 +237,9 @@ func statusesOf(in []corev1.ContainerStatus) Statuses {
 	out := make(Statuses, len(in))
 	for i, s := range in {
 		out[i] = ContainerStatus{Name: s.Name, Ready: s.Ready, RestartCount: s.RestartCount, State: stateOf(s.State)}
+		if t := s.LastTerminationState.Terminated; t != nil {
+			out[i].LastState.Terminated = &LastTerminated{ExitCode: t.ExitCode}
+		}
 	}
 	return out
 }

@@ -36,7 +36,8 @@ func TestOfKeepsExactlyTheSlimFields(t *testing.T) {
 			InitContainerStatuses: Statuses{{Name: "istio-init", State: State{Terminated: &Terminated{ExitCode: 0, Reason: "Completed"}}}},
 			ContainerStatuses: Statuses{
 				{Name: "istio-proxy", Ready: true, State: State{Running: &Running{StartedAt: now}}},
-				{Name: "tensorflow", RestartCount: 2, State: State{Terminated: &Terminated{ExitCode: 0, Reason: "Completed", FinishedAt: now}}},
+				{Name: "tensorflow", RestartCount: 2, State: State{Terminated: &Terminated{ExitCode: 0, Reason: "Completed", FinishedAt: now}},
+					LastState: LastState{Terminated: &LastTerminated{ExitCode: 1}}}, // its exit code only
 				{Name: "vault-agent", State: State{Waiting: &Waiting{Reason: "Pull"}}},
 			},
 		},

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"regexp"
 	"sort"
 	"strings"
@@ -15,10 +16,11 @@ import (
 	"github.com/istio-aux/istio-aux/pkg/keys"
 )
 
-// Names the exec policies (204, 205) are written against.
+// Names the function's policies (204, 205) are written against.
 const (
 	execPolicy        = "istio-aux-proxyquit-exec"
 	execCommandPolicy = "istio-aux-proxyquit-exec-command"
+	deletePolicy      = "istio-aux-proxyquit-delete"
 	proxyquitUser     = "system:serviceaccount:istio-aux:istio-aux-proxyquit"
 )
 
@@ -41,15 +43,16 @@ func execPolicies(t *testing.T) (map[string]*admissionregistrationv1.ValidatingA
 		}
 		files[d.obj.GetKind()+"/"+d.obj.GetName()] = d.file
 	}
-	if policies[execPolicy] == nil || policies[execCommandPolicy] == nil {
-		t.Fatalf("config/ lacks the policies %s and %s", execPolicy, execCommandPolicy)
+	if policies[execPolicy] == nil || policies[execCommandPolicy] == nil || policies[deletePolicy] == nil {
+		t.Fatalf("config/ lacks the policies %s, %s and %s", execPolicy, execCommandPolicy, deletePolicy)
 	}
 	return policies, bindings, files
 }
 
-// TestExecPoliciesMatchOnlyTheFunction: both policies look at pods/exec
-// CONNECTs of the function's ServiceAccount only (the one the Knative
-// Service runs as), and fail closed.
+// TestExecPoliciesMatchOnlyTheFunction: the exec policies look at
+// pods/exec CONNECTs, the delete policy at pod DELETEs, of the function's
+// ServiceAccount only (the one the Knative Service runs as), and each
+// fails closed.
 func TestExecPoliciesMatchOnlyTheFunction(t *testing.T) {
 	policies, _, _ := execPolicies(t)
 	ksvc := find(t, loadDocs(t, "config", nil), "Service", "proxy-quit")
@@ -61,10 +64,14 @@ func TestExecPoliciesMatchOnlyTheFunction(t *testing.T) {
 		if p.Spec.FailurePolicy == nil || *p.Spec.FailurePolicy != admissionregistrationv1.Fail {
 			t.Errorf("%s: failurePolicy must be Fail: it is a security boundary", name)
 		}
+		op, resource := admissionregistrationv1.Connect, "pods/exec"
+		if name == deletePolicy {
+			op, resource = admissionregistrationv1.Delete, "pods"
+		}
 		rules := p.Spec.MatchConstraints.ResourceRules
-		if len(rules) != 1 || len(rules[0].Operations) != 1 || rules[0].Operations[0] != admissionregistrationv1.Connect ||
-			len(rules[0].Resources) != 1 || rules[0].Resources[0] != "pods/exec" {
-			t.Errorf("%s: matchConstraints %+v, want CONNECT on pods/exec only", name, rules)
+		if len(rules) != 1 || len(rules[0].Operations) != 1 || rules[0].Operations[0] != op ||
+			len(rules[0].Resources) != 1 || rules[0].Resources[0] != resource {
+			t.Errorf("%s: matchConstraints %+v, want %s on %s only", name, rules, op, resource)
 		}
 		// Exactly this condition: with failurePolicy Fail, a condition that
 		// could error would deny every exec of every user.
@@ -95,6 +102,11 @@ func TestExecPoliciesUseOurNames(t *testing.T) {
 		{execPolicy, "[?'" + keys.LegacyLabel + "'].orValue('') == '" + keys.LegacyLabelValue + "'", "decision.NamespaceOptedIn reads the legacy label"},
 		{execPolicy, "!(request.namespace in ['" + strings.Join(systemNamespaces, "', '") + "'])", "system namespaces, ours (100-namespace.yaml) included, are never a target"},
 		{execCommandPolicy, "params.?data[?'quit-command'].orValue('" + settings.DefaultQuitCommand + "')", "the function's default when quit-command is unset"},
+		{deletePolicy, "s.name == '" + keys.ValidationContainer + "'", "decision.CNIRaced reads keys.ValidationContainer"},
+		{deletePolicy, fmt.Sprintf("exitCode.orValue(0) == %d", keys.ValidationFailedCode), "decision.CNIRaced reads keys.ValidationFailedCode"},
+		{deletePolicy, "[?'" + keys.LabelEnabled + "'].orValue('') in ['true', 'pods']", "the exec policy's opt-in"},
+		{deletePolicy, "[?'" + keys.LegacyLabel + "'].orValue('') == '" + keys.LegacyLabelValue + "'", "the exec policy's opt-in"},
+		{deletePolicy, "!(request.namespace in ['" + strings.Join(systemNamespaces, "', '") + "'])", "system namespaces are never a target"},
 	} {
 		if !strings.Contains(all(policies[tc.policy]), tc.literal) {
 			t.Errorf("%s does not contain %q (%s)", tc.policy, tc.literal, tc.why)

@@ -75,8 +75,11 @@ func TestRBAC(t *testing.T) {
 	}, {
 		sa: "istio-aux-proxyquit",
 		allowed: []string{"get pods team-a/", "get pods/exec team-a/", "create pods/exec team-a/", "get namespaces /team-a",
-			"create events team-a/", "patch events team-a/", "delete events team-a/"},
-		denied: []string{"list pods", "delete pods team-a/", "create pods/attach team-a/", "get secrets team-a/", "list namespaces"},
+			"create events team-a/", "patch events team-a/", "delete events team-a/",
+			// Which pods: the policy istio-aux-proxyquit-delete (TestDeletePolicy).
+			"delete pods team-a/"},
+		denied: []string{"list pods", "deletecollection pods team-a/", "update pods team-a/", "create pods/eviction team-a/",
+			"create pods/attach team-a/", "get secrets team-a/", "list namespaces"},
 	}, {
 		sa: "istio-aux-webhook",
 		allowed: []string{

@@ -21,7 +21,8 @@ import (
 // sidecars (past slim.MaxSidecars too), every pod and container restart
 // policy, rules with every operator and action (and unknown ones), every
 // container state, statuses missing, repeated or of no container, opt-in
-// values valid and not, beside the sidecars annotation or alone.
+// values valid and not, beside the sidecars annotation or alone, Istio
+// CNI's istio-validation passed, running or failed (now or before).
 func RandomPod(r *rand.Rand) *slim.Pod {
 	pick := func(n int) int { return r.IntN(n) }
 	policies := []*corev1.ContainerRestartPolicy{nil, ptr(corev1.ContainerRestartPolicyAlways),
@@ -109,6 +110,17 @@ func RandomPod(r *rand.Rand) *slim.Pod {
 	if pick(4) == 0 { // an init container that is not the proxy
 		p.Spec.InitContainers = append(p.Spec.InitContainers, slim.Container{Name: "setup", RestartPolicyRules: rules()})
 		p.Status.InitContainerStatuses = append(p.Status.InitContainerStatuses, slim.ContainerStatus{Name: "setup", State: state()})
+	}
+	if pick(3) == 0 { // Istio CNI's check, perhaps failed (the start race)
+		v := slim.ContainerStatus{Name: keys.ValidationContainer, State: state()}
+		if pick(2) == 0 {
+			v.State = slim.State{Terminated: &slim.Terminated{ExitCode: keys.ValidationFailedCode, Reason: "Error"}}
+		}
+		if code := []int32{0, keys.ValidationFailedCode, keys.ValidationFailedCode, 1}[pick(4)]; code != 0 {
+			v.LastState.Terminated = &slim.LastTerminated{ExitCode: code}
+		}
+		p.Spec.InitContainers = append([]slim.Container{{Name: keys.ValidationContainer}}, p.Spec.InitContainers...)
+		p.Status.InitContainerStatuses = append([]slim.ContainerStatus{v}, p.Status.InitContainerStatuses...)
 	}
 	if pick(6) == 0 { // statuses the kubelet would not write: of no container, or twice
 		p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, slim.ContainerStatus{Name: names[pick(len(names))], State: state()},
