@@ -4,7 +4,6 @@ package config
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -13,7 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
@@ -61,20 +59,7 @@ func TestDeletePolicy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for ns, labels := range map[string]map[string]string{
-		"jobs": {keys.LabelEnabled: "true"}, "legacy-jobs": {keys.LegacyLabel: keys.LegacyLabelValue}, "pod-jobs": {keys.LabelEnabled: "pods"},
-		"other": {}, "kube-system": {keys.LabelEnabled: "true"}, "istio-aux": {keys.LabelEnabled: "true"},
-	} {
-		nss := c.Client().CoreV1().Namespaces()
-		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": labels}})
-		_, err := nss.Patch(ctx, ns, types.MergePatchType, patch, metav1.PatchOptions{})
-		if apierrors.IsNotFound(err) {
-			_, err = nss.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: labels}}, metav1.CreateOptions{})
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	policyNamespaces(ctx, t, c)
 	// create makes ns/name shaped s, its status written as a kubelet would.
 	create := func(ns, name string, s racedShape) {
 		t.Helper()

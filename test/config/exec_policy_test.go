@@ -118,6 +118,32 @@ func statusOf(err error) *apierrors.StatusError {
 	return nil
 }
 
+// policyNamespaces labels (or creates) the namespaces the function's
+// policies are tried in: each way to opt in (jobs, legacy-jobs, pod-jobs),
+// one that did not (other), and two system namespaces that opted in
+// (kube-system, istio-aux), which must not help.
+func policyNamespaces(ctx context.Context, t *testing.T, c *cluster.Cluster) {
+	t.Helper()
+	for ns, labels := range map[string]map[string]string{
+		"jobs":        {keys.LabelEnabled: "true"},
+		"legacy-jobs": {keys.LegacyLabel: keys.LegacyLabelValue},
+		"pod-jobs":    {keys.LabelEnabled: "pods"},
+		"other":       {},
+		"kube-system": {keys.LabelEnabled: "true"},
+		"istio-aux":   {keys.LabelEnabled: "true"},
+	} {
+		nss := c.Client().CoreV1().Namespaces()
+		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": labels}})
+		_, err := nss.Patch(ctx, ns, types.MergePatchType, patch, metav1.PatchOptions{})
+		if apierrors.IsNotFound(err) {
+			_, err = nss.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: labels}}, metav1.CreateOptions{})
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // denial is the message the API server gives for a policy's validation
 // (each policy has one binding of its own name).
 func denial(policy, message string) string {
@@ -143,26 +169,7 @@ func TestExecPolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// Namespaces: each way to opt in, one that did not, and two system
-	// namespaces that opted in (which must not help).
-	for ns, labels := range map[string]map[string]string{
-		"jobs":        {keys.LabelEnabled: "true"},
-		"legacy-jobs": {keys.LegacyLabel: keys.LegacyLabelValue},
-		"pod-jobs":    {keys.LabelEnabled: "pods"},
-		"other":       {},
-		"kube-system": {keys.LabelEnabled: "true"},
-		"istio-aux":   {keys.LabelEnabled: "true"},
-	} {
-		nss := c.Client().CoreV1().Namespaces()
-		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": labels}})
-		_, err := nss.Patch(ctx, ns, types.MergePatchType, patch, metav1.PatchOptions{})
-		if apierrors.IsNotFound(err) {
-			_, err = nss.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: labels}}, metav1.CreateOptions{})
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	policyNamespaces(ctx, t, c)
 	pods := []string{
 		"jobs/target", "jobs/quit-websocket", "jobs/quit-spdy", "jobs/probe", "jobs/param-probe",
 		"legacy-jobs/quit", "pod-jobs/quit", "other/target", "kube-system/target", "istio-aux/target",
