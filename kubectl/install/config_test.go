@@ -56,11 +56,12 @@ func TestEndpointsOf(t *testing.T) {
 	ep := func(ready *bool) discoveryv1.Endpoint {
 		return discoveryv1.Endpoint{Conditions: discoveryv1.EndpointConditions{Ready: ready}}
 	}
+	terminating := discoveryv1.Endpoint{Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(false), Serving: ptr.To(true), Terminating: ptr.To(true)}}
 	slices := []discoveryv1.EndpointSlice{
-		{Endpoints: []discoveryv1.Endpoint{ep(ptr.To(true)), ep(ptr.To(false))}},
+		{Endpoints: []discoveryv1.Endpoint{ep(ptr.To(true)), ep(ptr.To(false)), terminating}},
 		{Endpoints: []discoveryv1.Endpoint{ep(nil)}},
 	}
 	if got := install.EndpointsOf(slices); got != (install.Endpoints{Ready: 2, Total: 3}) {
-		t.Errorf("EndpointsOf = %+v, want 2 ready of 3 (an unset condition is ready)", got)
+		t.Errorf("EndpointsOf = %+v, want 2 ready of 3 (an unset condition is ready, a terminating endpoint is not counted)", got)
 	}
 }

@@ -17,11 +17,17 @@ type Endpoints struct {
 }
 
 // EndpointsOf counts the endpoints of slices. An endpoint whose ready
-// condition is unset counts as ready, as the API documents it.
+// condition is unset counts as ready, as the API documents it; one that
+// is terminating (a pod being replaced, deleted, evicted) is on its way
+// out and counts not at all, or every rollout would read as a replica
+// missing until the old pod is gone.
 func EndpointsOf(slices []discoveryv1.EndpointSlice) Endpoints {
 	var e Endpoints
 	for _, s := range slices {
 		for _, ep := range s.Endpoints {
+			if ep.Conditions.Terminating != nil && *ep.Conditions.Terminating {
+				continue
+			}
 			e.Total++
 			if ep.Conditions.Ready == nil || *ep.Conditions.Ready {
 				e.Ready++
