@@ -2,9 +2,9 @@
 # The whole compatibility matrix (make e2e-matrix): every cell of the
 # README's table, each a `go test` run of its own on a cluster of its shape
 # (test/mesh/shapes.go), after building every version it needs: Kubernetes
-# 1.32 and 1.33 besides the newest, and Istio 1.24.2, 1.26.1, 1.27.9, 1.28.3,
+# 1.31, 1.32 and 1.33 besides the newest, and Istio 1.24.2, 1.26.1, 1.27.9, 1.28.3,
 # 1.30 (release-1.30 after 1.30.3) and 1.31.0 besides the default build. The kubelet-parity table is checked against
-# every kubelet from 1.32 to 1.36. Writes _output/matrix.md, a table of the
+# every kubelet from 1.31 to 1.36. Writes _output/matrix.md, a table of the
 # cells with the test that ran each, its result and the date, and exits
 # non-zero if a cell failed. MATRIX_NEWEST=0 leaves out the newest's own
 # suites (make e2e runs them), and builds of the newest Kubernetes only
@@ -29,7 +29,7 @@ if [[ "${MATRIX_NEWEST:-1}" != 0 ]]; then
   timed "training operator, trainer, jobset" hack/build-operators.sh
 fi
 timed "kwok" hack/build-kwok.sh >/dev/null
-timed "kubelet restart parity, 1.32 to 1.36" hack/kubelet-parity.sh
+timed "kubelet restart parity, 1.31 to 1.36" hack/kubelet-parity.sh
 
 out="${ISTIO_AUX_CACHE:-${root}/_output}/matrix.md"
 mkdir -p "$(dirname "${out}")"
@@ -55,8 +55,10 @@ if [[ "${MATRIX_NEWEST:-1}" != 0 ]]; then
   cell "1.36" "master (1.30 cut)" "one node, istio-aux by Helm: install, upgrade and rollback with Jobs in flight, uninstall" test/node '^TestNodeHelm$'
   cell "1.36" "master (1.30 cut), Istio CNI" "three nodes: one powered on with Jobs placed before its CNI agent is ready" test/ha '^TestHACNIStartRace$' 30m
 fi
+cell "1.31" "master (1.30 cut), auto" "config/ against the API server" test/config '^TestV131$' 10m
 cell "1.32" "master (1.30 cut), auto" "config/ against the API server" test/config '^TestV132$' 10m
 cell "1.33" "master (1.30 cut), auto" "config/ against the API server" test/config '^TestV133$' 10m
+cell "1.31" "master (1.30 cut), auto" "one node" test/node '^TestV131$'
 cell "1.32" "master (1.30 cut), auto" "one node" test/node '^TestV132$'
 cell "1.32" "1.24.2" "one node" test/node '^TestV132Istio124$'
 cell "1.32" "1.28.3, auto (classic), Istio CNI" "one node: the core scenarios, the owners, traffic captured" test/node '^TestV132Istio128CNI$' 30m

@@ -44,7 +44,7 @@ timed "knative serving + traefik" hack/build-knative.sh >/dev/null
 timed "training operator, trainer, jobset" hack/build-operators.sh
 # pkg/decision's copy of the kubelet's restart rule, against the kubelets'
 # own function, of the version built here (k8s.io/kubernetes, in the tools
-# module that builds it); make e2e-matrix checks every one from 1.32 on.
+# module that builds it); make e2e-matrix checks every one from 1.31 on.
 timed "kubelet restart parity" hack/kubelet-parity.sh go.mod
 timed "harness test" go test -tags e2e -count=1 -timeout 5m ./test/cluster/...
 # istiod's injection of every pod shape, and the real pilot-agent with the

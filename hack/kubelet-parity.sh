@@ -2,7 +2,7 @@
 # The kubelet-parity table (pkg/decision/testdata/kubelet-restart.json)
 # against each kubelet's own ShouldContainerBeRestarted: one test source,
 # compiled against each module file of hack/tools/k8s given (go.mod: the
-# newest; v1.32.mod ... v1.35.mod; default: all of them). -update after the
+# newest; v1.31.mod ... v1.35.mod; default: all of them). -update after the
 # arguments writes each version's column instead of checking it.
 set -o errexit -o nounset -o pipefail
 

@@ -11,7 +11,7 @@ node_builds() {
   K8S_COMMANDS="${NEWEST_COMMANDS:-}" timed "kubernetes binaries" hack/build-k8s.sh >/dev/null
   # shellcheck source=hack/versions.sh
   source hack/versions.sh
-  timed "kubernetes 1.32 and 1.33" hack/build-k8s.sh "${K8S_OLDEST}" "${K8S_MIXED}" >/dev/null
+  timed "kubernetes 1.31, 1.32 and 1.33" hack/build-k8s.sh "${K8S_OLDEST}" "${K8S_V132}" "${K8S_MIXED}" >/dev/null
   # istiod and pilot-agent for the mesh, the Envoy stand-in and istio-aux's
   # own binaries.
   timed "istiod + pilot-agent" hack/build-istio.sh >/dev/null

@@ -34,7 +34,7 @@ func TestCheck(t *testing.T) {
 		want    map[string]expect
 	}{
 		"healthy install (config/)": {cluster: healthy, shape: check.ShapeConfig, want: map[string]expect{
-			check.ItemKubernetes:           {check.StatusOK, "API server v1.33.13, kubelets v1.32.13 ×2, v1.33.13 ×1: within the Kubernetes the suites prove (1.32 to 1.36)"},
+			check.ItemKubernetes:           {check.StatusOK, "API server v1.33.13, kubelets v1.32.13 ×2, v1.33.13 ×1: within the Kubernetes the suites prove (1.31 to 1.36)"},
 			check.ItemWebhookConfiguration: {check.StatusOK, "3 webhooks, caBundle matches Secret istio-aux/istio-aux-webhook-certs, failurePolicy Fail"},
 			check.ItemWebhookCertificate:   {check.StatusOK, "issued for istio-aux-webhook.istio-aux.svc"},
 			check.ItemWebhookEndpoints:     {check.StatusOK, "2 endpoints ready"},
@@ -56,11 +56,11 @@ func TestCheck(t *testing.T) {
 		}},
 		"an API server and a kubelet older than the suites prove": {cluster: healthy, shape: check.ShapeConfig,
 			change: func(t *testing.T, c *cluster) {
-				c.server = "v1.31.14-eks-1a2b3c"
-				c.replace(node("node-2", "v1.30.14"))
+				c.server = "v1.30.14-eks-1a2b3c"
+				c.replace(node("node-2", "v1.29.15"))
 			},
 			want: map[string]expect{check.ItemKubernetes: {check.StatusWarn,
-				"API server v1.31.14-eks-1a2b3c, kubelet v1.30.14 (node node-2) outside the Kubernetes the suites prove (1.32 to 1.36; https://github.com/istio-aux/istio-aux#compatibility)"}}},
+				"API server v1.30.14-eks-1a2b3c, kubelet v1.29.15 (node node-2) outside the Kubernetes the suites prove (1.31 to 1.36; https://github.com/istio-aux/istio-aux#compatibility)"}}},
 		"a kubelet newer than the suites prove": {cluster: healthy, shape: check.ShapeConfig,
 			change: func(t *testing.T, c *cluster) { c.replace(node("node-0", "v1.37.2")) },
 			want:   map[string]expect{check.ItemKubernetes: {check.StatusWarn, "kubelet v1.37.2 (node node-0) outside the Kubernetes the suites prove"}}},

@@ -93,7 +93,7 @@ func TestDecideForAnyKubelet(t *testing.T) {
 		}
 		got := decision.DecideForAnyKubelet(sp, decision.Options{})
 		if (got.Outcome == decision.Quit) != anyQuit {
-			t.Errorf("%s: DecideForAnyKubelet %v, some kubelet from 1.32 to 1.36 quits: %v", name, got.Outcome, anyQuit)
+			t.Errorf("%s: DecideForAnyKubelet %v, some kubelet from 1.31 to 1.36 quits: %v", name, got.Outcome, anyQuit)
 		}
 		if !decision.KubeletMatters(sp) && got != decision.Decide(sp, decision.Options{}) {
 			t.Errorf("%s: the kubelet does not matter, yet DecideForAnyKubelet %v differs from Decide", name, got)

@@ -17,13 +17,13 @@ import (
 // answered testdata/kubelet-restart.json (hack/tools/k8s/kubeletparity,
 // run by make e2e against each module file): every minor from the oldest
 // istio-aux supports to the newest.
-var kubeletColumns = []string{"1.32", "1.33", "1.34", "1.35", "1.36"}
+var kubeletColumns = []string{"1.31", "1.32", "1.33", "1.34", "1.35", "1.36"}
 
 // TestWillRestartMatchesTheKubelet replays testdata/kubelet-restart.json,
 // whose answers each kubelet's own code wrote: every pod policy, container
 // policy, rule list and exit code that reaches a distinct branch of the
 // newest kubelet's rule, about a thousand cases, each answered by every
-// kubelet from 1.32 to 1.36, against WillRestart for a Kubelet of that
+// kubelet from 1.31 to 1.36, against WillRestart for a Kubelet of that
 // minor. A kubelet that does not know a field (restartPolicyRules before
 // 1.34) read the case without it, as it reads a newer API server's pod;
 // WillRestart reads the whole container and must still agree.

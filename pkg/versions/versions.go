@@ -15,7 +15,7 @@ import (
 // The Kubernetes minors (1.x) the suites prove, oldest and newest; every
 // minor between them is within the skew the suites run.
 const (
-	OldestMinor = 32
+	OldestMinor = 31
 	NewestMinor = 36
 )
 
@@ -23,7 +23,7 @@ const (
 // knative.dev/pkg's KUBERNETES_MIN_VERSION reads it.
 var MinKubernetes = fmt.Sprintf("v1.%d.0", OldestMinor)
 
-// Range is the proven range in words ("1.32 to 1.36").
+// Range is the proven range in words ("1.31 to 1.36").
 var Range = fmt.Sprintf("1.%d to 1.%d", OldestMinor, NewestMinor)
 
 // Proven reports whether a Kubernetes version, as a server or a kubelet

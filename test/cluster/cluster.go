@@ -50,15 +50,19 @@ import (
 // file of their own there (v1.MINOR.mod), built on demand by
 // `hack/build-k8s.sh VERSION` (TestK8sVersionsMatchTheirModuleFiles).
 const (
-	K8sVersion  = "v1.36.3"
-	K8sV133     = "v1.33.13"
-	K8sV132     = "v1.32.13"
+	K8sVersion = "v1.36.3"
+	K8sV133    = "v1.33.13"
+	K8sV132    = "v1.32.13"
+	// K8sV131 is OpenShift 4.18's Kubernetes. Its module file pins the
+	// staging modules the Go module proxy serves at 1.31's last patch or
+	// the nearest before it (hack/tools/k8s/v1.31.mod).
+	K8sV131     = "v1.31.14"
 	KwokVersion = "v0.8.0"
 )
 
 // K8sVersions are the Kubernetes versions the harness can run, newest
 // first.
-var K8sVersions = []string{K8sVersion, K8sV133, K8sV132}
+var K8sVersions = []string{K8sVersion, K8sV133, K8sV132, K8sV131}
 
 // Options select what runs besides etcd and kube-apiserver.
 type Options struct {

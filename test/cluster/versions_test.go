@@ -27,7 +27,7 @@ func TestScriptsBuildTheVersionsTheSuitesRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, want := range map[string]string{"K8S_OLDEST": K8sV132, "K8S_MIXED": K8sV133} {
+	for name, want := range map[string]string{"K8S_OLDEST": K8sV131, "K8S_V132": K8sV132, "K8S_MIXED": K8sV133} {
 		m := regexp.MustCompile(`(?m)^` + name + `=(\S+)$`).FindSubmatch(raw)
 		if m == nil || string(m[1]) != want {
 			t.Errorf("hack/versions.sh: %s=%s, the harness runs %s", name, m, want)

@@ -21,6 +21,9 @@ var (
 	// newer), which gives every pod a classic sidecar there: the kubelet is
 	// older than 1.33.
 	V132 = Options{Kubernetes: cluster.K8sV132, NativeSidecars: "auto"}
+	// V131 is one node of Kubernetes 1.31, OpenShift 4.18's (supported to
+	// 2027-02-25), with istiod's default: classic sidecars there.
+	V131 = Options{Kubernetes: cluster.K8sV131, NativeSidecars: "auto"}
 	// V132Istio124 is V132 with Istio 1.24 (OpenShift Service Mesh 3.0),
 	// classic by default.
 	V132Istio124 = Options{Kubernetes: cluster.K8sV132, Istio: istio.R124, NativeSidecars: "false"}

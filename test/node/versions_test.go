@@ -53,6 +53,10 @@ func runCore(t *testing.T, o mesh.Options) {
 // sidecar classic on a kubelet older than 1.33.
 func TestV132(t *testing.T) { runCore(t, mesh.V132) }
 
+// TestV131: Kubernetes 1.31 (OpenShift 4.18's) with istiod's default,
+// classic there.
+func TestV131(t *testing.T) { runCore(t, mesh.V131) }
+
 // TestV132Istio124: Kubernetes 1.32 with Istio 1.24, classic by default.
 func TestV132Istio124(t *testing.T) { runCore(t, mesh.V132Istio124) }
 
