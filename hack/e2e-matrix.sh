@@ -62,7 +62,7 @@ cell "1.31" "master (1.30 cut), auto" "one node" test/node '^TestV131$'
 cell "1.32" "master (1.30 cut), auto" "one node" test/node '^TestV132$'
 cell "1.32" "1.24.2" "one node" test/node '^TestV132Istio124$'
 cell "1.32" "1.28.3, auto (classic), Istio CNI" "one node: the core scenarios, the owners, traffic captured" test/node '^TestV132Istio128CNI$' 30m
-cell "1.32" "1.27.9, OpenShift profile, Istio CNI, revision default-v1-27-9" "one node, the OpenShift stand-in" test/node '^TestOpenShift$'
+cell "1.31" "1.27.9, OpenShift profile, Istio CNI, revision default-v1-27-9" "one node, the OpenShift stand-in" test/node '^TestOpenShift$'
 cell "1.33" "1.26.1" "one node" test/node '^TestV133$'
 cell "1.33" "1.27.9, auto (native)" "one node" test/node '^TestV133Istio127$'
 cell "1.33 (kubelets 1.33, 1.32, 1.32)" "master (1.30 cut), auto" "three nodes, one lost" test/ha '^TestV133MixedNodeLoss$'

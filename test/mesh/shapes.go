@@ -63,12 +63,13 @@ var (
 	// TestCanaryUpgrade.
 	Canary = Options{Istio: istio.R130, Revision: "default-v1-30", NativeSidecars: "false"}
 	// OpenShift is OpenShift Service Mesh 3.2 (Istio 1.27) on OpenShift
-	// 4.19 (Kubernetes 1.32) as far as it can run here: istiod with the
+	// 4.18 (Kubernetes 1.31, supported to 2027-02-25; 4.19 is 1.32) as far
+	// as it can run here: istiod with the
 	// OpenShift profile installed by revision (OSSM's name for it) with its
 	// default tag, Istio CNI, and the OpenShift stand-in (UID ranges,
 	// restricted-v2, Pod Security restricted). Its kubelets are older than
 	// 1.33, so Istio's auto keeps sidecars classic.
-	OpenShift = Options{Kubernetes: cluster.K8sV132, Istio: istio.R127, Revision: "default-v1-27-9", CNI: true,
+	OpenShift = Options{Kubernetes: cluster.K8sV131, Istio: istio.R127, Revision: "default-v1-27-9", CNI: true,
 		Platform: "openshift", NativeSidecars: "auto"}
 	// V133MixedIstio127 is V133Mixed with Istio 1.27 (OpenShift Service
 	// Mesh 3.2's), the first release whose default is auto.
