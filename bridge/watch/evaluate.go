@@ -41,10 +41,11 @@ const (
 )
 
 // Evaluate is the change filter, a pure function of one pod: publish when
-// the pod is opted in, decides Quit or Replace (or Wait too, with
-// publishWaits) and its fingerprint differs from the last published one. Publishing only on a
-// change of the decision's inputs keeps a busy cluster's status churn
-// (probes, conditions, IPs) from ever reaching NATS or waking the function.
+// the pod is opted in, its decision acts (Quit, Replace; or Wait too, with
+// publishWaits) and its fingerprint differs from the last published one.
+// Publishing only on a change of the decision's inputs keeps a busy
+// cluster's status churn (probes, conditions, IPs) from ever reaching NATS
+// or waking the function.
 func Evaluate(opts decision.Options, publishWaits bool, in Input) Verdict {
 	v := Verdict{OptedIn: decision.OptedIn(in.NamespaceLabels, in.Pod.Labels, in.Pod.Annotations)}
 	if !v.OptedIn {

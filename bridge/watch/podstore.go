@@ -312,17 +312,17 @@ func (s *podStore) servesAny(nsLabels map[string]string) bool {
 }
 
 // Resync is the watcher's periodic call (Options.Resync, resyncLoop), and
-// its call on a change of the decision's options (Reconfigure): pods still
-// deciding Quit (or Replace) are published again (past the dedup window this reaches
-// the function anew), which retries a quit lost downstream. Others are
-// left alone.
+// its call on a change of the decision's options (Reconfigure): pods whose
+// decision still acts (Quit, Replace) are published again (past the dedup
+// window this reaches the function anew), which retries a quit lost
+// downstream. Others are left alone.
 func (s *podStore) Resync() error {
 	o := s.w.options()
 	s.mu.RLock()
 	quit := make([]string, 0, 8)
 	for ns, names := range s.pods {
 		for name, p := range names {
-			if out := decision.DecideForAnyKubelet(p.Unpack(), o).Outcome; out == decision.Quit || out == decision.Replace {
+			if decision.DecideForAnyKubelet(p.Unpack(), o).Outcome.Acts() {
 				quit = append(quit, ns+"/"+name)
 			}
 		}

@@ -256,7 +256,7 @@ func (f *Function) handle(ctx context.Context, e cloudevents.Event) result {
 	// pod beyond the bounds) leaves the live pod to decide.
 	if podevent.IdentityOnly(e) {
 		f.metrics.beyondBounds.WithLabelValues("live").Inc()
-	} else if d := decision.DecideForAnyKubelet(pod, opts); d.Outcome != decision.Quit && d.Outcome != decision.Replace {
+	} else if d := decision.DecideForAnyKubelet(pod, opts); !d.Outcome.Acts() {
 		return decided(d)
 	}
 	// A caller that gave up (the dispatcher's timeout, a closed connection)
@@ -282,7 +282,7 @@ func (f *Function) handle(ctx context.Context, e cloudevents.Event) result {
 		}
 	}
 	d := decision.Decide(livePod, opts)
-	if d.Outcome != decision.Quit && d.Outcome != decision.Replace {
+	if !d.Outcome.Acts() {
 		return decided(d)
 	}
 	if r, ended := contextEnded(ctx); ended {

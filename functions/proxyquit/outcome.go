@@ -48,7 +48,7 @@ func contextEnded(ctx context.Context) (result, bool) {
 	return result{}, false
 }
 
-// decided turns a decision that is neither Quit nor Replace into a final result. A pod whose
+// decided turns a decision that does not act (Outcome.Acts) into a final result. A pod whose
 // proxy already terminated is Ignore too: that is what makes duplicate and
 // late events harmless.
 func decided(d decision.Decision) result {

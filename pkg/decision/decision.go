@@ -34,6 +34,11 @@ const (
 	Replace
 )
 
+// Acts reports whether the outcome asks istio-aux to act on the pod now:
+// quit its proxy, or replace it. The bridge publishes such pods and the
+// function acts on them; it answers every other outcome without a call.
+func (o Outcome) Acts() bool { return o == Quit || o == Replace }
+
 func (o Outcome) String() string {
 	switch o {
 	case Ignore:

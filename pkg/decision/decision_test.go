@@ -230,6 +230,14 @@ func TestDecideMatrix(t *testing.T) {
 	}
 }
 
+func TestOutcomeActs(t *testing.T) {
+	for o, want := range map[decision.Outcome]bool{decision.Ignore: false, decision.Wait: false, decision.Quit: true, decision.Replace: true, 42: false} {
+		if got := o.Acts(); got != want {
+			t.Errorf("%v.Acts() = %v, want %v", o, got, want)
+		}
+	}
+}
+
 func TestOutcomeString(t *testing.T) {
 	for o, want := range map[decision.Outcome]string{decision.Ignore: "ignore", decision.Wait: "wait", decision.Quit: "quit", decision.Replace: "replace", 42: "unknown"} {
 		if got := o.String(); got != want {
