@@ -39,7 +39,7 @@ func (e *explanation) cni() {
 		return
 	}
 	p := e.in.Pod
-	what := "the kubelet retries istio-validation in the same sandbox, each run counted toward a Job's backoffLimit; it passes only if Istio CNI's repair controller sets up the pod's traffic capture (repairPods), so istio-aux's function deletes the pod for its controller to make another (a PodReplaced Event; one failure of a Job's backoffLimit)"
+	what := "the kubelet retries istio-validation in the same sandbox, each run counted toward a Job's backoffLimit; it passes only if Istio CNI's repair controller sets up the pod's traffic capture (repairPods), so once it has failed and is not running again istio-aux's function deletes the pod for its controller to make another (a PodReplaced Event; one failure of a Job's backoffLimit)"
 	if metav1.GetControllerOf(p) == nil {
 		what = "the kubelet retries istio-validation in the same sandbox, where it passes only if Istio CNI's repair controller sets up the pod's traffic capture (repairPods); the pod has no controller to make another, so istio-aux leaves it: delete it and create it again"
 	}

@@ -38,17 +38,20 @@ func TestExplainCNIStartRace(t *testing.T) {
 		policy  corev1.RestartPolicy
 		opt     podOpt
 		problem string // "": none
+		next    string // what happens next, when it is istio-aux's replace ("": not checked)
 	}{
 		"Never: the pod failed": {corev1.RestartPolicyNever,
-			validation(exited(126, time.Minute), state{}, corev1.PodFailed), "its Job makes another, counted against its backoffLimit"},
+			validation(exited(126, time.Minute), state{}, corev1.PodFailed), "its Job makes another, counted against its backoffLimit", ""},
 		"OnFailure: crash-looping, a Job's": {corev1.RestartPolicyOnFailure,
-			both(validation(waiting("CrashLoopBackOff"), exited(126, time.Minute), corev1.PodPending), ownedByJob), "istio-aux's function deletes the pod for its controller to make another (a PodReplaced Event"},
+			both(validation(waiting("CrashLoopBackOff"), exited(126, time.Minute), corev1.PodPending), ownedByJob), "istio-aux's function deletes the pod for its controller to make another (a PodReplaced Event",
+			"istio-aux deletes the pod, and its controller makes another"},
 		"OnFailure: crash-looping, no controller": {corev1.RestartPolicyOnFailure,
-			validation(waiting("CrashLoopBackOff"), exited(126, time.Minute), corev1.PodPending), "no controller to make another, so istio-aux leaves it"},
+			validation(waiting("CrashLoopBackOff"), exited(126, time.Minute), corev1.PodPending), "no controller to make another, so istio-aux leaves it",
+			"nothing: istio-aux deletes no pod without a controller"},
 		"OnFailure: repaired": {corev1.RestartPolicyOnFailure,
-			validation(exited(0, 10*time.Second), exited(126, time.Minute), corev1.PodRunning), ""},
+			validation(exited(0, 10*time.Second), exited(126, time.Minute), corev1.PodRunning), "", ""},
 		"another failure": {corev1.RestartPolicyOnFailure,
-			validation(waiting("CrashLoopBackOff"), exited(1, time.Minute), corev1.PodPending), ""},
+			validation(waiting("CrashLoopBackOff"), exited(1, time.Minute), corev1.PodPending), "", ""},
 	}
 	jobs := namespace("jobs", optedIn, created.Add(-time.Hour))
 	for name, tc := range tests {
@@ -69,6 +72,9 @@ func TestExplainCNIStartRace(t *testing.T) {
 			}
 			if !found || !containsText(got.Problems, tc.problem) || got.Verdict != explain.VerdictProblem || !containsText(got.Checks, "-c istio-validation") {
 				t.Errorf("verdict %s, problems %q, checks %q; want the CNI start race and %q", got.Verdict, got.Problems, got.Checks, tc.problem)
+			}
+			if tc.next != "" && (got.Decision.Outcome != "replace" || !strings.Contains(got.Next, tc.next)) {
+				t.Errorf("decision %+v, next %q; want replace and %q", got.Decision, got.Next, tc.next)
 			}
 			for _, pr := range got.Problems {
 				if strings.Contains(pr, "quit") && !strings.Contains(pr, "Istio CNI") {

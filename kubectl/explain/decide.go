@@ -6,6 +6,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/istio-aux/istio-aux/internal/settings"
 	"github.com/istio-aux/istio-aux/pkg/decision"
@@ -74,11 +75,27 @@ func (e *explanation) next() {
 		e.out.Next = "nothing: the bridge does not watch this pod (see the problems)"
 	case e.d.Outcome == decision.Quit:
 		e.out.Next = e.quitNext()
+	case e.d.Outcome == decision.Replace:
+		e.out.Next = e.replaceNext()
 	case e.d.Outcome == decision.Wait:
 		e.out.Next = e.waitNext()
 	default:
 		e.out.Next = e.ignoreNext()
 	}
+}
+
+// replaceNext is what follows a Replace (Istio CNI's start race): the
+// function deletes the pod for its controller to make another, as
+// functions/proxyquit's replace does, unless it has no controller or its
+// delete was refused.
+func (e *explanation) replaceNext() string {
+	switch {
+	case metav1.GetControllerOf(e.in.Pod) == nil:
+		return "nothing: istio-aux deletes no pod without a controller, as nothing would make it again (delete it and create it again)"
+	case e.lastOf(names.ReasonPodReplaceFailed) != nil:
+		return "nothing until the pod changes: istio-aux's delete was refused (see the Events)"
+	}
+	return "istio-aux deletes the pod, and its controller makes another (a PodReplaced Event)"
 }
 
 func (e *explanation) quitNext() string {
