@@ -88,7 +88,7 @@ func TestHACNIStartRace(t *testing.T) {
 	// is what happened to all of them.
 	ended := map[string]*batchv1.Job{}
 	for _, j := range jobs {
-		ended[j] = finished(t, c, ns, j, 6*time.Minute)
+		ended[j] = mesh.WaitJobEnd(t, c, ns, j, 6*time.Minute)
 	}
 	raced, repaired, replaced := 0, 0, 0
 	for _, j := range jobs {
@@ -145,24 +145,6 @@ func TestHACNIStartRace(t *testing.T) {
 			t.Errorf("%s: %s, want Complete: a Job the CNI start race failed", j, jobEnd(ended[j]))
 		}
 	}
-}
-
-// finished waits until the Job is Complete or Failed, or fails the test.
-func finished(t *testing.T, c *cluster.Cluster, ns, name string, timeout time.Duration) *batchv1.Job {
-	t.Helper()
-	var last *batchv1.Job
-	err := poll.Until(context.Background(), timeout, func(ctx context.Context) (bool, error) {
-		j, err := c.Client().BatchV1().Jobs(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		last = j
-		return mesh.JobHas(j, batchv1.JobComplete) || mesh.JobHas(j, batchv1.JobFailed), nil
-	})
-	if err != nil {
-		t.Fatalf("job %s/%s neither Complete nor Failed: %v (pods: %s)", ns, name, err, mesh.PodStates(mesh.Pods(t, c, ns, name)))
-	}
-	return last
 }
 
 // jobEnd names the Job's end and its reason: "Complete", "Failed

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -141,6 +142,19 @@ func OnlyPod(t testing.TB, c *cluster.Cluster, ns, job string) corev1.Pod {
 // WaitJob waits for the Job's condition (Complete or Failed).
 func WaitJob(t testing.TB, c *cluster.Cluster, ns, name string, cond batchv1.JobConditionType, timeout time.Duration) *batchv1.Job {
 	t.Helper()
+	return waitJob(t, c, ns, name, timeout, cond)
+}
+
+// WaitJobEnd waits for the Job to end, Complete or Failed, and returns
+// it: for a test that records what became of every Job before its verdict.
+func WaitJobEnd(t testing.TB, c *cluster.Cluster, ns, name string, timeout time.Duration) *batchv1.Job {
+	t.Helper()
+	return waitJob(t, c, ns, name, timeout, batchv1.JobComplete, batchv1.JobFailed)
+}
+
+// waitJob waits until the Job has one of the conditions, or fails the test.
+func waitJob(t testing.TB, c *cluster.Cluster, ns, name string, timeout time.Duration, conds ...batchv1.JobConditionType) *batchv1.Job {
+	t.Helper()
 	last := &batchv1.Job{}
 	err := poll.Until(context.Background(), timeout, func(ctx context.Context) (bool, error) {
 		j, err := c.Client().BatchV1().Jobs(ns).Get(ctx, name, metav1.GetOptions{})
@@ -148,10 +162,14 @@ func WaitJob(t testing.TB, c *cluster.Cluster, ns, name string, cond batchv1.Job
 			return false, err
 		}
 		last = j
-		return JobHas(j, cond), nil
+		return slices.ContainsFunc(conds, func(cond batchv1.JobConditionType) bool { return JobHas(j, cond) }), nil
 	})
 	if err != nil {
-		t.Fatalf("job %s/%s not %s: %v; status %+v; pods: %s", ns, name, cond, err, last.Status, PodStates(Pods(t, c, ns, name)))
+		what := make([]string, len(conds))
+		for i, cond := range conds {
+			what[i] = string(cond)
+		}
+		t.Fatalf("job %s/%s not %s: %v; status %+v; pods: %s", ns, name, strings.Join(what, " or "), err, last.Status, PodStates(Pods(t, c, ns, name)))
 	}
 	return last
 }
