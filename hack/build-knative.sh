@@ -7,6 +7,10 @@
 #    `ko resolve` of the module's config/core only links and pushes. Its
 #    images are built by ko at install time; the stamp only says the Go
 #    build cache was filled once.
+#    hack/build-knative.sh [MODFILE...]: each a module file of
+#    hack/tools/knative (go.mod, the default: the release istio-aux builds
+#    with; v1.17.mod: OpenShift Serverless 1.37's, for Kubernetes 1.30 to 1.33, as
+#    test/knative's Releases name them).
 #  - Traefik (hack/tools/traefik), the networking layer: one static binary,
 #    which the harness puts into an image of its own.
 set -o errexit -o nounset -o pipefail
@@ -16,17 +20,20 @@ cache="${ISTIO_AUX_CACHE:-${root}/_output}"
 export GOFLAGS=-mod=mod CGO_ENABLED=0
 
 tools="${root}/hack/tools/knative"
-version="$(cd "${tools}" && go list -m -f '{{.Version}}' knative.dev/serving)"
-dir="${cache}/knative-serving-${version}"
-if [[ ! -f "${dir}/compiled" ]]; then
+modfiles=("$@")
+((${#modfiles[@]})) || modfiles=(go.mod)
+for modfile in "${modfiles[@]}"; do
+  version="$(cd "${tools}" && go list -modfile="${modfile}" -m -f '{{.Version}}' knative.dev/serving)"
+  dir="${cache}/knative-serving-${version}"
+  [[ -f "${dir}/compiled" ]] && continue
   start=${SECONDS}
-  echo "compiling knative serving ${version} ..." >&2
+  echo "compiling knative serving ${version} (${modfile}) ..." >&2
   mkdir -p "${dir}"
   # Several packages and no -o: compiled into the build cache, not linked.
-  (cd "${tools}" && GOOS=linux go build -trimpath knative.dev/serving/cmd/{controller,webhook,autoscaler,activator,queue})
+  (cd "${tools}" && GOOS=linux go build -modfile="${modfile}" -trimpath knative.dev/serving/cmd/{controller,webhook,autoscaler,activator,queue})
   touch "${dir}/compiled"
-  echo "compiled knative serving in $((SECONDS - start))s" >&2
-fi
+  echo "compiled knative serving ${version} in $((SECONDS - start))s" >&2
+done
 
 # shellcheck source=hack/build-pinned.sh
 source "${root}/hack/build-pinned.sh"

@@ -3,7 +3,8 @@
 # README's table, each a `go test` run of its own on a cluster of its shape
 # (test/mesh/shapes.go), after building every version it needs: Kubernetes
 # 1.31, 1.32 and 1.33 besides the newest, and Istio 1.24.2, 1.26.1, 1.27.9, 1.28.3,
-# 1.30 (release-1.30 after 1.30.3) and 1.31.0 besides the default build. The kubelet-parity table is checked against
+# 1.30 (release-1.30 after 1.30.3) and 1.31.0 besides the default build, and
+# Knative Serving 1.17 for the 1.31 and 1.32 clusters. The kubelet-parity table is checked against
 # every kubelet from 1.31 to 1.36. Writes _output/matrix.md, a table of the
 # cells with the test that ran each, its result and the date, and exits
 # non-zero if a cell failed. MATRIX_NEWEST=0 leaves out the newest's own
@@ -25,8 +26,10 @@ source hack/node-builds.sh
 node_builds
 timed "istio 1.24.2, 1.26.1, 1.27.9, 1.28.3, 1.30, 1.31.0" hack/build-istio.sh v1.24.mod v1.26.mod v1.27.mod v1.28.mod v1.30.mod v1.31.mod >/dev/null
 if [[ "${MATRIX_NEWEST:-1}" != 0 ]]; then
-  timed "knative serving + traefik" hack/build-knative.sh >/dev/null
+  timed "knative serving 1.23, 1.17 + traefik" hack/build-knative.sh go.mod v1.17.mod >/dev/null
   timed "training operator, trainer, jobset" hack/build-operators.sh
+else
+  timed "knative serving 1.17 + traefik" hack/build-knative.sh v1.17.mod >/dev/null
 fi
 timed "kwok" hack/build-kwok.sh >/dev/null
 timed "kubelet restart parity, 1.31 to 1.36" hack/kubelet-parity.sh
@@ -58,8 +61,8 @@ fi
 cell "1.31" "master (1.30 cut), auto" "config/ against the API server" test/config '^TestV131$' 10m
 cell "1.32" "master (1.30 cut), auto" "config/ against the API server" test/config '^TestV132$' 10m
 cell "1.33" "master (1.30 cut), auto" "config/ against the API server" test/config '^TestV133$' 10m
-cell "1.31" "master (1.30 cut), auto" "one node" test/node '^TestV131$'
-cell "1.32" "master (1.30 cut), auto" "one node" test/node '^TestV132$'
+cell "1.31" "master (1.30 cut), auto" "one node, Knative Serving 1.17" test/node '^TestV131$'
+cell "1.32" "master (1.30 cut), auto" "one node, Knative Serving 1.17" test/node '^TestV132$'
 cell "1.32" "1.24.2" "one node" test/node '^TestV132Istio124$'
 cell "1.32" "1.28.3, auto (classic), Istio CNI" "one node: the core scenarios, the owners, traffic captured" test/node '^TestV132Istio128CNI$' 30m
 cell "1.31" "1.27.9, OpenShift profile, Istio CNI, revision default-v1-27-9" "one node, the OpenShift stand-in" test/node '^TestOpenShift$'

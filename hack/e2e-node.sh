@@ -22,7 +22,7 @@ source hack/node-builds.sh
 node_builds
 # Knative Serving (compiled for ko) and Traefik, its networking layer:
 # config/'s function is a Knative Service (test/knative).
-timed "knative serving + traefik" hack/build-knative.sh >/dev/null
+timed "knative serving 1.23, 1.17 + traefik" hack/build-knative.sh go.mod v1.17.mod >/dev/null
 # The operators whose pods the TestOwner* tests run (test/operators).
 timed "training operator, trainer, jobset" hack/build-operators.sh
 # The tests mostly wait on the kubelet: run them all at once, not two by two.

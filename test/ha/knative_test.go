@@ -54,7 +54,7 @@ func TestHAKnativeNodeLoss(t *testing.T) {
 	<-time.After(20 * time.Second) // a sampling period, not a wait for anything
 	t.Logf("three nodes, istio-aux and Knative Serving at rest: %.2f of the machine's cores busy", (machineCPU(t)-cpu)/time.Since(start).Seconds())
 	sinkBefore := deliveries(t, m.Cluster, "sink")
-	runFaults(t, "Knative Serving "+knative.ServingVersion, []fault{
+	runFaults(t, "Knative Serving "+knative.Newest.String(), []fault{
 		{name: "power-off-function-pod-node", target: functionNode, inject: powerOff, window: 60 * time.Second, p99Within: resumeWithin},
 		// Not bound at p99 beyond TestHAFaults' checks: Knative's
 		// components share one node, often with the watching bridge or

@@ -13,24 +13,30 @@ import (
 	"github.com/istio-aux/istio-aux/test/cluster"
 )
 
-// TestVersionsMatchTools keeps ServingVersion and TraefikVersion equal to
-// what the tools modules pin (and hack/build-knative.sh therefore builds),
-// and ServingVersion's knative.dev/pkg equal to istio-aux's own.
+// TestVersionsMatchTools keeps each Release's serving version and
+// TraefikVersion equal to what the tools modules' files pin (and
+// hack/build-knative.sh therefore builds), and Newest's knative.dev/pkg
+// equal to istio-aux's own.
 func TestVersionsMatchTools(t *testing.T) {
-	for _, tc := range []struct{ tool, module, want string }{
-		{"knative", "knative.dev/serving", ServingVersion},
-		{"traefik", "github.com/traefik/traefik/v3", TraefikVersion},
-	} {
-		v, err := cluster.ToolsVersion(tc.tool, tc.module)
+	type tooled struct{ tool, modfile, module, want string }
+	pins := []tooled{{"traefik", "go.mod", "github.com/traefik/traefik/v3", TraefikVersion}}
+	for _, r := range Releases {
+		pins = append(pins, tooled{"knative", r.ModFile, "knative.dev/serving", r.Serving})
+	}
+	for _, tc := range pins {
+		v, err := cluster.ToolsVersionIn(tc.tool, tc.modfile, tc.module)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if v != tc.want {
-			t.Errorf("hack/tools/%s requires %s %s, the harness says %s", tc.tool, tc.module, v, tc.want)
+			t.Errorf("hack/tools/%s/%s requires %s %s, the harness says %s", tc.tool, tc.modfile, tc.module, v, tc.want)
 		}
 	}
+	if Newest.ModFile != "go.mod" {
+		t.Errorf("Newest is built from %s, want the tools module's go.mod", Newest.ModFile)
+	}
 	pin := regexp.MustCompile(`(?m)^\s*knative\.dev/pkg (\S+)`)
-	var pins []string
+	var pkgs []string
 	for _, f := range []string{"go.mod", "hack/tools/knative/go.mod"} {
 		b, err := os.ReadFile(filepath.Join(cluster.RepoRoot(), f))
 		if err != nil {
@@ -40,10 +46,29 @@ func TestVersionsMatchTools(t *testing.T) {
 		if m == nil {
 			t.Fatalf("%s: no knative.dev/pkg requirement", f)
 		}
-		pins = append(pins, string(m[1]))
+		pkgs = append(pkgs, string(m[1]))
 	}
-	if pins[0] != pins[1] {
-		t.Errorf("istio-aux requires knative.dev/pkg %s, Knative Serving %s builds with %s: move both together", pins[0], ServingVersion, pins[1])
+	if pkgs[0] != pkgs[1] {
+		t.Errorf("istio-aux requires knative.dev/pkg %s, Knative Serving %s builds with %s: move both together", pkgs[0], Newest.Serving, pkgs[1])
+	}
+}
+
+// TestFor: each cluster gets the newest release that starts on it, and
+// none older than the oldest release's minimum.
+func TestFor(t *testing.T) {
+	for version, want := range map[string]string{
+		"v1.36.3": Newest.Serving, "v1.34.0": Newest.Serving, "v1.33.13": R117.Serving,
+		"v1.31.14": R117.Serving, "v1.30.14": R117.Serving, "v1.29.15": "", "1.31": "",
+	} {
+		r, ok := For(version)
+		if ok != (want != "") || r.Serving != want {
+			t.Errorf("For(%q) = %v, %v; want %q", version, r, ok, want)
+		}
+	}
+	for i := 1; i < len(Releases); i++ {
+		if Releases[i].MinKubernetesMinor >= Releases[i-1].MinKubernetesMinor {
+			t.Errorf("Releases not newest first: %v before %v", Releases[i-1], Releases[i])
+		}
 	}
 }
 

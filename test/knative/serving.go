@@ -25,42 +25,70 @@ import (
 // Namespace is Knative Serving's system namespace (config/core/100-namespace.yaml).
 const Namespace = "knative-serving"
 
-// ServingVersion is the knative.dev/serving version hack/tools/knative
-// requires: the release whose knative.dev/pkg istio-aux's go.mod pins.
-// TestVersionsMatchTools keeps them equal.
-const ServingVersion = "v0.50.0"
+// Release is a Knative Serving release the harness installs: its
+// knative.dev/serving module version, the module file of hack/tools/knative
+// that requires it (hack/build-knative.sh compiles each), and the oldest
+// Kubernetes minor (1.x) it starts on: its knative.dev/pkg's minimum.
+type Release struct {
+	// Name is Knative's own release name ("1.23").
+	Name string
+	// Serving is the knative.dev/serving version ("v0.50.0").
+	Serving string
+	// ModFile is the module file of hack/tools/knative that requires it.
+	ModFile string
+	// MinKubernetesMinor is the oldest Kubernetes minor it starts on.
+	MinKubernetesMinor int
+}
+
+var (
+	// Newest is the release whose knative.dev/pkg istio-aux's go.mod pins
+	// (TestVersionsMatchTools keeps them together): Kubernetes 1.34 and
+	// newer.
+	Newest = Release{Name: "1.23", Serving: "v0.50.0", ModFile: "go.mod", MinKubernetesMinor: 34}
+	// R117 is Knative 1.17, the release OpenShift Serverless 1.37 ships:
+	// it starts on Kubernetes 1.30 and newer, so on OpenShift 4.18's 1.31
+	// and 4.19's 1.32, where Newest does not start.
+	R117 = Release{Name: "1.17", Serving: "v0.44.1", ModFile: "v1.17.mod", MinKubernetesMinor: 30}
+	// Releases are every release the harness installs, newest first.
+	Releases = []Release{Newest, R117}
+)
+
+// For returns the newest of Releases that starts on a control plane of
+// Kubernetes version ("v1.32.13"), and false if none does.
+func For(version string) (Release, bool) {
+	var minor int
+	if _, err := fmt.Sscanf(version, "v1.%d.", &minor); err != nil {
+		return Release{}, false
+	}
+	for _, r := range Releases {
+		if minor >= r.MinKubernetesMinor {
+			return r, true
+		}
+	}
+	return Release{}, false
+}
+
+// String names the release as the shapes and logs do.
+func (r Release) String() string { return r.Name + " (knative.dev/serving " + r.Serving + ")" }
+
+// goflags makes the go command, and ko through it, use r's module file.
+func (r Release) goflags() string { return "GOFLAGS=-mod=mod -modfile=" + r.ModFile }
 
 // toolsDir is the tools module ko runs in, so that it builds Knative's
 // ko:// import paths at the version that module requires.
-// MinKubernetesMinor is the oldest Kubernetes minor (1.x) the Knative
-// Serving the harness runs starts on: knative.dev/pkg's minimum at its
-// release (1.23: 1.34). On an older cluster the suites run the function as
-// the Deployment Knative would make of it (test/istioaux), as a Knative
-// release that supports such a cluster (1.19 or 1.20 for 1.32) is not the
-// one istio-aux builds with.
-const MinKubernetesMinor = 34
-
-// Supports reports whether the harness's Knative Serving runs on a control
-// plane of Kubernetes version ("v1.32.13").
-func Supports(version string) bool {
-	var minor int
-	_, err := fmt.Sscanf(version, "v1.%d.", &minor)
-	return err == nil && minor >= MinKubernetesMinor
-}
-
 func toolsDir() string { return filepath.Join(cluster.RepoRoot(), "hack", "tools", "knative") }
 
 // moduleDirs asks the tools module where knative.dev/serving and the
 // networking and caching modules it pins are, in that order: their versions
 // always follow serving's go.mod.
-func moduleDirs(ctx context.Context) ([]string, error) {
+func moduleDirs(ctx context.Context, r Release) ([]string, error) {
 	cmd := exec.CommandContext(ctx, "go", "list", "-m", "-f", "{{.Dir}}",
 		"knative.dev/serving", "knative.dev/networking", "knative.dev/caching")
 	cmd.Dir = toolsDir()
-	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOPROXY=off")
+	cmd.Env = append(os.Environ(), r.goflags(), "GOPROXY=off")
 	out, err := cmd.Output()
 	if err != nil {
-		return nil, fmt.Errorf("go list -m knative.dev/... in hack/tools/knative (run hack/build-knative.sh): %w", err)
+		return nil, fmt.Errorf("go list -m knative.dev/... in hack/tools/knative with %s (run hack/build-knative.sh %s): %w", r.ModFile, r.ModFile, err)
 	}
 	dirs := strings.Fields(string(out))
 	if len(dirs) != 3 {
@@ -69,12 +97,12 @@ func moduleDirs(ctx context.Context) ([]string, error) {
 	return dirs, nil
 }
 
-// Install installs Knative Serving and Traefik on c and waits until both
-// work: Serving's four Deployments Available (the webhook among them, which
-// every Knative object passes through) and Traefik Available.
-func Install(ctx context.Context, c *cluster.Cluster, log io.Writer) error {
+// Install installs Knative Serving release r and Traefik on c and waits
+// until both work: Serving's four Deployments Available (the webhook among
+// them, which every Knative object passes through) and Traefik Available.
+func Install(ctx context.Context, c *cluster.Cluster, r Release, log io.Writer) error {
 	start := time.Now()
-	dirs, err := moduleDirs(ctx)
+	dirs, err := moduleDirs(ctx, r)
 	if err != nil {
 		return err
 	}
@@ -111,7 +139,7 @@ func Install(ctx context.Context, c *cluster.Cluster, log io.Writer) error {
 	// sub-directories) into the node's registry, from the tools module, and
 	// resolves their references to digests (so that Knative's controller
 	// never resolves a tag against the plain-HTTP registry).
-	resolved, err := realnode.KoResolve(ctx, toolsDir(), "knative", "--sbom=none", "-R", "-f", filepath.Join(serving, "config", "core"))
+	resolved, err := realnode.KoResolve(ctx, toolsDir(), "knative", []string{r.goflags()}, "--sbom=none", "-R", "-f", filepath.Join(serving, "config", "core"))
 	if err != nil {
 		return err
 	}
@@ -142,7 +170,7 @@ func Install(ctx context.Context, c *cluster.Cluster, log io.Writer) error {
 			return fmt.Errorf("%s not Available: %w (pods: %s)", ns, err, c.PodsSummary(ctx, ns, ""))
 		}
 	}
-	fmt.Fprintf(log, "harness| knative serving %s and traefik installed in %s\n", ServingVersion, time.Since(start).Round(time.Millisecond))
+	fmt.Fprintf(log, "harness| knative serving %s and traefik installed in %s\n", r, time.Since(start).Round(time.Millisecond))
 	return nil
 }
 

@@ -19,11 +19,14 @@ var (
 	// V132 is one node of Kubernetes 1.32 (EKS and AKS's long-term support)
 	// with istiod's own default, ENABLE_NATIVE_SIDECARS=auto (Istio 1.27 and
 	// newer), which gives every pod a classic sidecar there: the kubelet is
-	// older than 1.33.
-	V132 = Options{Kubernetes: cluster.K8sV132, NativeSidecars: "auto"}
+	// older than 1.33. The function is config/'s Knative Service, on the
+	// Knative Serving release that starts there (knative.R117).
+	V132 = Options{Kubernetes: cluster.K8sV132, NativeSidecars: "auto", Knative: true}
 	// V131 is one node of Kubernetes 1.31, OpenShift 4.18's (supported to
-	// 2027-02-25), with istiod's default: classic sidecars there.
-	V131 = Options{Kubernetes: cluster.K8sV131, NativeSidecars: "auto"}
+	// 2027-02-25), with istiod's default: classic sidecars there. The
+	// function is a Knative Service, on Knative Serving 1.17, OpenShift
+	// Serverless 1.37's release.
+	V131 = Options{Kubernetes: cluster.K8sV131, NativeSidecars: "auto", Knative: true}
 	// V132Istio124 is V132 with Istio 1.24 (OpenShift Service Mesh 3.0),
 	// classic by default.
 	V132Istio124 = Options{Kubernetes: cluster.K8sV132, Istio: istio.R124, NativeSidecars: "false"}
@@ -113,8 +116,8 @@ func ShapeOf(o Options) string {
 	if o.Platform != "" {
 		shape += ", platform " + o.Platform
 	}
-	if o.Knative && knative.Supports(cp) {
-		shape += ", Knative Serving " + knative.ServingVersion
+	if r, ok := knative.For(cp); o.Knative && ok {
+		shape += ", Knative Serving " + r.String()
 	}
 	return shape
 }

@@ -197,13 +197,16 @@ func (s *Shared) Upgrade(ctx context.Context, version string) (*istioaux.Install
 }
 
 // installKnative installs Knative Serving and its ingress before istio-aux's
-// first install (Options.Knative), where the harness's Knative release runs
-// on the cluster's version: elsewhere config/'s function runs as the
-// Deployment Knative would make of it (test/istioaux).
+// first install (Options.Knative): the newest of the harness's releases
+// that starts on the cluster's version. Where none does, config/'s
+// function runs as the Deployment Knative would make of it
+// (test/istioaux).
 func (s *Shared) installKnative(ctx context.Context, c *cluster.Cluster) error {
-	if !knative.Supports(c.Version()) {
-		fmt.Fprintf(s.log, "harness| Kubernetes %s: no Knative Serving (it needs 1.%d); the function runs as the Deployment Knative would make\n", c.Version(), knative.MinKubernetesMinor)
+	r, ok := knative.For(c.Version())
+	if !ok {
+		oldest := knative.Releases[len(knative.Releases)-1]
+		fmt.Fprintf(s.log, "harness| Kubernetes %s: no Knative Serving (the oldest the harness has, %s, needs 1.%d); the function runs as the Deployment Knative would make\n", c.Version(), oldest, oldest.MinKubernetesMinor)
 		return nil
 	}
-	return knative.Install(ctx, c, s.log)
+	return knative.Install(ctx, c, r, s.log)
 }

@@ -19,10 +19,11 @@ import (
 // into the node's registry under repo, on images.NonRootBase (push it
 // first), and returns the manifests with digest references. Offline
 // (GOPROXY=off): the modules are in the module cache. ko reads dir's
-// .ko.yaml; only the base image and the platform are overridden.
+// .ko.yaml; only the base image and the platform are overridden. env adds
+// to ko's environment (GOFLAGS=-modfile=… for another module file of dir).
 // (istio-aux's own images are made by hack/release.sh instead, as users
 // without ko get them.)
-func KoResolve(ctx context.Context, dir, repo string, args ...string) ([]byte, error) {
+func KoResolve(ctx context.Context, dir, repo string, env []string, args ...string) ([]byte, error) {
 	base := images.NonRootBase
 	args = append([]string{"resolve", "--platform=linux/" + goruntime.GOARCH, "--base-import-paths"}, args...)
 	cmd := exec.CommandContext(ctx, filepath.Join(ToolsBinDir(), "ko"), args...)
@@ -31,6 +32,7 @@ func KoResolve(ctx context.Context, dir, repo string, args ...string) ([]byte, e
 		"KO_DOCKER_REPO="+RegistryAddr+"/"+repo,
 		"KO_DEFAULTBASEIMAGE="+RegistryAddr+strings.TrimPrefix(base.Ref, images.Registry),
 		"GOPROXY=off")
+	cmd.Env = append(cmd.Env, env...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

@@ -8,7 +8,8 @@
 // of its own because knative.dev/serving pulls cert-manager, vegeta and
 // cloud keychains into the module graph. v0.50.0 is Knative 1.23, the
 // release whose knative.dev/pkg is the one istio-aux's go.mod pins (no
-// replace directives needed).
+// replace directives needed). v1.17.mod is the same module at Knative 1.17,
+// for clusters older than 1.23 starts on.
 package tools
 
 import (
