@@ -32,29 +32,34 @@ func cniTrafficCaptured(t *testing.T) {
 	svc := mesh.Namespace(t, c, "-svc", true, nil)
 	mesh.Web(t, c, svc) // its pod's inbound traffic is captured too
 	url := fmt.Sprintf("http://web.%s.svc.cluster.local/", svc)
-	// The app downloads from the Service; a proxy slow to get ready (5 s)
-	// leaves no doubt which comes first.
+	// The app downloads from the Service; a proxy slow to get ready leaves
+	// no doubt which comes first: 5 s where istio-aux holds the app, a
+	// minute where nothing does, longer than any slow start of the app (a
+	// cold node) could take to reach its download.
 	app := func() corev1.Container {
 		return worker(map[string]string{"APP_DATASET_URL": url})
 	}
-	slow := map[string]string{keys.AnnotationProxyConfig: "proxyMetadata:\n  ISTIO_AUX_ENVOY_READY_DELAY: 5s\n"}
+	slow := func(delay string) map[string]string {
+		return map[string]string{keys.AnnotationProxyConfig: "proxyMetadata:\n  ISTIO_AUX_ENVOY_READY_DELAY: " + delay + "\n"}
+	}
 
 	plain := mesh.Namespace(t, c, "-plain", true, nil)
 	j := meshJob("early", 1, corev1.RestartPolicyNever, app())
 	j.Spec.BackoffLimit = ptr.To(int32(0))
-	j.Spec.Template.Annotations = slow
+	j.Spec.Template.Annotations = slow("1m")
 	mesh.CreateJob(t, c, plain, j)
 
 	opted := mesh.Namespace(t, c, "-opted", true, mesh.OptedIn)
 	j = meshJob("held", 1, corev1.RestartPolicyNever, app())
-	j.Spec.Template.Annotations = slow
+	j.Spec.Template.Annotations = slow("5s")
 	mesh.CreateJob(t, c, opted, j)
 
 	// Without istio-aux: the app's download is refused and it exits 1;
-	// the proxy then keeps the pod Running, so the Job never ends.
-	early := mesh.WaitPod(t, c, plain, mesh.OnlyPod(t, c, plain, "early").Name, 2*time.Minute, func(p *corev1.Pod) bool {
+	// the proxy then keeps the pod Running, so the Job never ends. (The Job
+	// controller makes the pod after the Job: wait for it to exist too.)
+	early := &mesh.WaitPods(t, c, plain, "early", 1, 2*time.Minute, func(p *corev1.Pod) bool {
 		return terminated(p, "tensorflow") != nil
-	})
+	})[0]
 	if code := terminated(early, "tensorflow").ExitCode; code != 1 {
 		t.Errorf("the app without istio-aux exited %d, want 1 (its download refused)", code)
 	}
