@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/istio-aux/istio-aux/bridge/final"
 	"github.com/istio-aux/istio-aux/bridge/transport"
 	"github.com/istio-aux/istio-aux/test/cluster"
 	"github.com/istio-aux/istio-aux/test/istioaux"
@@ -148,9 +149,10 @@ func runFault(t *testing.T, e *env, l *load, f fault) result {
 	node := f.target(t, e)
 	l.keepOff(t, node)
 	refusedBefore, heldBefore := l.refusals(t), l.held()
+	held := placement(e, node)
 	start := time.Now()
 	end := f.inject(t, e, node)
-	t.Logf("%s: fault began at %s on %q", f.name, start.Format(time.StampMilli), node)
+	t.Logf("%s: fault began at %s on %q; %s", f.name, start.Format(time.StampMilli), node, held)
 	// The fault lasts its window: a schedule, not a wait for anything.
 	<-time.After(time.Until(start.Add(f.window)))
 	if end != nil {
@@ -164,7 +166,7 @@ func runFault(t *testing.T, e *env, l *load, f fault) result {
 		// cluster and its logs are gone once the test ends.
 		timeline(t, l.snapshot(), l.quitEvents(t), start)
 		logIstioAux(t, e.m.Cluster, start)
-		t.Fatal(err)
+		t.Fatalf("%v; when the fault began, %s", err, held)
 	}
 	pods := slices.DeleteFunc(l.snapshot(), func(p tracked) bool { return !settled[p.job] })
 	events := l.quitEvents(t)
@@ -182,6 +184,8 @@ func runFault(t *testing.T, e *env, l *load, f fault) result {
 	if !r.ok() || r.p99 > resumeWithin || len(r.silentPods) > 0 {
 		timeline(t, pods, events, start)
 		logIstioAux(t, e.m.Cluster, start)
+		// Last, where CI's tail (hack/failures) keeps it.
+		t.Logf("%s: when the fault began, %s", f.name, held)
 	}
 	return r
 }
@@ -227,8 +231,8 @@ func logIstioAux(t *testing.T, c *cluster.Cluster, since time.Time) {
 }
 
 // whole waits until the cluster is whole again: every node Ready, every
-// workload of istio-aux Available, the NATS stream with every replica
-// current.
+// workload of istio-aux Available, and the NATS stream, consumer and bucket
+// each with a leader and every copy current.
 func whole(t *testing.T, e *env) {
 	t.Helper()
 	bg := context.Background()
@@ -250,7 +254,7 @@ func whole(t *testing.T, e *env) {
 	}
 	var why error
 	err := poll.Until(bg, 3*time.Minute, func(context.Context) (bool, error) {
-		why = streamWhole(e)
+		why = natsWhole(e)
 		return why == nil, nil
 	})
 	if err != nil {
@@ -258,42 +262,102 @@ func whole(t *testing.T, e *env) {
 	}
 	if err != nil {
 		logIstioAux(t, e.m.Cluster, time.Now().Add(-3*time.Minute))
-		t.Fatalf("the NATS stream is not whole again: %v", err)
+		t.Fatalf("NATS is not whole again: %v", err)
 	}
 }
 
-// streamWhole says why the NATS stream is not whole: no leader, or a
-// replica offline or behind.
-func streamWhole(e *env) error {
+// natsWhole says why NATS is not whole: the stream, the dispatchers'
+// consumer or the bucket of final failures without a leader, or with a
+// copy offline or behind. The next fault may take any leader's server: one
+// of them left with a single current copy would stop with it.
+func natsWhole(e *env) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	info, err := streamInfo(ctx, e)
+	js, done, err := jsOf(ctx, e)
 	if err != nil {
 		return err
 	}
-	c := info.Cluster
-	if c == nil || c.Leader == "" || len(c.Replicas) != 2 {
-		return fmt.Errorf("stream cluster %+v", c)
+	defer done()
+	groups, err := raftGroups(ctx, js)
+	if err != nil {
+		return err
 	}
-	for _, r := range c.Replicas {
-		if !r.Current || r.Offline {
-			return fmt.Errorf("replica %s behind (leader %s, replica %+v)", r.Name, c.Leader, *r)
+	for _, g := range groups {
+		c := g.info
+		if c == nil || c.Leader == "" || len(c.Replicas) != 2 {
+			return fmt.Errorf("%s: cluster %+v", g.name, c)
+		}
+		for _, r := range c.Replicas {
+			if !r.Current || r.Offline {
+				return fmt.Errorf("%s: copy %s behind (leader %s, copy %+v)", g.name, r.Name, c.Leader, *r)
+			}
 		}
 	}
 	return nil
 }
 
-// streamInfo asks NATS, as the bridge does (with the Secret's token, any
-// server), about the stream.
-func streamInfo(ctx context.Context, e *env) (*jetstream.StreamInfo, error) {
-	cs := e.m.Cluster.Client()
-	secret, err := cs.CoreV1().Secrets(istioaux.SystemNamespace).Get(ctx, "istio-aux-nats", metav1.GetOptions{})
+// raftGroup is one of the replicated things NATS keeps for istio-aux.
+type raftGroup struct {
+	name string
+	info *jetstream.ClusterInfo
+}
+
+// raftGroups reads the cluster info of the stream, the consumer and the
+// bucket's stream.
+func raftGroups(ctx context.Context, js jetstream.JetStream) ([]raftGroup, error) {
+	s, err := js.Stream(ctx, transport.DefaultName)
 	if err != nil {
 		return nil, err
 	}
-	pods, err := cs.CoreV1().Pods(istioaux.SystemNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=nats"})
+	si, err := s.Info(ctx)
 	if err != nil {
 		return nil, err
+	}
+	cons, err := s.Consumer(ctx, transport.Durable)
+	if err != nil {
+		return nil, err
+	}
+	ci, err := cons.Info(ctx)
+	if err != nil {
+		return nil, err
+	}
+	kv, err := js.Stream(ctx, "KV_"+final.Bucket)
+	if err != nil {
+		return nil, err
+	}
+	ki, err := kv.Info(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return []raftGroup{{"stream", si.Cluster}, {"consumer", ci.Cluster}, {"bucket", ki.Cluster}}, nil
+}
+
+// streamInfo asks NATS, as the bridge does (with the Secret's token, any
+// server), about the stream.
+func streamInfo(ctx context.Context, e *env) (*jetstream.StreamInfo, error) {
+	js, done, err := jsOf(ctx, e)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	s, err := js.Stream(ctx, transport.DefaultName)
+	if err != nil {
+		return nil, err
+	}
+	return s.Info(ctx)
+}
+
+// jsOf connects to NATS as the bridge does (with the Secret's token, any
+// ready server) and returns its JetStream and what closes the connection.
+func jsOf(ctx context.Context, e *env) (jetstream.JetStream, func(), error) {
+	cs := e.m.Cluster.Client()
+	secret, err := cs.CoreV1().Secrets(istioaux.SystemNamespace).Get(ctx, "istio-aux-nats", metav1.GetOptions{})
+	if err != nil {
+		return nil, nil, err
+	}
+	pods, err := cs.CoreV1().Pods(istioaux.SystemNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=nats"})
+	if err != nil {
+		return nil, nil, err
 	}
 	var urls []string
 	for _, p := range pods.Items {
@@ -301,20 +365,19 @@ func streamInfo(ctx context.Context, e *env) (*jetstream.StreamInfo, error) {
 			urls = append(urls, "nats://"+p.Status.PodIP+":4222")
 		}
 	}
+	if len(urls) == 0 {
+		return nil, nil, fmt.Errorf("no NATS server is ready")
+	}
 	nc, err := nats.Connect(strings.Join(urls, ","), nats.Token(string(secret.Data["token"])), nats.Timeout(2*time.Second))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	defer nc.Close()
 	js, err := jetstream.New(nc)
 	if err != nil {
-		return nil, err
+		nc.Close()
+		return nil, nil, err
 	}
-	s, err := js.Stream(ctx, transport.DefaultName)
-	if err != nil {
-		return nil, err
-	}
-	return s.Info(ctx)
+	return js, nc.Close, nil
 }
 
 // TestHAStandalone: config/standalone on three nodes (two all-in-ones on a

@@ -5,6 +5,7 @@ package ha
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -138,4 +139,59 @@ func upgrade(t *testing.T, e *env, _ string) func() {
 	}
 	e.aux = next
 	return nil
+}
+
+// placement says what the fault's node held when it began: istio-aux's and
+// the cluster DNS's pods there (the bridge holding the watcher's Lease
+// marked), and which NATS servers led the stream, the consumer and the
+// bucket. A fault whose quits stop says in one line what it took.
+func placement(e *env, node string) string {
+	if node == "" {
+		return "no node"
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cs := e.m.Cluster.Client()
+	holder := ""
+	if l, err := cs.CoordinationV1().Leases(istioaux.SystemNamespace).Get(ctx, "istio-aux-watcher", metav1.GetOptions{}); err == nil && l.Spec.HolderIdentity != nil {
+		holder = *l.Spec.HolderIdentity
+	}
+	var there []string
+	for _, ns := range []string{istioaux.SystemNamespace, "kube-system"} {
+		pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
+		if err != nil {
+			return fmt.Sprintf("%s: %v", node, err)
+		}
+		for _, p := range pods.Items {
+			name := p.Name
+			if name == holder {
+				name += " (watching)"
+			}
+			there = append(there, name)
+		}
+	}
+	if e.aux.Dir() != istioaux.Config {
+		return fmt.Sprintf("%s held %s", node, strings.Join(there, ", "))
+	}
+	leaders := "NATS: "
+	js, done, err := jsOf(ctx, e)
+	if err == nil {
+		defer done()
+		var groups []raftGroup
+		if groups, err = raftGroups(ctx, js); err == nil {
+			for i, g := range groups {
+				if i > 0 {
+					leaders += ", "
+				}
+				leaders += g.name + " led by "
+				if g.info != nil {
+					leaders += g.info.Leader
+				}
+			}
+		}
+	}
+	if err != nil {
+		leaders += err.Error()
+	}
+	return fmt.Sprintf("%s held %s; %s", node, strings.Join(there, ", "), leaders)
 }
