@@ -303,13 +303,9 @@ type raftGroup struct {
 }
 
 // raftGroups reads the cluster info of the stream, the consumer and the
-// bucket's stream.
+// bucket's stream (each lookup asks the servers afresh).
 func raftGroups(ctx context.Context, js jetstream.JetStream) ([]raftGroup, error) {
 	s, err := js.Stream(ctx, transport.DefaultName)
-	if err != nil {
-		return nil, err
-	}
-	si, err := s.Info(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -317,19 +313,15 @@ func raftGroups(ctx context.Context, js jetstream.JetStream) ([]raftGroup, error
 	if err != nil {
 		return nil, err
 	}
-	ci, err := cons.Info(ctx)
-	if err != nil {
-		return nil, err
-	}
 	kv, err := js.Stream(ctx, "KV_"+final.Bucket)
 	if err != nil {
 		return nil, err
 	}
-	ki, err := kv.Info(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return []raftGroup{{"stream", si.Cluster}, {"consumer", ci.Cluster}, {"bucket", ki.Cluster}}, nil
+	return []raftGroup{
+		{"stream", s.CachedInfo().Cluster},
+		{"consumer", cons.CachedInfo().Cluster},
+		{"bucket", kv.CachedInfo().Cluster},
+	}, nil
 }
 
 // streamInfo asks NATS, as the bridge does (with the Secret's token, any
