@@ -336,7 +336,7 @@ func streamInfo(ctx context.Context, e *env) (*jetstream.StreamInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	return s.Info(ctx)
+	return s.CachedInfo(), nil // the lookup just fetched it
 }
 
 // jsOf connects to NATS as the bridge does (with the Secret's token, any

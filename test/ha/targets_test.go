@@ -170,28 +170,26 @@ func placement(e *env, node string) string {
 			there = append(there, name)
 		}
 	}
+	held := node + " held " + strings.Join(there, ", ")
 	if e.aux.Dir() != istioaux.Config {
-		return fmt.Sprintf("%s held %s", node, strings.Join(there, ", "))
+		return held
 	}
-	leaders := "NATS: "
 	js, done, err := jsOf(ctx, e)
-	if err == nil {
-		defer done()
-		var groups []raftGroup
-		if groups, err = raftGroups(ctx, js); err == nil {
-			for i, g := range groups {
-				if i > 0 {
-					leaders += ", "
-				}
-				leaders += g.name + " led by "
-				if g.info != nil {
-					leaders += g.info.Leader
-				}
-			}
-		}
-	}
 	if err != nil {
-		leaders += err.Error()
+		return held + "; NATS: " + err.Error()
 	}
-	return fmt.Sprintf("%s held %s; %s", node, strings.Join(there, ", "), leaders)
+	defer done()
+	groups, err := raftGroups(ctx, js)
+	if err != nil {
+		return held + "; NATS: " + err.Error()
+	}
+	var leaders []string
+	for _, g := range groups {
+		leader := ""
+		if g.info != nil {
+			leader = g.info.Leader
+		}
+		leaders = append(leaders, g.name+" led by "+leader)
+	}
+	return held + "; NATS: " + strings.Join(leaders, ", ")
 }
